@@ -1,0 +1,1 @@
+//! redislock (skeleton)
