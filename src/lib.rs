@@ -1,1 +1,47 @@
-//! redislock (skeleton)
+//! # redislock
+//!
+//! Blocking Redis locks for threaded Rust programs, with a C ABI so that C and PHP (through FFI)
+//! use the very same implementation.
+//!
+//! - Acquire is the classic `SET key token NX PX lease` with a 128-bit random token; release and
+//!   extend are Lua compare-and-act scripts, so programs using that classic pattern on the same
+//!   key exclude and are excluded by this library.
+//! - Every lock has a finite lease. Auto-renewed locks (the default) have a renewal thread that
+//!   extends the lease every lease/3 while the key still holds the token; a lock found gone,
+//!   taken over, or unrenewable until its lease ran out is marked lost, and the holder can see it.
+//! - Waiting does not spin: a release hands the lock directly to the oldest waiter and wakes it,
+//!   with a jittered fallback re-check for holders that vanish.
+//! - Optional fencing tokens, strictly increasing per lock name.
+//! - Fork-safe: a client used after `fork()` rebuilds its pools; a lock inherited across fork is
+//!   not the child's.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redislock::Client;
+//!
+//! let client = Client::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.acquire("stock:42", Duration::from_secs(5))?;
+//! // ... the critical section ...
+//! lock.release()?;
+//! # Ok::<(), redislock::Error>(())
+//! ```
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod error;
+mod keys;
+mod lock;
+mod pool;
+mod renewal;
+mod scripts;
+mod token;
+mod waiting;
+
+pub use client::{Client, LockRequest};
+pub use config::{ClientBuilder, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
+pub use error::{Error, ErrorKind};
+pub use keys::MAX_NAME_LEN;
+pub use lock::Lock;
+pub use renewal::{IDLE_EXIT, Stats};

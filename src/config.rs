@@ -1,0 +1,320 @@
+//! Client configuration: a builder with documented defaults, validated once in `build()`.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::Error;
+
+/// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
+pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The shortest lease an auto-renewed lock accepts: renewal runs every lease/3 and needs at
+/// least a few round trips of slack.
+pub const MIN_RENEWED_LEASE: Duration = Duration::from_millis(100);
+/// The longest wait bound accepted by an acquire (30 days).
+pub const MAX_WAIT: Duration = MAX_LEASE;
+
+/// Everything a [`Client`] is configured with. Built by [`ClientBuilder`].
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub url: String,
+    /// `host:port/db` of the server, for messages (never the password).
+    pub server: String,
+    pub pool_size: u32,
+    pub max_waiters: u32,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub checkout_timeout: Duration,
+    pub lease: Duration,
+    pub auto_renew: bool,
+    pub fencing: bool,
+    pub key_prefix: Vec<u8>,
+    pub recheck_interval: Duration,
+    pub recheck_jitter: f64,
+    pub max_renewed_locks: usize,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("url", &mask_url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .field("max_waiters", &self.max_waiters)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("checkout_timeout", &self.checkout_timeout)
+            .field("lease", &self.lease)
+            .field("auto_renew", &self.auto_renew)
+            .field("fencing", &self.fencing)
+            .field("key_prefix", &String::from_utf8_lossy(&self.key_prefix))
+            .field("recheck_interval", &self.recheck_interval)
+            .field("recheck_jitter", &self.recheck_jitter)
+            .field("max_renewed_locks", &self.max_renewed_locks)
+            .finish()
+    }
+}
+
+/// Builds a [`Client`]. Every setter's documentation states its default.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let client = redislock::Client::builder("redis://127.0.0.1:6379/0")
+///     .pool_size(32)
+///     .lease(Duration::from_secs(10))
+///     .key_prefix("shop:")
+///     .fencing(true)
+///     .build()?;
+/// # Ok::<(), redislock::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ClientBuilder {
+    cfg: Config,
+}
+
+impl ClientBuilder {
+    pub(crate) fn new(url: &str) -> ClientBuilder {
+        ClientBuilder {
+            cfg: Config {
+                url: url.to_owned(),
+                server: String::new(),
+                pool_size: 16,
+                max_waiters: 128,
+                connect_timeout: Duration::from_secs(2),
+                read_timeout: Duration::from_secs(2),
+                write_timeout: Duration::from_secs(2),
+                checkout_timeout: Duration::from_secs(3),
+                lease: Duration::from_secs(30),
+                auto_renew: true,
+                fencing: false,
+                key_prefix: Vec::new(),
+                recheck_interval: Duration::from_secs(1),
+                recheck_jitter: 0.2,
+                max_renewed_locks: 4096,
+            },
+        }
+    }
+
+    /// Connections for acquire, release, extend and renewal (default 16). Waiters use a pool
+    /// of their own (see [`max_waiters`](Self::max_waiters)), so they never starve these.
+    pub fn pool_size(mut self, n: u32) -> Self {
+        self.cfg.pool_size = n;
+        self
+    }
+    /// Threads of this process that may block waiting for locks at the same time, each on a
+    /// connection of the waiter pool (default 128). Further waiters queue for a connection.
+    pub fn max_waiters(mut self, n: u32) -> Self {
+        self.cfg.max_waiters = n;
+        self
+    }
+    /// TCP connect timeout (default 2 s).
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.cfg.connect_timeout = d;
+        self
+    }
+    /// Socket read timeout for every command (default 2 s). A blocked waiter's BLPOP gets its
+    /// block time added to it.
+    pub fn read_timeout(mut self, d: Duration) -> Self {
+        self.cfg.read_timeout = d;
+        self
+    }
+    /// Socket write timeout (default 2 s).
+    pub fn write_timeout(mut self, d: Duration) -> Self {
+        self.cfg.write_timeout = d;
+        self
+    }
+    /// The longest a call waits for a pooled connection, including connecting one (default 3 s).
+    pub fn checkout_timeout(mut self, d: Duration) -> Self {
+        self.cfg.checkout_timeout = d;
+        self
+    }
+    /// Default lease of a lock (default 30 s). With auto-renewal the key is extended every
+    /// lease/3 while held; without it the lock simply expires after the lease.
+    pub fn lease(mut self, d: Duration) -> Self {
+        self.cfg.lease = d;
+        self
+    }
+    /// Whether locks auto-renew by default (default true).
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.cfg.auto_renew = on;
+        self
+    }
+    /// Whether locks get fencing tokens by default (default false). Each fenced grant of a name
+    /// increments a counter kept next to the lock key and returns it.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.cfg.fencing = on;
+        self
+    }
+    /// A prefix put in front of every lock name to form its key (default empty).
+    pub fn key_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
+        self.cfg.key_prefix = prefix.as_ref().to_vec();
+        self
+    }
+    /// How often a waiter re-checks the lock when no release wakes it (default 1 s), never
+    /// later than the lock's remaining lifetime. This only matters when a holder vanishes or a
+    /// foreign client releases with a plain DEL; a release by this library wakes the waiter.
+    pub fn recheck_interval(mut self, d: Duration) -> Self {
+        self.cfg.recheck_interval = d;
+        self
+    }
+    /// Random fraction (0 to 1) taken off each re-check interval so waiters spread out
+    /// (default 0.2).
+    pub fn recheck_jitter(mut self, fraction: f64) -> Self {
+        self.cfg.recheck_jitter = fraction;
+        self
+    }
+    /// Upper bound on auto-renewed locks held at once through this client (default 4096); each
+    /// has a renewal thread. An acquire beyond it fails with [`ErrorKind::LimitReached`]
+    /// before touching Redis.
+    ///
+    /// [`ErrorKind::LimitReached`]: crate::ErrorKind::LimitReached
+    pub fn max_renewed_locks(mut self, n: usize) -> Self {
+        self.cfg.max_renewed_locks = n;
+        self
+    }
+
+    /// Validates the configuration and builds the client. Connects lazily: building never
+    /// touches the network, so it succeeds while Redis is down.
+    pub fn build(self) -> Result<Client, Error> {
+        let mut cfg = self.cfg;
+        let info = parse_url(&cfg.url)?;
+        cfg.server = format!("{}/{}", info.addr(), info.redis_settings().db());
+        let positive = |what: &str, d: Duration| {
+            if d.is_zero() || d > MAX_LEASE {
+                Err(Error::invalid_argument(format!(
+                    "{what} must be between 1 ms and 30 days"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        positive("connect_timeout", cfg.connect_timeout)?;
+        positive("read_timeout", cfg.read_timeout)?;
+        positive("write_timeout", cfg.write_timeout)?;
+        positive("checkout_timeout", cfg.checkout_timeout)?;
+        positive("recheck_interval", cfg.recheck_interval)?;
+        check_lease(cfg.lease, cfg.auto_renew)?;
+        if cfg.pool_size == 0 || cfg.pool_size > 10_000 {
+            return Err(Error::invalid_argument(
+                "pool_size must be between 1 and 10000",
+            ));
+        }
+        if cfg.max_waiters == 0 || cfg.max_waiters > 10_000 {
+            return Err(Error::invalid_argument(
+                "max_waiters must be between 1 and 10000",
+            ));
+        }
+        if !(0.0..=1.0).contains(&cfg.recheck_jitter) {
+            return Err(Error::invalid_argument(
+                "recheck_jitter must be between 0 and 1",
+            ));
+        }
+        if cfg.max_renewed_locks > 1_000_000 {
+            return Err(Error::invalid_argument(
+                "max_renewed_locks must be at most 1000000",
+            ));
+        }
+        if cfg.key_prefix.len() > crate::keys::MAX_NAME_LEN {
+            return Err(Error::invalid_argument(
+                "key_prefix is longer than 4096 bytes",
+            ));
+        }
+        Ok(Client::from_config(cfg, info))
+    }
+}
+
+/// Checks a lease for a lock with or without auto-renewal.
+pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error> {
+    if lease < Duration::from_millis(1) {
+        return Err(Error::invalid_argument("lease must be at least 1 ms"));
+    }
+    if lease > MAX_LEASE {
+        return Err(Error::invalid_argument("lease must be at most 30 days"));
+    }
+    if auto_renew && lease < MIN_RENEWED_LEASE {
+        return Err(Error::invalid_argument(
+            "an auto-renewed lease must be at least 100 ms",
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a `redis://` (or `rediss://`, `unix://`) URL; the error never repeats the URL.
+pub(crate) fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
+    use redis::IntoConnectionInfo;
+    let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+        .iter()
+        .any(|s| url.starts_with(s));
+    if !scheme_ok {
+        return Err(Error::invalid_argument(
+            "Redis URL must look like redis://[user:password@]host:port/db",
+        ));
+    }
+    url.into_connection_info().map_err(|e| {
+        let detail = match mask_password(url) {
+            Some(pw) if !pw.is_empty() => e.to_string().replace(pw, "***"),
+            _ => e.to_string(),
+        };
+        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(url)))
+    })
+}
+
+/// The password part of a URL's user info, if any.
+fn mask_password(url: &str) -> Option<&str> {
+    let rest = &url[url.find("://")? + 3..];
+    let userinfo = &rest[..rest.find('@')?];
+    Some(&userinfo[userinfo.find(':')? + 1..])
+}
+
+/// The URL with its password replaced by `***`, for Debug output and messages.
+pub(crate) fn mask_url(url: &str) -> String {
+    match mask_password(url) {
+        Some(pw) if !pw.is_empty() => {
+            let start = pw.as_ptr() as usize - url.as_ptr() as usize;
+            format!("{}***{}", &url[..start], &url[start + pw.len()..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(mask_url("redis://u:s3cret@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(mask_url("redis://:s3cret@h:1"), "redis://:***@h:1");
+        assert_eq!(mask_url("redis://h:1"), "redis://h:1");
+        let b = ClientBuilder::new("redis://u:s3cret@127.0.0.1:1/0");
+        assert!(!format!("{b:?}").contains("s3cret"));
+        let c = b.build().unwrap();
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_configuration_is_an_error() {
+        let bad = |b: ClientBuilder| b.build().unwrap_err().is_invalid_argument();
+        let b = || ClientBuilder::new("redis://127.0.0.1:1/");
+        assert!(bad(ClientBuilder::new("http://127.0.0.1/")));
+        assert!(bad(ClientBuilder::new("redis://127.0.0.1:notaport/")));
+        assert!(bad(ClientBuilder::new("")));
+        assert!(bad(b().pool_size(0)));
+        assert!(bad(b().max_waiters(0)));
+        assert!(bad(b().lease(Duration::ZERO)));
+        assert!(bad(b().lease(Duration::from_millis(50))));
+        assert!(
+            b().lease(Duration::from_millis(50))
+                .auto_renew(false)
+                .build()
+                .is_ok()
+        );
+        assert!(bad(b().lease(Duration::MAX)));
+        assert!(bad(b().read_timeout(Duration::ZERO)));
+        assert!(bad(b().recheck_jitter(1.5)));
+        assert!(bad(b().recheck_jitter(f64::NAN)));
+        assert!(b().build().is_ok());
+    }
+}

@@ -1,0 +1,180 @@
+//! Redis key names of a lock and its companion keys.
+//!
+//! The lock for name N lives at `prefix + N`. Its companion keys (fencing counter, waiter queue,
+//! waiter entries, per-waiter signal lists) must hash to the same Redis Cluster slot, so they keep
+//! the key's own `{hash tag}` when it has one, and otherwise wrap the whole key in braces:
+//! `orders:7` → `{orders:7}:fence`, `{orders}:7` → `{orders}:7:fence`. A key that contains `}`
+//! but no hash tag (`a{}b`) cannot be wrapped; its companions get a short tag of the same slot in
+//! front instead: `{Qx}a{}b:fence`.
+
+use crate::error::{Error, show_name};
+
+/// The longest lock name accepted, in bytes (prefix not counted).
+pub const MAX_NAME_LEN: usize = 4096;
+
+/// All keys one lock uses.
+#[derive(Debug, Clone)]
+pub(crate) struct LockKeys {
+    /// The lock key itself: holds the owner's token, with a millisecond expiry.
+    pub lock: Vec<u8>,
+    /// Fencing counter (INCR on every fenced grant; never expires).
+    pub fence: Vec<u8>,
+    /// Waiter queue: a sorted set of waiter ids by arrival time.
+    pub queue: Vec<u8>,
+    /// Waiter entries: a hash of waiter id → "deadline:lease:fence:token".
+    pub waiters: Vec<u8>,
+    /// Prefix of the per-waiter signal lists (the waiter id is appended).
+    pub signal_prefix: Vec<u8>,
+    /// The name as shown in messages.
+    pub shown: String,
+    /// Length of the key prefix in front of the name in `lock`.
+    pub prefix_len: usize,
+}
+
+impl LockKeys {
+    /// Checks the name and builds the keys.
+    pub(crate) fn new(prefix: &[u8], name: &[u8]) -> Result<LockKeys, Error> {
+        if name.is_empty() {
+            return Err(Error::invalid_argument("lock name is empty"));
+        }
+        if name.len() > MAX_NAME_LEN {
+            return Err(Error::invalid_argument(format!(
+                "lock name {} is longer than {MAX_NAME_LEN} bytes",
+                show_name(name)
+            )));
+        }
+        let mut lock = Vec::with_capacity(prefix.len() + name.len());
+        lock.extend_from_slice(prefix);
+        lock.extend_from_slice(name);
+        let base = if hash_tag(&lock).is_some() {
+            lock.clone()
+        } else if !lock.contains(&b'}') {
+            [b"{".as_slice(), &lock, b"}"].concat()
+        } else {
+            [b"{".as_slice(), &tag_for_slot(slot(&lock)), b"}", &lock].concat()
+        };
+        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        Ok(LockKeys {
+            fence: with(b":fence"),
+            queue: with(b":q"),
+            waiters: with(b":w"),
+            signal_prefix: with(b":s:"),
+            shown: show_name(name),
+            prefix_len: prefix.len(),
+            lock,
+        })
+    }
+
+    /// The signal list of one waiter.
+    pub(crate) fn signal(&self, waiter_id: &str) -> Vec<u8> {
+        [self.signal_prefix.as_slice(), waiter_id.as_bytes()].concat()
+    }
+}
+
+/// The part of a key Redis Cluster hashes when it is not the whole key: the bytes between the
+/// first `{` and the first `}` after it, if there is at least one.
+fn hash_tag(key: &[u8]) -> Option<&[u8]> {
+    let open = key.iter().position(|&b| b == b'{')?;
+    let len = key[open + 1..].iter().position(|&b| b == b'}')?;
+    (len > 0).then(|| &key[open + 1..open + 1 + len])
+}
+
+/// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag or of the whole key.
+fn slot(key: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in hash_tag(key).unwrap_or(key) {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The first short alphanumeric string (in a fixed order) whose slot is `target`. Every slot
+/// has one of at most three characters; the search takes about 16k CRCs, once per acquire of
+/// such an unusual name.
+fn tag_for_slot(target: u16) -> Vec<u8> {
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let base = ALPHABET.len();
+    let mut n = 0usize;
+    loop {
+        let mut tag = Vec::with_capacity(4);
+        let mut m = n;
+        loop {
+            tag.push(ALPHABET[m % base]);
+            m /= base;
+            if m == 0 {
+                break;
+            }
+        }
+        if slot(&tag) == target {
+            return tag;
+        }
+        n += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn companions_share_the_lock_slot() {
+        for name in [
+            &b"orders:7"[..],
+            b"{orders}:7",
+            b"a{}b",
+            b"{",
+            b"x}{y",
+            b"\xff\x00bin",
+        ] {
+            for prefix in [&b""[..], b"app:", b"{app}:"] {
+                let k = LockKeys::new(prefix, name).unwrap();
+                let s = slot(&k.lock);
+                for c in [&k.fence, &k.queue, &k.waiters, &k.signal("ab12")] {
+                    assert_eq!(
+                        slot(c),
+                        s,
+                        "{:?} vs {:?}",
+                        String::from_utf8_lossy(c),
+                        k.shown
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn slots_match_redis() {
+        // Values from CLUSTER KEYSLOT on Redis 7.
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"user1000"));
+        for s in [0u16, 1, 8191, 16383] {
+            assert_eq!(slot(&tag_for_slot(s)), s);
+        }
+    }
+
+    #[test]
+    fn key_shapes() {
+        let k = LockKeys::new(b"p:", b"orders:7").unwrap();
+        assert_eq!(k.lock, b"p:orders:7");
+        assert_eq!(k.fence, b"{p:orders:7}:fence");
+        let k = LockKeys::new(b"", b"{orders}:7").unwrap();
+        assert_eq!(k.fence, b"{orders}:7:fence");
+        let k = LockKeys::new(b"", b"a{}b").unwrap();
+        assert!(k.fence.starts_with(b"{") && k.fence.ends_with(b"}a{}b:fence"));
+    }
+
+    #[test]
+    fn bad_names_are_rejected() {
+        assert!(LockKeys::new(b"", b"").unwrap_err().is_invalid_argument());
+        let huge = vec![b'x'; MAX_NAME_LEN + 1];
+        assert!(LockKeys::new(b"", &huge).unwrap_err().is_invalid_argument());
+        assert!(LockKeys::new(b"", &huge[..MAX_NAME_LEN]).is_ok());
+    }
+}

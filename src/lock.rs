@@ -1,0 +1,280 @@
+//! The lock guard: release, extend, and the holder's local view of the lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::client::Backend;
+use crate::config::check_lease;
+use crate::error::Error;
+use crate::keys::LockKeys;
+use crate::pool::ConnPool;
+use crate::scripts;
+use crate::token::Token;
+
+/// Where a lock stands, as its holder sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Ours, as far as we know (the lease may still run out if it is not renewed).
+    Held,
+    /// Released by its holder (or being released).
+    Released,
+    /// Found lost: the key was gone or held another token, or Redis stayed unreachable until
+    /// the lease ran out. The text says which.
+    Lost(&'static str),
+}
+
+/// The mutable part of a lock, guarded by `LockState::status`.
+#[derive(Debug)]
+pub(crate) struct Status {
+    pub phase: Phase,
+    pub lease: Duration,
+    /// Until when the key is surely still ours (a lease counted from before the request was sent,
+    /// less a clock-drift margin).
+    pub valid_until: Instant,
+    /// When the renewal thread next extends the lease.
+    pub next_renewal: Instant,
+}
+
+/// Everything about one held lock, shared by the guard and its renewal thread.
+pub(crate) struct LockState {
+    pub backend: Arc<Backend>,
+    pub keys: LockKeys,
+    pub token: Token,
+    pub fence: Option<u64>,
+    pub auto_renew: bool,
+    /// The process that acquired the lock; in any other (a forked child) the handle is inert.
+    pub pid: u32,
+    pub status: Mutex<Status>,
+    /// Wakes the renewal thread when the lock is released or extended.
+    pub wake: Condvar,
+}
+
+/// Runs the release script: frees the lock (or hands it to the oldest waiter) if the key holds
+/// `token`. Returns whether it did.
+pub(crate) fn release_key(pool: &ConnPool, k: &LockKeys, token: &Token) -> Result<bool, Error> {
+    let released: i64 = pool.run(None, |c, _| {
+        scripts::RELEASE
+            .key(&k.lock)
+            .key(&k.fence)
+            .key(&k.queue)
+            .key(&k.waiters)
+            .arg(token.as_str())
+            .arg(&k.signal_prefix)
+            .invoke(c)
+    })?;
+    Ok(released == 1)
+}
+
+/// The safety margin taken off a lease for clock drift between client and server.
+pub(crate) fn drift(lease: Duration) -> Duration {
+    Duration::from_millis(2) + lease / 100
+}
+
+impl LockState {
+    pub(crate) fn new(
+        backend: Arc<Backend>,
+        keys: LockKeys,
+        token: Token,
+        fence: Option<u64>,
+        auto_renew: bool,
+        lease: Duration,
+        granted_at: Instant,
+    ) -> LockState {
+        LockState {
+            backend,
+            keys,
+            token,
+            fence,
+            auto_renew,
+            pid: std::process::id(),
+            status: Mutex::new(Status {
+                phase: Phase::Held,
+                lease,
+                valid_until: granted_at + lease.saturating_sub(drift(lease)),
+                next_renewal: granted_at + lease / 3,
+            }),
+            wake: Condvar::new(),
+        }
+    }
+
+    fn check_process(&self) -> Result<(), Error> {
+        if self.pid == std::process::id() {
+            Ok(())
+        } else {
+            Err(Error::forked(&self.keys.shown))
+        }
+    }
+
+    /// Releases the lock; a second call reports [`Error::is_not_held`].
+    pub(crate) fn release(&self) -> Result<(), Error> {
+        self.check_process()?;
+        let name = &self.keys.shown;
+        {
+            let mut st = self.status.lock();
+            match st.phase {
+                Phase::Held => st.phase = Phase::Released,
+                Phase::Released => return Err(Error::not_held(name, "it was released already")),
+                Phase::Lost(why) => return Err(Error::not_held(name, why)),
+            }
+        }
+        self.wake.notify_all();
+        if release_key(&self.backend.main, &self.keys, &self.token)? {
+            Ok(())
+        } else {
+            Err(Error::not_held(
+                name,
+                "its lease ran out or another owner took it over",
+            ))
+        }
+    }
+
+    /// Marks the lock lost unless it was released meanwhile.
+    pub(crate) fn mark_lost(&self, st: &mut Status, why: &'static str) {
+        if st.phase == Phase::Held {
+            st.phase = Phase::Lost(why);
+        }
+    }
+}
+
+/// A held lock. Dropping it releases the lock (best effort; errors are ignored), so keep it
+/// alive for as long as the protected work runs, and call [`release`](Lock::release) to learn
+/// whether the lock was still ours at the end.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+/// let lock = client.acquire("stock:42", Duration::from_secs(5))?;
+/// // ... read-modify-write the stock of item 42 ...
+/// assert!(lock.is_held());
+/// lock.release()?; // Err(NotHeld) if the lease ran out or the lock was lost meanwhile
+/// # Ok::<(), redislock::Error>(())
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+#[clippy::has_significant_drop]
+pub struct Lock {
+    pub(crate) state: Arc<LockState>,
+}
+
+impl Lock {
+    /// The lock's name (without the client's key prefix).
+    pub fn name(&self) -> &[u8] {
+        let k = &self.state.keys;
+        &k.lock[k.prefix_len..]
+    }
+
+    /// Whether the lock is still ours, as far as this process knows, without a round trip:
+    /// not released, not found lost by renewal, lease not run out, and this is the process
+    /// that acquired it.
+    pub fn is_held(&self) -> bool {
+        let st = self.state.status.lock();
+        st.phase == Phase::Held
+            && Instant::now() < st.valid_until
+            && self.state.check_process().is_ok()
+    }
+
+    /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
+    /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
+    pub fn is_lost(&self) -> bool {
+        matches!(self.state.status.lock().phase, Phase::Lost(_))
+    }
+
+    /// How long the lock is surely still ours (zero when it is not held). Counted from before
+    /// the acquiring request was sent, less a clock-drift margin.
+    pub fn remaining(&self) -> Duration {
+        if !self.is_held() {
+            return Duration::ZERO;
+        }
+        self.state
+            .status
+            .lock()
+            .valid_until
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// The fencing token of this grant, when the lock was acquired with fencing: strictly
+    /// larger than that of every earlier fenced grant of the same name. Pass it to the
+    /// protected resource, which should refuse writes carrying a smaller token than it has seen.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.state.fence
+    }
+
+    /// The current lease.
+    pub fn lease(&self) -> Duration {
+        self.state.status.lock().lease
+    }
+
+    /// Whether a renewal thread keeps this lock alive.
+    pub fn auto_renews(&self) -> bool {
+        self.state.auto_renew
+    }
+
+    /// Resets the lease to `lease` from now, if the key still holds our token. Auto-renewal
+    /// continues with the new lease. Fails with [`Error::is_not_held`] when the lock is gone.
+    pub fn extend(&self, lease: Duration) -> Result<(), Error> {
+        let s = &self.state;
+        check_lease(lease, s.auto_renew)?;
+        s.check_process()?;
+        match s.status.lock().phase {
+            Phase::Held => {}
+            Phase::Released => return Err(Error::not_held(&s.keys.shown, "it was released")),
+            Phase::Lost(why) => return Err(Error::not_held(&s.keys.shown, why)),
+        }
+        let sent = Instant::now();
+        let ms = lease.as_millis() as u64;
+        let ok: i64 = s.backend.main.run(None, |c, _| {
+            scripts::EXTEND
+                .key(&s.keys.lock)
+                .arg(s.token.as_str())
+                .arg(ms)
+                .invoke(c)
+        })?;
+        let mut st = s.status.lock();
+        if ok == 1 {
+            if st.phase == Phase::Held {
+                st.lease = lease;
+                st.valid_until = sent + lease.saturating_sub(drift(lease));
+                st.next_renewal = sent + lease / 3;
+            }
+            drop(st);
+            s.wake.notify_all();
+            Ok(())
+        } else {
+            s.mark_lost(&mut st, "its lease ran out or another owner took it over");
+            Err(Error::not_held(
+                &s.keys.shown,
+                "its lease ran out or another owner took it over",
+            ))
+        }
+    }
+
+    /// Releases the lock. `Ok` means it was still ours and is now free (or handed to the next
+    /// waiter); [`Error::is_not_held`] means it had already expired, been lost or taken over,
+    /// so the protected work may have overlapped with another holder's.
+    pub fn release(self) -> Result<(), Error> {
+        self.state.release()
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        let s = &self.state;
+        if s.check_process().is_ok() && s.status.lock().phase == Phase::Held {
+            let _ = s.release();
+        }
+    }
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.state.keys.shown)
+            .field("token", &self.state.token)
+            .field("held", &self.is_held())
+            .field("fencing_token", &self.state.fence)
+            .field("auto_renew", &self.state.auto_renew)
+            .finish()
+    }
+}

@@ -1,0 +1,253 @@
+//! Auto-renewal: each held auto-renewed lock has its own renewal thread, which extends the lease
+//! every lease/3 while the key still holds our token, and marks the lock lost when the key is
+//! gone or owned by another token, or when Redis stays unreachable until the lease runs out.
+//!
+//! Spawning a thread per lock would dominate a fast acquire+release, so a thread whose lock is
+//! released parks and waits for the next lock; a parked thread that gets no work for
+//! [`IDLE_EXIT`] ends. Release wakes a renewal thread at once through the lock's condition
+//! variable, so no thread sleeps out its period after the lock is gone.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::Error;
+use crate::lock::{LockState, Phase, drift};
+use crate::scripts;
+
+/// How long a parked renewal thread waits for a new lock before it ends.
+pub const IDLE_EXIT: Duration = Duration::from_secs(30);
+/// Stack size of renewal threads: they only run a script and parse a small reply.
+const STACK_SIZE: usize = 128 * 1024;
+
+/// Counters of one client's renewal machinery, for monitoring and the benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Renewal threads alive (busy or parked).
+    pub renewal_threads: usize,
+    /// Of those, parked and waiting for a lock.
+    pub idle_renewal_threads: usize,
+    /// Auto-renewed locks held now (counted against `max_renewed_locks`).
+    pub renewed_locks: usize,
+    /// Successful renewals so far.
+    pub renewals: u64,
+    /// Renewals sent more than lease/6 after they were due (the thread was starved or Redis slow).
+    pub late_renewals: u64,
+    /// Locks that renewal found lost.
+    pub lost_locks: u64,
+}
+
+struct Inner {
+    max: usize,
+    /// Reserved or running renewal jobs.
+    active: AtomicUsize,
+    threads: AtomicUsize,
+    idle: Mutex<Vec<Arc<Worker>>>,
+    renewals: AtomicU64,
+    late: AtomicU64,
+    lost: AtomicU64,
+}
+
+/// A renewal thread's mailbox.
+struct Worker {
+    job: Mutex<Option<Job>>,
+    cv: Condvar,
+}
+
+struct Job {
+    lock: Arc<LockState>,
+    _slot: Slot,
+}
+
+/// A place among the `max_renewed_locks`, taken before acquiring so that a refusal costs no
+/// round trip; given back when dropped.
+pub(crate) struct Slot {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.inner.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The renewal threads of one client in one process.
+pub(crate) struct Renewer {
+    inner: Arc<Inner>,
+}
+
+impl Renewer {
+    pub(crate) fn new(max: usize) -> Renewer {
+        Renewer {
+            inner: Arc::new(Inner {
+                max,
+                active: AtomicUsize::new(0),
+                threads: AtomicUsize::new(0),
+                idle: Mutex::new(Vec::new()),
+                renewals: AtomicU64::new(0),
+                late: AtomicU64::new(0),
+                lost: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Takes a slot, or refuses when `max_renewed_locks` are held already.
+    pub(crate) fn reserve(&self) -> Result<Slot, Error> {
+        let inner = &self.inner;
+        if inner.active.fetch_add(1, Ordering::AcqRel) >= inner.max {
+            inner.active.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::limit(format!(
+                "{} auto-renewed locks are held through this client already (max_renewed_locks)",
+                inner.max
+            )));
+        }
+        Ok(Slot {
+            inner: inner.clone(),
+        })
+    }
+
+    /// Hands a freshly acquired lock to a parked renewal thread, or starts one.
+    pub(crate) fn start(&self, slot: Slot, lock: Arc<LockState>) -> Result<(), Error> {
+        let job = Job { lock, _slot: slot };
+        let parked = self.inner.idle.lock().pop();
+        if let Some(worker) = parked {
+            *worker.job.lock() = Some(job);
+            worker.cv.notify_one();
+            return Ok(());
+        }
+        let worker = Arc::new(Worker {
+            job: Mutex::new(Some(job)),
+            cv: Condvar::new(),
+        });
+        let inner = Arc::downgrade(&self.inner);
+        thread::Builder::new()
+            .name("redislock-renew".into())
+            .stack_size(STACK_SIZE)
+            .spawn(move || worker_loop(worker, inner))
+            .map_err(|e| Error::limit(format!("cannot start a renewal thread: {e}")))?;
+        self.inner.threads.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let i = &self.inner;
+        Stats {
+            renewal_threads: i.threads.load(Ordering::Acquire),
+            idle_renewal_threads: i.idle.lock().len(),
+            renewed_locks: i.active.load(Ordering::Acquire),
+            renewals: i.renewals.load(Ordering::Relaxed),
+            late_renewals: i.late.load(Ordering::Relaxed),
+            lost_locks: i.lost.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Runs jobs until parked for [`IDLE_EXIT`] with nothing to do. Holds the renewer only weakly,
+/// so a dropped client lets its parked threads end.
+fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
+    loop {
+        let job = me.job.lock().take();
+        if let Some(job) = job {
+            renew(&job.lock, &renewer);
+        }
+        let Some(inner) = renewer.upgrade() else {
+            return;
+        };
+        inner.idle.lock().push(me.clone());
+        let mut slot = me.job.lock();
+        let deadline = Instant::now() + IDLE_EXIT;
+        while slot.is_none() {
+            if me.cv.wait_until(&mut slot, deadline).timed_out() && slot.is_none() {
+                let mut idle = inner.idle.lock();
+                if let Some(pos) = idle.iter().position(|w| Arc::ptr_eq(w, &me)) {
+                    idle.swap_remove(pos);
+                    inner.threads.fetch_sub(1, Ordering::AcqRel);
+                    return;
+                }
+                // A starter took this thread off the idle list just now: its job is on the way.
+                drop(idle);
+                while slot.is_none() {
+                    me.cv.wait(&mut slot);
+                }
+            }
+        }
+    }
+}
+
+/// Keeps one lock alive until it is released or found lost.
+fn renew(lock: &LockState, renewer: &Weak<Inner>) {
+    let count = |pick: fn(&Inner) -> &AtomicU64| {
+        if let Some(inner) = renewer.upgrade() {
+            pick(&inner).fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    let keys = &lock.keys;
+    loop {
+        let mut st = lock.status.lock();
+        loop {
+            if st.phase != Phase::Held {
+                return;
+            }
+            let now = Instant::now();
+            if now >= st.valid_until {
+                lock.mark_lost(
+                    &mut st,
+                    "its lease ran out before renewal could reach Redis",
+                );
+                count(|i| &i.lost);
+                return;
+            }
+            let due = st.next_renewal.min(st.valid_until);
+            if now >= due {
+                break;
+            }
+            lock.wake.wait_until(&mut st, due);
+        }
+        let (lease, due, valid_until) = (st.lease, st.next_renewal, st.valid_until);
+        drop(st);
+
+        let sent = Instant::now();
+        if sent.saturating_duration_since(due) > lease / 6 {
+            count(|i| &i.late);
+        }
+        let ms = lease.as_millis() as u64;
+        let left = valid_until.saturating_duration_since(sent);
+        let result: Result<i64, Error> = lock.backend.main.run(Some(left), |c, _| {
+            scripts::EXTEND
+                .key(&keys.lock)
+                .arg(lock.token.as_str())
+                .arg(ms)
+                .invoke(c)
+        });
+
+        let mut st = lock.status.lock();
+        if st.phase != Phase::Held {
+            return;
+        }
+        match result {
+            Ok(1) => {
+                st.valid_until = sent + lease.saturating_sub(drift(lease));
+                st.next_renewal = sent + lease / 3;
+                count(|i| &i.renewals);
+            }
+            Ok(_) => {
+                lock.mark_lost(
+                    &mut st,
+                    "renewal found the key gone or held by another owner",
+                );
+                count(|i| &i.lost);
+                return;
+            }
+            Err(_) => {
+                // Unreachable or an error reply: try again soon, until the lease runs out.
+                let retry =
+                    (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(200));
+                st.next_renewal = Instant::now() + retry;
+            }
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! Every Lua script the library runs, in one place.
+//!
+//! Each script acts only while the lock key still holds the caller's token, so a program that
+//! uses the classic `SET key token NX PX` + compare-and-delete pattern on the same key excludes,
+//! and is excluded by, this library. Scripts are sent with EVALSHA; redis-rs loads a script and
+//! retries when the server answers NOSCRIPT (after a restart or `SCRIPT FLUSH`).
+//!
+//! Waiting is a queue with direct handoff: a waiter that finds the lock held enqueues itself
+//! (ENQUEUE) and blocks on its own signal list with BLPOP; RELEASE gives the lock straight to the
+//! oldest live waiter (sets the key to that waiter's token) and pushes the grant onto its signal
+//! list. Waiters are therefore served in arrival order and the releaser cannot barge back in.
+//! A waiter entry carries a deadline that the waiter refreshes on every re-check, so the entry of
+//! a waiter that died is skipped once its deadline passes.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Shared helpers prepended to the scripts that use them.
+const NOW_MS: &str = "local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+";
+
+/// ACQUIRE: take the lock if it is free, with an optional fencing token.
+/// Used when fencing is on, and to retry an acquire whose first outcome is unknown.
+///
+/// KEYS[1] lock key, KEYS[2] fencing counter.
+/// ARGV[1] token, ARGV[2] lease in ms, ARGV[3] "1" to increment the fencing counter.
+/// Returns {1, fence} when the lock is ours (fence 0 without fencing; when the key already held
+/// our token, the lease is reset and the current counter returned), or {0, pttl} when another
+/// owner holds it (pttl -1: the key has no expiry).
+pub(crate) static ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local f = 0
+  if ARGV[3] == '1' then f = tonumber(redis.call('GET', KEYS[2]) or '0') end
+  return {1, f}
+end
+if cur then return {0, redis.call('PTTL', KEYS[1])} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local f = 0
+if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
+return {1, f}",
+    )
+});
+
+/// ENQUEUE: a waiter's atomic "take it if free, else queue me (or refresh my entry)".
+///
+/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (zset), KEYS[4] entries (hash),
+/// KEYS[5] this waiter's signal list.
+/// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" for fencing, ARGV[4] waiter id,
+/// ARGV[5] entry lifetime in ms (the waiter re-checks before it runs out).
+/// Returns {1, fence, pttl} when the lock is ours now (taken here, or handed over to this waiter
+/// by a release since its last BLPOP), or {0, 0, pttl} when queued (pttl of the lock key, -1 if
+/// it has no expiry).
+pub(crate) static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local function granted(f)
+  redis.call('ZREM', KEYS[3], ARGV[4])
+  redis.call('HDEL', KEYS[4], ARGV[4])
+  redis.call('DEL', KEYS[5])
+  return {1, f, redis.call('PTTL', KEYS[1])}
+end
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  return granted(tonumber(redis.call('LPOP', KEYS[5]) or '0'))
+end
+if not cur then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  local f = 0
+  if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
+  return granted(f)
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[5])
+redis.call('ZADD', KEYS[3], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[4], (now + ttl) .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1])
+for i = 3, 4 do
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+return {0, 0, redis.call('PTTL', KEYS[1])}",
+    )
+});
+
+/// RELEASE: if the key holds our token, hand the lock to the oldest live waiter, else delete it.
+///
+/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue, KEYS[4] entries.
+/// ARGV[1] token, ARGV[2] signal-list prefix (the waiter id is appended).
+/// Returns 1 when released (or handed over), 0 when the key did not hold our token.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "{NOW_MS}
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local now = now_ms()
+  while true do
+    local head = redis.call('ZPOPMIN', KEYS[3])
+    if #head == 0 then break end
+    local wid = head[1]
+    local e = redis.call('HGET', KEYS[4], wid)
+    redis.call('HDEL', KEYS[4], wid)
+    if e then
+      local deadline, lease, fence, token = string.match(e, '^(%d+):(%d+):(%d):(.*)$')
+      if deadline and tonumber(deadline) > now then
+        redis.call('SET', KEYS[1], token, 'PX', lease)
+        local f = 0
+        if fence == '1' then f = redis.call('INCR', KEYS[2]) end
+        local s = ARGV[2] .. wid
+        redis.call('RPUSH', s, f)
+        redis.call('PEXPIRE', s, lease)
+        return 1
+      end
+    end
+  end
+end
+redis.call('DEL', KEYS[1])
+return 1"
+    ))
+});
+
+/// CANCEL: a waiter whose wait bound ran out leaves the queue.
+///
+/// KEYS[1] lock key, KEYS[2] queue, KEYS[3] entries, KEYS[4] this waiter's signal list.
+/// ARGV[1] token, ARGV[2] waiter id.
+/// Returns {1, fence, pttl} when a release had handed the lock to this waiter after all (it is
+/// ours), else {0, 0, 0}.
+pub(crate) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "redis.call('ZREM', KEYS[2], ARGV[2])
+redis.call('HDEL', KEYS[3], ARGV[2])
+local f = redis.call('LPOP', KEYS[4])
+redis.call('DEL', KEYS[4])
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1, tonumber(f or '0'), redis.call('PTTL', KEYS[1])}
+end
+return {0, 0, 0}",
+    )
+});
+
+/// EXTEND: reset the lease of a lock we still hold (renewal uses it too).
+///
+/// KEYS[1] lock key. ARGV[1] token, ARGV[2] lease in ms.
+/// Returns 1 when extended, 0 when the key is gone or holds another token.
+pub(crate) static EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0",
+    )
+});

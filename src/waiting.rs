@@ -1,0 +1,199 @@
+//! Waiting for a held lock without spinning.
+//!
+//! A waiter queues itself with the ENQUEUE script and blocks with BLPOP on its own signal list.
+//! The holder's release hands the lock directly to the oldest live waiter and pushes the grant
+//! onto that list, so the waiter wakes already holding the lock: one wake-up per release, in
+//! arrival order, and the releasing thread cannot barge back in ahead of the queue.
+//!
+//! When nothing wakes it (the holder vanished, or a foreign client released with a plain DEL),
+//! the waiter re-checks after a jittered interval that is never later than the lock's remaining
+//! lifetime. Waiters block on connections of their own pool, so any number of them never starve
+//! releases and renewals of connections.
+
+use std::time::{Duration, Instant};
+
+use r2d2::PooledConnection;
+
+use crate::client::{Backend, LockOptions};
+use crate::error::Error;
+use crate::keys::LockKeys;
+use crate::pool::{Manager, mark_broken};
+use crate::scripts;
+use crate::token::{Token, random_hex};
+
+/// How much longer than its next re-check a queue entry lives: enough for a live waiter to come
+/// back, short enough that a dead waiter is skipped soon.
+const ENTRY_GRACE: Duration = Duration::from_millis(500);
+
+/// A lock granted to a waiter: its fencing token (0 without fencing) and the instant from which
+/// its lease counts.
+pub(crate) struct Grant {
+    pub fence: u64,
+    pub lease_from: Instant,
+}
+
+/// Waits until `deadline` for the lock. `Ok(None)` means the wait bound ran out.
+pub(crate) fn wait(
+    b: &Backend,
+    keys: &LockKeys,
+    token: &Token,
+    opts: &LockOptions,
+    deadline: Instant,
+) -> Result<Option<Grant>, Error> {
+    let wid = random_hex::<8>()?;
+    let signal = keys.signal(&wid);
+    let mut jitter = Jitter::new(&wid);
+    let mut conn: Option<PooledConnection<Manager>> = None;
+    let result = loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break Ok(None);
+        }
+        let left = deadline - now;
+        let c = match conn.as_mut() {
+            Some(c) => c,
+            None => match b.wait.get(Some(left)) {
+                Ok(c) => conn.insert(c),
+                // Every waiter connection is in use: wait for one until the deadline.
+                Err(_) if b.wait.exhausted() => continue,
+                Err(e) => break Err(e),
+            },
+        };
+        match wait_once(
+            b,
+            &mut c.redis,
+            keys,
+            token,
+            opts,
+            &wid,
+            &signal,
+            left,
+            &mut jitter,
+        ) {
+            Ok(Some(grant)) => return Ok(Some(grant)),
+            Ok(None) => {}
+            Err(e) => {
+                mark_broken(c);
+                break Err(Error::from_redis(b.wait.server(), &e));
+            }
+        }
+    };
+    // Leave the queue. A release may have handed us the lock in the meantime: then it is ours.
+    let cancelled: Result<(i64, i64, i64), Error> = b.main.run(None, |c, _| {
+        scripts::CANCEL
+            .key(&keys.lock)
+            .key(&keys.queue)
+            .key(&keys.waiters)
+            .key(&signal)
+            .arg(token.as_str())
+            .arg(&wid)
+            .invoke(c)
+    });
+    match cancelled {
+        Ok((1, fence, pttl)) => Ok(Some(grant_from_pttl(
+            fence,
+            pttl,
+            opts.lease,
+            Instant::now(),
+        ))),
+        _ => result,
+    }
+}
+
+/// One round: take the lock or queue up, then block until a release hands it over or the
+/// re-check time comes. `Ok(None)`: not granted yet.
+#[allow(clippy::too_many_arguments)]
+fn wait_once(
+    b: &Backend,
+    c: &mut redis::Connection,
+    keys: &LockKeys,
+    token: &Token,
+    opts: &LockOptions,
+    wid: &str,
+    signal: &[u8],
+    left: Duration,
+    jitter: &mut Jitter,
+) -> redis::RedisResult<Option<Grant>> {
+    let cfg = &b.cfg;
+    let entry_ttl = left.min(cfg.recheck_interval) + ENTRY_GRACE;
+    let sent = Instant::now();
+    let (granted, fence, pttl): (i64, i64, i64) = scripts::ENQUEUE
+        .key(&keys.lock)
+        .key(&keys.fence)
+        .key(&keys.queue)
+        .key(&keys.waiters)
+        .key(signal)
+        .arg(token.as_str())
+        .arg(opts.lease.as_millis() as u64)
+        .arg(if opts.fencing { "1" } else { "0" })
+        .arg(wid)
+        .arg(entry_ttl.as_millis() as u64)
+        .invoke(c)?;
+    if granted == 1 {
+        return Ok(Some(grant_from_pttl(fence, pttl, opts.lease, sent)));
+    }
+    let mut block = left.min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter));
+    if pttl > 0 {
+        block = block.min(Duration::from_millis(pttl as u64 + 1));
+    }
+    // BLPOP with timeout 0 would block forever: never ask for less than 1 ms.
+    let block = block.max(Duration::from_millis(1));
+    c.set_read_timeout(Some(block + b.wait.read_timeout()))?;
+    let popped: Option<(Vec<u8>, u64)> = redis::cmd("BLPOP")
+        .arg(signal)
+        .arg(format!("{:.3}", block.as_secs_f64()))
+        .query(c)?;
+    c.set_read_timeout(Some(b.wait.read_timeout()))?;
+    // The grant was pushed after the key was set, just before the reply: count the lease from
+    // the reply less a millisecond for its way here.
+    Ok(popped.map(|(_, fence)| Grant {
+        fence,
+        lease_from: Instant::now() - Duration::from_millis(1),
+    }))
+}
+
+/// A grant found by a script that reports the key's remaining lifetime.
+fn grant_from_pttl(fence: i64, pttl: i64, lease: Duration, sent: Instant) -> Grant {
+    let pttl = Duration::from_millis(pttl.max(0) as u64);
+    Grant {
+        fence: fence.max(0) as u64,
+        lease_from: sent - lease.saturating_sub(pttl),
+    }
+}
+
+/// A small xorshift generator seeded from the waiter id, for re-check jitter.
+struct Jitter(u64);
+
+impl Jitter {
+    fn new(seed_hex: &str) -> Jitter {
+        Jitter(u64::from_str_radix(seed_hex, 16).unwrap_or(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    /// `d` less a random fraction (up to `fraction`) of it.
+    fn shorten(&mut self, d: Duration, fraction: f64) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        let u = (self.0 >> 11) as f64 / (1u64 << 53) as f64;
+        d.mul_f64(1.0 - fraction * u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_range() {
+        let mut j = Jitter::new("0123456789abcdef");
+        let d = Duration::from_millis(1000);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let s = j.shorten(d, 0.2);
+            assert!(s <= d && s >= Duration::from_millis(800), "{s:?}");
+            seen.insert(s.as_millis());
+        }
+        assert!(seen.len() > 50, "jitter should spread: {}", seen.len());
+        assert_eq!(j.shorten(d, 0.0), d);
+    }
+}
