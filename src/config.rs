@@ -33,6 +33,8 @@ pub(crate) struct Config {
     pub recheck_interval: Duration,
     pub recheck_jitter: f64,
     pub max_renewed_locks: usize,
+    /// PEM root certificate(s) trusted for `rediss://` instead of the system's.
+    pub tls_ca_pem: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for Config {
@@ -52,6 +54,13 @@ impl fmt::Debug for Config {
             .field("recheck_interval", &self.recheck_interval)
             .field("recheck_jitter", &self.recheck_jitter)
             .field("max_renewed_locks", &self.max_renewed_locks)
+            .field(
+                "tls_ca_pem",
+                &self
+                    .tls_ca_pem
+                    .as_ref()
+                    .map(|p| format!("{} bytes", p.len())),
+            )
             .finish()
     }
 }
@@ -93,6 +102,7 @@ impl ClientBuilder {
                 recheck_interval: Duration::from_secs(1),
                 recheck_jitter: 0.2,
                 max_renewed_locks: 4096,
+                tls_ca_pem: None,
             },
         }
     }
@@ -175,6 +185,14 @@ impl ClientBuilder {
         self
     }
 
+    /// For `rediss://` URLs: trust these PEM root certificates (for example a private CA)
+    /// instead of the system's (default: the system's). The server certificate is always
+    /// verified, host name included. Needs the `tls` feature (on by default).
+    pub fn tls_root_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.cfg.tls_ca_pem = Some(pem.into());
+        self
+    }
+
     /// Validates the configuration and builds the client. Connects lazily: building never
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
@@ -221,7 +239,39 @@ impl ClientBuilder {
                 "key_prefix is longer than 4096 bytes",
             ));
         }
+        if cfg.tls_ca_pem.is_some() {
+            // Parses the certificates now, so a bad PEM is reported by build().
+            redis_client(&cfg, &info)?;
+        }
         Ok(Client::from_config(cfg, info))
+    }
+}
+
+/// The redis-rs client for a configuration: with the configured TLS root certificates, if any.
+pub(crate) fn redis_client(
+    cfg: &Config,
+    info: &redis::ConnectionInfo,
+) -> Result<redis::Client, Error> {
+    match &cfg.tls_ca_pem {
+        None => redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e)),
+        #[cfg(feature = "tls")]
+        Some(pem) => {
+            if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+                return Err(Error::invalid_argument(
+                    "tls_root_cert_pem needs a rediss:// URL",
+                ));
+            }
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            };
+            redis::Client::build_with_tls(info.clone(), certs)
+                .map_err(|e| Error::invalid_argument(format!("TLS root certificate: {e}")))
+        }
+        #[cfg(not(feature = "tls"))]
+        Some(_) => Err(Error::invalid_argument(
+            "TLS needs redislock's `tls` feature",
+        )),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use r2d2::{ManageConnection, Pool, PooledConnection};
 
-use crate::config::Config;
+use crate::config::{Config, redis_client};
 use crate::error::Error;
 
 /// One pooled Redis connection and whether it must be thrown away.
@@ -67,8 +67,7 @@ impl ConnPool {
         info: &redis::ConnectionInfo,
         size: u32,
     ) -> Result<ConnPool, Error> {
-        let client =
-            redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e))?;
+        let client = redis_client(cfg, info)?;
         let manager = Manager {
             client,
             connect_timeout: cfg.connect_timeout,

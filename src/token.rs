@@ -33,7 +33,13 @@ pub(crate) fn random_hex<const N: usize>() -> Result<String, Error> {
     let mut bytes = [0u8; N];
     getrandom::fill(&mut bytes)
         .map_err(|e| Error::internal(format!("the OS random generator failed: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * N);
+    for b in bytes {
+        out.push(HEX[(b >> 4) as usize] as char);
+        out.push(HEX[(b & 15) as usize] as char);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

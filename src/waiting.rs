@@ -44,6 +44,7 @@ pub(crate) fn wait(
     let signal = keys.signal(&wid);
     let mut jitter = Jitter::new(&wid);
     let mut conn: Option<PooledConnection<Manager>> = None;
+    let mut reconnected = false;
     let result = loop {
         let now = Instant::now();
         if now >= deadline {
@@ -74,6 +75,13 @@ pub(crate) fn wait(
             Ok(None) => {}
             Err(e) => {
                 mark_broken(c);
+                conn = None;
+                // A killed connection (CLIENT KILL, server restart) gets one fresh try; our
+                // queue entry is still there, so the place in line is kept.
+                if !reconnected && e.is_connection_dropped() && !e.is_timeout() {
+                    reconnected = true;
+                    continue;
+                }
                 break Err(Error::from_redis(b.wait.server(), &e));
             }
         }

@@ -1,0 +1,357 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Redislock;
+
+use FFI;
+use FFI\CData;
+use Redislock\Exception\InvalidArgumentException;
+use Redislock\Exception\LockException;
+
+/**
+ * A Redis lock client: one per process (or per Redis server), made once and used for every
+ * lock. It connects lazily (making it never touches the network) and keeps a pool of
+ * connections; after `pcntl_fork()` a child that uses it gets a pool of its own.
+ *
+ * ```php
+ * $client = Redislock\Client::fromUrl('redis://127.0.0.1:6379/0');
+ * $sold = $client->withLock('stock:42', 5000, function (Redislock\Lock $lock) use ($redis) {
+ *     $stock = (int) $redis->get('stock:42');
+ *     if ($stock <= 0) {
+ *         return false;
+ *     }
+ *     $redis->set('stock:42', $stock - 1);
+ *     return true;
+ * });
+ * ```
+ *
+ * Under PHP-FPM, make the client in the request (or lazily in a worker), never in the
+ * `opcache.preload` script: the preloading master process forks the workers.
+ */
+final class Client
+{
+    /**
+     * The options {@see Client::fromOptions()} accepts, with the C setter and value type of each.
+     * Defaults are the library's (see the README).
+     */
+    private const OPTIONS = [
+        'pool_size' => ['redislock_config_set_pool_size', 'u32'],
+        'max_waiters' => ['redislock_config_set_max_waiters', 'u32'],
+        'connect_timeout_ms' => ['redislock_config_set_connect_timeout_ms', 'u64'],
+        'read_timeout_ms' => ['redislock_config_set_read_timeout_ms', 'u64'],
+        'write_timeout_ms' => ['redislock_config_set_write_timeout_ms', 'u64'],
+        'checkout_timeout_ms' => ['redislock_config_set_checkout_timeout_ms', 'u64'],
+        'lease_ms' => ['redislock_config_set_lease_ms', 'u64'],
+        'auto_renew' => ['redislock_config_set_auto_renew', 'bool'],
+        'fencing' => ['redislock_config_set_fencing', 'bool'],
+        'key_prefix' => ['redislock_config_set_key_prefix', 'bytes'],
+        'recheck_interval_ms' => ['redislock_config_set_recheck_interval_ms', 'u64'],
+        'recheck_jitter' => ['redislock_config_set_recheck_jitter', 'float'],
+        'max_renewed_locks' => ['redislock_config_set_max_renewed_locks', 'u64'],
+    ];
+
+    private const U32_MAX = 4294967295;
+
+    private FFI $ffi;
+    /** @var CData|null `redislock_client*`, null once freed */
+    private ?CData $handle;
+
+    private function __construct(FFI $ffi, CData $handle)
+    {
+        $this->ffi = $ffi;
+        $this->handle = $handle;
+    }
+
+    /**
+     * A client with the library's defaults for `redis://[user:password@]host:port/db`.
+     *
+     * @throws InvalidArgumentException for an invalid URL
+     */
+    public static function fromUrl(string $url): self
+    {
+        $ffi = Library::ffi();
+        $out = $ffi->new('redislock_client*');
+        Library::check($ffi->redislock_client_new(Library::cString($url, 'URL'), FFI::addr($out)));
+
+        return new self($ffi, $out);
+    }
+
+    /**
+     * A client with options; unknown keys and mistyped values are rejected.
+     *
+     * | key                 | type   | library default |
+     * |---------------------|--------|-----------------|
+     * | pool_size           | int    | 16              |
+     * | max_waiters         | int    | 128             |
+     * | connect_timeout_ms  | int    | 2000            |
+     * | read_timeout_ms     | int    | 2000            |
+     * | write_timeout_ms    | int    | 2000            |
+     * | checkout_timeout_ms | int    | 3000            |
+     * | lease_ms            | int    | 30000           |
+     * | auto_renew          | bool   | true            |
+     * | fencing             | bool   | false           |
+     * | key_prefix          | string | ''              |
+     * | recheck_interval_ms | int    | 1000            |
+     * | recheck_jitter      | float  | 0.2             |
+     * | max_renewed_locks   | int    | 4096            |
+     *
+     * ```php
+     * $client = Redislock\Client::fromOptions('redis://127.0.0.1:6379/0', [
+     *     'key_prefix' => 'shop:',
+     *     'lease_ms' => 10000,
+     *     'fencing' => true,
+     * ]);
+     * ```
+     *
+     * @param array<string, int|float|bool|string> $options
+     *
+     * @throws InvalidArgumentException for an unknown key, a mistyped or out-of-range value, or
+     *                                  an invalid URL
+     */
+    public static function fromOptions(string $url, array $options = []): self
+    {
+        foreach ($options as $key => $value) {
+            if (!isset(self::OPTIONS[$key])) {
+                throw new InvalidArgumentException(sprintf(
+                    'unknown client option "%s" (known: %s)',
+                    $key,
+                    implode(', ', array_keys(self::OPTIONS))
+                ));
+            }
+            self::checkOption((string) $key, self::OPTIONS[$key][1], $value);
+        }
+        $ffi = Library::ffi();
+        $config = $ffi->new('redislock_config*');
+        Library::check($ffi->redislock_config_new(Library::cString($url, 'URL'), FFI::addr($config)));
+        try {
+            foreach ($options as $key => $value) {
+                [$setter, $type] = self::OPTIONS[$key];
+                if ($type === 'bytes') {
+                    $code = $ffi->$setter($config, Library::bytes($value), strlen($value));
+                } elseif ($type === 'float') {
+                    $code = $ffi->$setter($config, (float) $value);
+                } else {
+                    $code = $ffi->$setter($config, $value);
+                }
+                Library::check($code);
+            }
+            $out = $ffi->new('redislock_client*');
+            Library::check($ffi->redislock_client_from_config($config, FFI::addr($out)));
+        } finally {
+            $ffi->redislock_config_free($config);
+        }
+
+        return new self($ffi, $out);
+    }
+
+    /** @param mixed $value */
+    private static function checkOption(string $key, string $type, $value): void
+    {
+        $ok = match ($type) {
+            'u32' => is_int($value) && $value >= 0 && $value <= self::U32_MAX,
+            'u64' => is_int($value) && $value >= 0,
+            'bool' => is_bool($value),
+            'float' => (is_float($value) || is_int($value)) && is_finite((float) $value),
+            'bytes' => is_string($value),
+        };
+        if (!$ok) {
+            $want = [
+                'u32' => 'an int between 0 and 4294967295',
+                'u64' => 'a non-negative int',
+                'bool' => 'a bool',
+                'float' => 'a finite number',
+                'bytes' => 'a string',
+            ][$type];
+            throw new InvalidArgumentException(sprintf(
+                'client option "%s" must be %s, got %s',
+                $key,
+                $want,
+                get_debug_type($value)
+            ));
+        }
+    }
+
+    /**
+     * One acquire attempt: the lock, or {@see Exception\LockHeldException} at once if another
+     * owner holds it. Null options take the client's defaults.
+     *
+     * @param string    $name      lock name (binary-safe); the Redis key is key_prefix + name
+     * @param int|null  $leaseMs   lease in milliseconds
+     * @param bool|null $autoRenew whether a renewal thread keeps the lock alive (lease >= 100 ms)
+     * @param bool|null $fencing   whether the grant gets a fencing token
+     *
+     * @throws LockException
+     */
+    public function tryAcquire(
+        string $name,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null,
+        ?bool $fencing = null
+    ): Lock {
+        $opts = $this->lockOptions($leaseMs, $autoRenew, $fencing);
+        $bytes = Library::bytes($name);
+        $out = $this->ffi->new('redislock_lock*');
+        Library::check($this->ffi->redislock_lock_try_acquire(
+            $this->handle(),
+            $bytes,
+            strlen($name),
+            $opts === null ? null : FFI::addr($opts),
+            FFI::addr($out)
+        ));
+
+        return new Lock($this, $this->ffi, $out, $name);
+    }
+
+    /**
+     * Acquires the lock, waiting up to `$waitMs` milliseconds for it; fails with
+     * {@see Exception\WaitTimeoutException}. The wait does not poll: the holder's release wakes
+     * the oldest waiter and hands the lock to it. The PHP process is blocked in the call
+     * meanwhile (signals are handled when it returns).
+     *
+     * @throws LockException
+     */
+    public function acquire(
+        string $name,
+        int $waitMs,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null,
+        ?bool $fencing = null
+    ): Lock {
+        Library::unsigned($waitMs, 'wait bound (ms)');
+        $opts = $this->lockOptions($leaseMs, $autoRenew, $fencing);
+        $bytes = Library::bytes($name);
+        $out = $this->ffi->new('redislock_lock*');
+        Library::check($this->ffi->redislock_lock_acquire(
+            $this->handle(),
+            $bytes,
+            strlen($name),
+            $opts === null ? null : FFI::addr($opts),
+            $waitMs,
+            FFI::addr($out)
+        ));
+
+        return new Lock($this, $this->ffi, $out, $name);
+    }
+
+    /**
+     * Runs `$fn($lock)` under the lock (waiting up to `$waitMs` for it) and releases it
+     * afterwards, also when `$fn` throws (then `$fn`'s exception propagates, and a failure of
+     * that release is ignored). Returns `$fn`'s value.
+     *
+     * @template T
+     *
+     * @param callable(Lock): T $fn
+     *
+     * @return T
+     *
+     * @throws Exception\NotHeldException when the lock turned out to be lost before the release:
+     *                                    `$fn`'s work may have overlapped with another holder's
+     * @throws LockException
+     */
+    public function withLock(
+        string $name,
+        int $waitMs,
+        callable $fn,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null,
+        ?bool $fencing = null
+    ) {
+        $lock = $this->acquire($name, $waitMs, $leaseMs, $autoRenew, $fencing);
+        try {
+            $result = $fn($lock);
+        } catch (\Throwable $e) {
+            try {
+                $lock->releaseUnlessReleased();
+            } catch (LockException $ignored) {
+                // $fn's exception is the one to report.
+            }
+            throw $e;
+        }
+        $lock->releaseUnlessReleased();
+
+        return $result;
+    }
+
+    /**
+     * The client's default lock options.
+     *
+     * @return array{lease_ms: int, auto_renew: bool, fencing: bool}
+     */
+    public function defaultLockOptions(): array
+    {
+        $opts = $this->defaults();
+
+        return [
+            'lease_ms' => (int) $opts->lease_ms,
+            'auto_renew' => (bool) $opts->auto_renew,
+            'fencing' => (bool) $opts->fencing,
+        ];
+    }
+
+    private function defaults(): CData
+    {
+        $opts = $this->ffi->new('redislock_lock_options');
+        Library::check($this->ffi->redislock_client_default_lock_options(
+            $this->handle(),
+            FFI::addr($opts)
+        ));
+
+        return $opts;
+    }
+
+    /** Null when every option is the client's default (the C call then gets NULL). */
+    private function lockOptions(?int $leaseMs, ?bool $autoRenew, ?bool $fencing): ?CData
+    {
+        if ($leaseMs === null && $autoRenew === null && $fencing === null) {
+            return null;
+        }
+        $opts = $this->defaults();
+        if ($leaseMs !== null) {
+            $opts->lease_ms = Library::unsigned($leaseMs, 'lease (ms)');
+        }
+        if ($autoRenew !== null) {
+            $opts->auto_renew = $autoRenew;
+        }
+        if ($fencing !== null) {
+            $opts->fencing = $fencing;
+        }
+
+        return $opts;
+    }
+
+    /** @internal the `redislock_client*` handle */
+    public function handle(): CData
+    {
+        if ($this->handle === null) {
+            throw new Exception\InternalException('the client was freed');
+        }
+
+        return $this->handle;
+    }
+
+    public function __destruct()
+    {
+        // isset(): also safe on an object whose constructor never ran (unserialize()).
+        if (isset($this->handle)) {
+            $this->ffi->redislock_client_free($this->handle);
+            $this->handle = null;
+        }
+    }
+
+    /** A copy would free the same C handle twice: share the one instance instead. */
+    private function __clone()
+    {
+    }
+
+    public function __serialize(): array
+    {
+        throw new \LogicException('a Redislock\Client cannot be serialized');
+    }
+
+    /** @param array<mixed> $data */
+    public function __unserialize(array $data): void
+    {
+        throw new \LogicException('a Redislock\Client cannot be unserialized');
+    }
+}

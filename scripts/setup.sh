@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
+# already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
+# phpredis, Symfony Lock and PHPUnit, and the pinned cbindgen that generates the headers.
+# Safe to re-run. Needs root (or sudo) for apt-get.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CBINDGEN_VERSION=0.29.4
+export PATH="$HOME/.cargo/bin:$PATH"
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+command -v g++ >/dev/null || need+=(g++)
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v php >/dev/null || need+=(php-cli)
+if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
+[ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)
+command -v phpunit >/dev/null || need+=(phpunit)
+command -v python3 >/dev/null || need+=(python3)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need[*]}"
+  SUDO=()
+  [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found: install Rust 1.88 or newer (https://rustup.rs) and re-run" >&2
+  exit 1
+fi
+if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
+  echo "setup: installing cbindgen $CBINDGEN_VERSION"
+  cargo install --quiet --locked cbindgen --version "$CBINDGEN_VERSION"
+fi
+echo "setup: ok ($(redis-server --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: set-up of missing tools, formatting, lints, the header
+# drift check, the Rust unit and integration tests (which also drive the C tests under
+# AddressSanitizer and valgrind, and the PHP tests), and the doc tests.
+# Every test starts its own redis-server on a free loopback port; none uses 127.0.0.1:6379.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+bash scripts/setup.sh
+step() { printf '\n== %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+if [ -x scripts/gen-headers.sh ] || [ -f scripts/gen-headers.sh ]; then
+  step "header drift check"
+  bash scripts/gen-headers.sh --check
+fi
+step "tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
+step "doc tests"
+cargo test --doc
