@@ -215,7 +215,7 @@ impl Client {
         } else {
             None
         };
-        let token = Token::new()?;
+        let token = Token::new(b.pid)?;
         let started = Instant::now();
         let grant = match try_once(&b, &keys, &token, opts)? {
             Some(grant) => Some(grant),
@@ -243,7 +243,7 @@ impl Client {
             state: state.clone(),
         };
         if let Some(slot) = slot {
-            b.renewer.start(slot, state)?;
+            b.renewer.watch(slot, state)?;
         }
         Ok(lock)
     }

@@ -45,6 +45,8 @@ pub(crate) struct LockState {
     pub token: Token,
     pub fence: Option<u64>,
     pub auto_renew: bool,
+    /// The lock's id with the renewal timer (auto-renewed locks only).
+    pub renew_id: u64,
     /// The process that acquired the lock; in any other (a forked child) the handle is inert.
     pub pid: u32,
     pub status: Mutex<Status>,
@@ -74,6 +76,7 @@ pub(crate) fn drift(lease: Duration) -> Duration {
 }
 
 impl LockState {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         backend: Arc<Backend>,
         keys: LockKeys,
@@ -83,13 +86,19 @@ impl LockState {
         lease: Duration,
         granted_at: Instant,
     ) -> LockState {
+        let renew_id = if auto_renew {
+            backend.renewer.next_id()
+        } else {
+            0
+        };
         LockState {
+            pid: backend.pid,
             backend,
             keys,
             token,
             fence,
             auto_renew,
-            pid: std::process::id(),
+            renew_id,
             status: Mutex::new(Status {
                 phase: Phase::Held,
                 lease,
@@ -120,7 +129,7 @@ impl LockState {
                 Phase::Lost(why) => return Err(Error::not_held(name, why)),
             }
         }
-        self.wake.notify_all();
+        self.stop_renewal();
         if release_key(&self.backend.main, &self.keys, &self.token)? {
             Ok(())
         } else {
@@ -135,6 +144,15 @@ impl LockState {
     pub(crate) fn mark_lost(&self, st: &mut Status, why: &'static str) {
         if st.phase == Phase::Held {
             st.phase = Phase::Lost(why);
+        }
+    }
+
+    /// After release: the renewal timer forgets the lock, and its renewal thread (if it has one
+    /// already) wakes and ends at once.
+    fn stop_renewal(&self) {
+        if self.auto_renew {
+            self.backend.renewer.forget(self.renew_id);
+            self.wake.notify_all();
         }
     }
 }
@@ -238,8 +256,12 @@ impl Lock {
                 st.valid_until = sent + lease.saturating_sub(drift(lease));
                 st.next_renewal = sent + lease / 3;
             }
+            let due = st.next_renewal;
             drop(st);
-            s.wake.notify_all();
+            if s.auto_renew {
+                s.backend.renewer.reschedule(s.renew_id, due);
+                s.wake.notify_all();
+            }
             Ok(())
         } else {
             s.mark_lost(&mut st, "its lease ran out or another owner took it over");
@@ -261,7 +283,8 @@ impl Lock {
 impl Drop for Lock {
     fn drop(&mut self) {
         let s = &self.state;
-        if s.check_process().is_ok() && s.status.lock().phase == Phase::Held {
+        let held = s.status.lock().phase == Phase::Held;
+        if held && s.check_process().is_ok() {
             let _ = s.release();
         }
     }

@@ -2,17 +2,23 @@
 //! every lease/3 while the key still holds our token, and marks the lock lost when the key is
 //! gone or owned by another token, or when Redis stays unreachable until the lease runs out.
 //!
-//! Spawning a thread per lock would dominate a fast acquire+release, so a thread whose lock is
-//! released parks and waits for the next lock; a parked thread that gets no work for
-//! [`IDLE_EXIT`] ends. Release wakes a renewal thread at once through the lock's condition
-//! variable, so no thread sleeps out its period after the lock is gone.
+//! Two things keep this off the fast path of a short critical section:
+//! - A lock gets its renewal thread when its first renewal comes due. Until then one timer
+//!   thread per client watches it, so acquiring costs a heap push and releasing a map removal,
+//!   with no thread woken; most short-held locks never need a renewal thread at all.
+//! - A renewal thread whose lock is released parks and takes the next lock that comes due; a
+//!   thread parked for [`IDLE_EXIT`] ends. Release wakes the lock's renewal thread at once
+//!   through the lock's condition variable, so no thread sleeps out its period after the lock
+//!   is gone.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::error::Error;
 use crate::lock::{LockState, Phase, drift};
@@ -22,12 +28,15 @@ use crate::scripts;
 pub const IDLE_EXIT: Duration = Duration::from_secs(30);
 /// Stack size of renewal threads: they only run a script and parse a small reply.
 const STACK_SIZE: usize = 128 * 1024;
+/// How late the timer may hand a lock to its renewal thread, so that one wake-up serves many
+/// locks. Renewal is due at lease/3 and the lease only runs out at lease.
+const TIMER_SLACK: Duration = Duration::from_millis(5);
 
 /// Counters of one client's renewal machinery, for monitoring and the benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Renewal threads alive (busy or parked).
+    /// Renewal threads alive (busy or parked), not counting the one timer thread.
     pub renewal_threads: usize,
     /// Of those, parked and waiting for a lock.
     pub idle_renewal_threads: usize,
@@ -50,6 +59,20 @@ struct Inner {
     renewals: AtomicU64,
     late: AtomicU64,
     lost: AtomicU64,
+    next_id: AtomicU64,
+    timer: Mutex<Timer>,
+    timer_wake: Condvar,
+}
+
+/// Auto-renewed locks whose first renewal is not due yet.
+#[derive(Default)]
+struct Timer {
+    /// (due, lock id), earliest first. Entries of released locks stay until they come due.
+    due: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// The locks still waiting for their renewal thread.
+    pending: HashMap<u64, Job>,
+    /// Whether the timer thread is alive.
+    running: bool,
 }
 
 /// A renewal thread's mailbox.
@@ -91,8 +114,16 @@ impl Renewer {
                 renewals: AtomicU64::new(0),
                 late: AtomicU64::new(0),
                 lost: AtomicU64::new(0),
+                next_id: AtomicU64::new(1),
+                timer: Mutex::new(Timer::default()),
+                timer_wake: Condvar::new(),
             }),
         }
+    }
+
+    /// An id for a new auto-renewed lock.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Takes a slot, or refuses when `max_renewed_locks` are held already.
@@ -110,27 +141,52 @@ impl Renewer {
         })
     }
 
-    /// Hands a freshly acquired lock to a parked renewal thread, or starts one.
-    pub(crate) fn start(&self, slot: Slot, lock: Arc<LockState>) -> Result<(), Error> {
-        let job = Job { lock, _slot: slot };
-        let parked = self.inner.idle.lock().pop();
-        if let Some(worker) = parked {
-            *worker.job.lock() = Some(job);
-            worker.cv.notify_one();
-            return Ok(());
+    /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own
+    /// when its first renewal comes due.
+    pub(crate) fn watch(&self, slot: Slot, lock: Arc<LockState>) -> Result<(), Error> {
+        let due = lock.status.lock().next_renewal;
+        let id = lock.renew_id;
+        let mut t = self.inner.timer.lock();
+        let earliest = t.due.peek().map(|e| e.0.0);
+        t.due.push(Reverse((due, id)));
+        t.pending.insert(id, Job { lock, _slot: slot });
+        if !t.running {
+            let inner = self.inner.clone();
+            let started = thread::Builder::new()
+                .name("redislock-timer".into())
+                .stack_size(STACK_SIZE)
+                .spawn(move || timer_loop(inner));
+            if let Err(e) = started {
+                let job = t.pending.remove(&id);
+                drop(t);
+                drop(job);
+                return Err(Error::limit(format!(
+                    "cannot start the renewal timer thread: {e}"
+                )));
+            }
+            t.running = true;
+        } else if earliest.is_none_or(|e| due < e) {
+            self.inner.timer_wake.notify_one();
         }
-        let worker = Arc::new(Worker {
-            job: Mutex::new(Some(job)),
-            cv: Condvar::new(),
-        });
-        let inner = Arc::downgrade(&self.inner);
-        thread::Builder::new()
-            .name("redislock-renew".into())
-            .stack_size(STACK_SIZE)
-            .spawn(move || worker_loop(worker, inner))
-            .map_err(|e| Error::limit(format!("cannot start a renewal thread: {e}")))?;
-        self.inner.threads.fetch_add(1, Ordering::AcqRel);
         Ok(())
+    }
+
+    /// The lock was released or lost: the timer need not hand it to a renewal thread.
+    pub(crate) fn forget(&self, id: u64) {
+        let job = self.inner.timer.lock().pending.remove(&id);
+        drop(job);
+    }
+
+    /// The lock's next renewal moved (extend): make sure the timer looks at it in time.
+    pub(crate) fn reschedule(&self, id: u64, due: Instant) {
+        let mut t = self.inner.timer.lock();
+        if t.pending.contains_key(&id) {
+            let earliest = t.due.peek().map(|e| e.0.0);
+            t.due.push(Reverse((due, id)));
+            if earliest.is_none_or(|e| due < e) {
+                self.inner.timer_wake.notify_one();
+            }
+        }
     }
 
     pub(crate) fn stats(&self) -> Stats {
@@ -142,6 +198,77 @@ impl Renewer {
             renewals: i.renewals.load(Ordering::Relaxed),
             late_renewals: i.late.load(Ordering::Relaxed),
             lost_locks: i.lost.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Hands every lock whose first renewal is due to a renewal thread of its own. Ends after
+/// [`IDLE_EXIT`] with no lock to watch.
+fn timer_loop(inner: Arc<Inner>) {
+    let mut t = inner.timer.lock();
+    loop {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        while let Some(&Reverse((at, id))) = t.due.peek() {
+            if at > now {
+                break;
+            }
+            t.due.pop();
+            if let Some(job) = t.pending.remove(&id) {
+                due.push(job);
+            }
+        }
+        if !due.is_empty() {
+            MutexGuard::unlocked(&mut t, || {
+                for job in due {
+                    attach(&inner, job);
+                }
+            });
+            continue;
+        }
+        match t.due.peek() {
+            Some(&Reverse((at, _))) => {
+                inner.timer_wake.wait_until(&mut t, at + TIMER_SLACK);
+            }
+            None => {
+                if inner.timer_wake.wait_for(&mut t, IDLE_EXIT).timed_out() && t.due.is_empty() {
+                    t.running = false;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Gives a lock to a parked renewal thread, or starts one.
+fn attach(inner: &Arc<Inner>, job: Job) {
+    let parked = inner.idle.lock().pop();
+    if let Some(worker) = parked {
+        *worker.job.lock() = Some(job);
+        worker.cv.notify_one();
+        return;
+    }
+    let lock = job.lock.clone();
+    let worker = Arc::new(Worker {
+        job: Mutex::new(Some(job)),
+        cv: Condvar::new(),
+    });
+    let weak = Arc::downgrade(inner);
+    let started = thread::Builder::new()
+        .name("redislock-renew".into())
+        .stack_size(STACK_SIZE)
+        .spawn(move || worker_loop(worker, weak));
+    match started {
+        Ok(_) => {
+            inner.threads.fetch_add(1, Ordering::AcqRel);
+        }
+        Err(_) => {
+            // No thread, no renewal: say so rather than let the lease run out unnoticed.
+            lock.mark_lost(
+                &mut lock.status.lock(),
+                "no renewal thread could be started",
+            );
+            inner.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! A token is a bearer secret (whoever knows it can release the lock), so `Debug` shows only its
 //! first four characters.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use crate::error::Error;
@@ -12,9 +13,9 @@ use crate::error::Error;
 pub(crate) struct Token(String);
 
 impl Token {
-    /// A fresh 128-bit token.
-    pub(crate) fn new() -> Result<Token, Error> {
-        random_hex::<16>().map(Token)
+    /// A fresh 128-bit token (`pid`: the calling process, see [`random_hex`]).
+    pub(crate) fn new(pid: u32) -> Result<Token, Error> {
+        random_hex::<16>(pid).map(Token)
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -28,18 +29,38 @@ impl fmt::Debug for Token {
     }
 }
 
-/// `N` random bytes from the OS generator, as lowercase hex.
-pub(crate) fn random_hex<const N: usize>() -> Result<String, Error> {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| Error::internal(format!("the OS random generator failed: {e}")))?;
+/// Bytes fetched from the OS generator ahead of use, so that a token costs no system call most
+/// of the time. Every byte is handed out once and wiped; the batch belongs to one process and is
+/// thrown away in a forked child, which would otherwise repeat its parent's tokens.
+struct Batch {
+    pid: u32,
+    bytes: [u8; 512],
+    used: usize,
+}
+
+thread_local! {
+    static BATCH: RefCell<Batch> = const { RefCell::new(Batch { pid: 0, bytes: [0; 512], used: 512 }) };
+}
+
+/// `N` random bytes from the OS generator, as lowercase hex. `pid` is the calling process's id.
+pub(crate) fn random_hex<const N: usize>(pid: u32) -> Result<String, Error> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(2 * N);
-    for b in bytes {
-        out.push(HEX[(b >> 4) as usize] as char);
-        out.push(HEX[(b & 15) as usize] as char);
-    }
-    Ok(out)
+    BATCH.with_borrow_mut(|batch| {
+        if batch.pid != pid || batch.used + N > batch.bytes.len() {
+            getrandom::fill(&mut batch.bytes)
+                .map_err(|e| Error::internal(format!("the OS random generator failed: {e}")))?;
+            batch.pid = pid;
+            batch.used = 0;
+        }
+        let mut out = String::with_capacity(2 * N);
+        for b in &mut batch.bytes[batch.used..batch.used + N] {
+            out.push(HEX[(*b >> 4) as usize] as char);
+            out.push(HEX[(*b & 15) as usize] as char);
+            *b = 0;
+        }
+        batch.used += N;
+        Ok(out)
+    })
 }
 
 #[cfg(test)]
@@ -48,16 +69,20 @@ mod tests {
 
     #[test]
     fn tokens_are_128_bit_hex_and_distinct() {
-        let a = Token::new().unwrap();
-        let b = Token::new().unwrap();
+        let pid = std::process::id();
+        let a = Token::new(pid).unwrap();
+        let b = Token::new(pid).unwrap();
         assert_eq!(a.as_str().len(), 32);
         assert!(a.as_str().bytes().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+        let many: std::collections::HashSet<_> =
+            (0..2000).map(|_| Token::new(pid).unwrap().0).collect();
+        assert_eq!(many.len(), 2000);
     }
 
     #[test]
     fn debug_hides_the_token() {
-        let t = Token::new().unwrap();
+        let t = Token::new(std::process::id()).unwrap();
         let shown = format!("{t:?}");
         assert!(!shown.contains(t.as_str()));
         assert!(shown.contains(&t.as_str()[..4]));

@@ -40,7 +40,7 @@ pub(crate) fn wait(
     opts: &LockOptions,
     deadline: Instant,
 ) -> Result<Option<Grant>, Error> {
-    let wid = random_hex::<8>()?;
+    let wid = random_hex::<8>(b.pid)?;
     let signal = keys.signal(&wid);
     let mut jitter = Jitter::new(&wid);
     let mut conn: Option<PooledConnection<Manager>> = None;
