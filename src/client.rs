@@ -129,11 +129,11 @@ impl Client {
     /// let token = lock.fencing_token().unwrap();
     /// # Ok::<(), redislock::Error>(())
     /// ```
-    pub fn lock<'a>(&'a self, name: &'a [u8]) -> LockRequest<'a> {
+    pub fn lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LockRequest<'a> {
         let cfg = &self.shared.cfg;
         LockRequest {
             client: self,
-            name,
+            name: name.as_ref(),
             opts: LockOptions {
                 lease: cfg.lease,
                 auto_renew: cfg.auto_renew,

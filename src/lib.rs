@@ -31,6 +31,8 @@
 mod client;
 mod config;
 mod error;
+#[allow(unsafe_code)]
+pub mod ffi;
 mod keys;
 mod lock;
 mod pool;
@@ -45,3 +47,8 @@ pub use error::{Error, ErrorKind};
 pub use keys::MAX_NAME_LEN;
 pub use lock::Lock;
 pub use renewal::{IDLE_EXIT, Stats};
+
+/// The README's Rust examples, compiled as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
