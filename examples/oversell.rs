@@ -1,4 +1,4 @@
-//! The oversell demo: why a shop needs a lock around "read stock, check it, write it back".
+//! The oversell demo: why a shop needs a lock around "read the stock, check it, write it back".
 //!
 //! A stock of 100 units is put in Redis. 32 threads then buy units as fast as they can, each
 //! purchase being the classic non-atomic read-modify-write: `GET stock`; if it is above zero,
@@ -6,8 +6,8 @@
 //!
 //! - Without a lock, threads read the same stock and overwrite each other's updates: far more
 //!   than 100 units are sold.
-//! - With redislock around each purchase (one [`Client`] shared by all threads, waits woken by
-//!   the holder's release), exactly 100 units are sold and the stock ends at 0.
+//! - With redislock around each purchase (one [`Client`] shared by all threads; waiters are woken
+//!   by the holder's release), exactly 100 units are sold and the stock ends at 0.
 //!
 //! Run it with `cargo run --release --example oversell`. The Redis server used is, in order:
 //! `$REDIS_URL` if set; else `127.0.0.1:6379` if it answers PING (skipped when
@@ -15,13 +15,13 @@
 //! port, without persistence, stopped on exit. The demo only touches keys under its own
 //! `redislock-demo:<pid>-<random>:` prefix and deletes them by name at the end: it never lists
 //! or flushes keys. Exit code: 0 when the locked run sold exactly the stock, 1 when it did not
-//! or failed, 2 when no Redis server could be found.
+//! or failed, 2 when no usable Redis server was found.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{self, Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,26 +36,18 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> ExitCode {
+    // `_server`, a private redis-server if one was started, is stopped when main returns.
     let (url, _server) = match pick_server() {
-        Ok(Some(found)) => found,
-        Ok(None) => {
-            eprintln!(
-                "No Redis server found: REDIS_URL is not set, 127.0.0.1:6379 does not answer"
-            );
-            eprintln!("and no redis-server is on PATH. Install one (apt-get install redis-server,");
-            eprintln!(
-                "brew install redis, ...) or point REDIS_URL at a server: REDIS_URL=redis://host:6379/0"
-            );
-            return ExitCode::from(2);
-        }
+        Ok(found) => found,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("No usable Redis server: {e}.");
+            eprintln!("Install Redis (apt-get install redis-server, brew install redis, ...)");
+            eprintln!("or point REDIS_URL at a server: REDIS_URL=redis://:password@host:6379/0");
             return ExitCode::from(2);
         }
     };
     match run(&url) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(1)
@@ -63,123 +55,85 @@ fn main() -> ExitCode {
     }
 }
 
-/// One run's outcome.
-struct Outcome {
-    sold: u64,
-    stock: i64,
-    elapsed: Duration,
-    acquisitions: u64,
-}
-
-fn run(url: &str) -> Res<bool> {
-    let prefix = format!(
-        "redislock-demo:{}-{:08x}:",
-        std::process::id(),
-        getrandom::u32()?
-    );
+fn run(url: &str) -> Res<()> {
+    let random = getrandom::u32()?;
+    let prefix = format!("redislock-demo:{}-{random:08x}:", process::id());
     let (stock_key, lock_name) = (format!("{prefix}stock"), format!("{prefix}lock"));
     let data = redis::Client::open(url)?;
-    // Dropped last in this function, also on errors: deletes exactly the keys the demo made.
-    let _cleanup = Cleanup {
-        data: data.clone(),
-        // The lock key and its companions (fencing counter, waiter queue and entries).
-        keys: [&stock_key, &lock_name]
-            .map(String::clone)
-            .into_iter()
-            .chain([":fence", ":q", ":w"].map(|s| format!("{{{lock_name}}}{s}")))
-            .collect(),
-    };
+    // Dropped when run returns, also on errors: deletes the stock, the lock key and the lock's
+    // companion keys (fencing counter, waiter queue and entries), by exact name.
+    let companions = [":fence", ":q", ":w"].map(|suffix| format!("{{{lock_name}}}{suffix}"));
+    let mut keys = vec![stock_key.clone(), lock_name.clone()];
+    keys.extend(companions);
+    let _cleanup = Cleanup(data.clone(), keys);
     let client = Client::builder(url).pool_size(THREADS as u32).build()?;
-    println!("{THREADS} threads buy from a stock of {STOCK}, keys under {prefix}*\n");
-
-    let unlocked = race(&data, &stock_key, |buy| buy())?;
-    let locked = race(&data, &stock_key, |buy| {
-        client.with_lock(&lock_name, LOCK_WAIT, |_lock| buy())?
-    })?;
-
+    println!("{THREADS} threads buy from a stock of {STOCK} (keys {prefix}*)\n");
     println!("run          threads   sold  final stock  oversold     time  lock acquisitions/s");
-    for (name, o, with_lock) in [("no lock", &unlocked, false), ("redislock", &locked, true)] {
-        let rate = if with_lock {
-            format!("{:.0}", o.acquisitions as f64 / o.elapsed.as_secs_f64())
-        } else {
-            "-".into()
-        };
-        let oversold = o.sold as i64 - STOCK;
-        let ms = o.elapsed.as_secs_f64() * 1e3;
-        println!(
-            "{name:<12} {THREADS:>7} {:>6} {:>12} {oversold:>9} {ms:>6.0} ms {rate:>20}",
-            o.sold, o.stock
+    let (sold, stock) = race(&data, &stock_key, None)?;
+    let lost = sold as i64 - (STOCK - stock);
+    let (sold, stock) = race(&data, &stock_key, Some((&client, &lock_name)))?;
+    println!("\nWithout a lock: {lost} stock updates were overwritten by concurrent buyers.");
+    if sold != STOCK as u64 || stock != 0 {
+        return Err(
+            format!("the locked run sold {sold}, leaving {stock} (expected {STOCK}, 0)").into(),
         );
     }
-    println!();
-    println!(
-        "Without a lock: {} units sold from a stock of {STOCK} ({} lost updates).",
-        unlocked.sold,
-        unlocked.sold as i64 - (STOCK - unlocked.stock)
-    );
-    let ok = locked.sold == STOCK as u64 && locked.stock == 0;
-    if ok {
-        println!("With redislock: exactly {STOCK} sold, stock 0. Correct.");
-    } else {
-        println!(
-            "With redislock: WRONG: sold {}, final stock {} (expected {STOCK} and 0).",
-            locked.sold, locked.stock
-        );
-    }
-    Ok(ok)
+    println!("With redislock: exactly {STOCK} sold, stock 0. Correct.");
+    Ok(())
 }
 
-/// Puts `STOCK` units in Redis and lets `THREADS` threads buy until it is gone. Each purchase
-/// goes through `guard`, which runs the unprotected `buy` (directly, or under a lock).
-fn race<G>(data: &redis::Client, stock_key: &str, guard: G) -> Res<Outcome>
-where
-    G: Fn(&mut dyn FnMut() -> Res<bool>) -> Res<bool> + Sync,
-{
+/// Puts `STOCK` units in Redis and lets `THREADS` threads buy until it is gone, each purchase
+/// under the lock `name` when `lock` is `Some((client, name))`. Prints a row of the table and
+/// returns the units sold and the final stock.
+fn race(data: &redis::Client, key: &str, lock: Option<(&Client, &str)>) -> Res<(u64, i64)> {
     let mut conn = connect(data)?;
-    redis::cmd("SET")
-        .arg(stock_key)
-        .arg(STOCK)
-        .exec(&mut conn)?;
-    let (sold, acquisitions) = (AtomicU64::new(0), AtomicU64::new(0));
+    redis::cmd("SET").arg(key).arg(STOCK).exec(&mut conn)?;
+    let (sold, attempts) = (AtomicU64::new(0), AtomicU64::new(0));
     let started = Instant::now();
     thread::scope(|s| -> Res<()> {
-        let workers: Vec<_> = (0..THREADS)
-            .map(|_| {
-                s.spawn(|| -> Res<()> {
-                    let mut conn = connect(data)?;
-                    // One purchase: true when a unit was sold, false when sold out.
-                    let mut buy = || -> Res<bool> {
-                        acquisitions.fetch_add(1, Ordering::Relaxed);
-                        let stock: i64 = redis::cmd("GET").arg(stock_key).query(&mut conn)?;
-                        if stock <= 0 {
-                            return Ok(false);
-                        }
-                        thread::sleep(RACE_WINDOW);
-                        redis::cmd("SET")
-                            .arg(stock_key)
-                            .arg(stock - 1)
-                            .exec(&mut conn)?;
-                        sold.fetch_add(1, Ordering::Relaxed);
-                        Ok(true)
-                    };
-                    while guard(&mut buy)? {}
-                    Ok(())
+        let buyer = || -> Res<()> {
+            let mut conn = connect(data)?;
+            let mut buy_one = || -> Res<bool> {
+                attempts.fetch_add(1, Relaxed);
+                Ok(match lock {
+                    None => buy(&mut conn, key)?,
+                    Some((client, name)) => {
+                        client.with_lock(name, LOCK_WAIT, |_| buy(&mut conn, key))??
+                    }
                 })
-            })
-            .collect();
-        for w in workers {
-            w.join().map_err(|_| "a buyer thread panicked")??;
+            };
+            while buy_one()? {
+                sold.fetch_add(1, Relaxed);
+            }
+            Ok(())
+        };
+        let buyers: Vec<_> = (0..THREADS).map(|_| s.spawn(buyer)).collect();
+        for b in buyers {
+            b.join().map_err(|_| "a buyer thread panicked")??;
         }
         Ok(())
     })?;
-    let elapsed = started.elapsed();
-    let stock: i64 = redis::cmd("GET").arg(stock_key).query(&mut conn)?;
-    Ok(Outcome {
-        sold: sold.into_inner(),
-        stock,
-        elapsed,
-        acquisitions: acquisitions.into_inner(),
-    })
+    let secs = started.elapsed().as_secs_f64();
+    let stock: i64 = redis::cmd("GET").arg(key).query(&mut conn)?;
+    let (sold, attempts) = (sold.into_inner(), attempts.into_inner());
+    let (run, rate) = match lock {
+        Some(_) => ("redislock", format!("{:.0}", attempts as f64 / secs)),
+        None => ("no lock", "-".into()),
+    };
+    let (oversold, ms) = (sold as i64 - STOCK, secs * 1e3);
+    println!("{run:<12} {THREADS:>7} {sold:>6} {stock:>12} {oversold:>9} {ms:>6.0} ms {rate:>20}");
+    Ok((sold, stock))
+}
+
+/// One purchase, a non-atomic read-modify-write. `false`: sold out.
+fn buy(conn: &mut redis::Connection, key: &str) -> Res<bool> {
+    let stock: i64 = redis::cmd("GET").arg(key).query(conn)?;
+    if stock <= 0 {
+        return Ok(false);
+    }
+    thread::sleep(RACE_WINDOW);
+    redis::cmd("SET").arg(key).arg(stock - 1).exec(conn)?;
+    Ok(true)
 }
 
 /// A data connection with connect, read and write timeouts.
@@ -190,44 +144,42 @@ fn connect(data: &redis::Client) -> Res<redis::Connection> {
     Ok(conn)
 }
 
-/// Deletes the demo's keys, by exact name, when dropped.
-struct Cleanup {
-    data: redis::Client,
-    keys: Vec<String>,
-}
+/// Deletes the given keys of the demo, by exact name, when dropped.
+struct Cleanup(redis::Client, Vec<String>);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let deleted = connect(&self.data)
-            .and_then(|mut c| Ok(redis::cmd("DEL").arg(&self.keys).exec(&mut c)?));
-        if let Err(e) = deleted {
-            eprintln!(
-                "warning: could not delete the demo's keys {:?}: {e}",
-                self.keys
-            );
+        let Cleanup(data, keys) = self;
+        let del = |mut c: redis::Connection| Ok(redis::cmd("DEL").arg(&*keys).exec(&mut c)?);
+        if let Err(e) = connect(data).and_then(del) {
+            eprintln!("warning: could not delete the keys {keys:?}: {e}");
         }
     }
 }
 
-/// Chooses the server (see the top comment). `None`: there is none.
-fn pick_server() -> Res<Option<(String, Option<PrivateServer>)>> {
+/// Chooses the server (see the top comment).
+fn pick_server() -> Res<(String, Option<PrivateServer>)> {
     if let Ok(url) = std::env::var("REDIS_URL") {
+        let ping = || -> Res<String> {
+            let mut conn = connect(&redis::Client::open(url.as_str())?)?;
+            Ok(redis::cmd("PING").query(&mut conn)?)
+        };
+        ping().map_err(|e| format!("REDIS_URL {}: {e}", mask(&url)))?;
         println!("Redis: {} (from REDIS_URL)", mask(&url));
-        return Ok(Some((url, None)));
+        return Ok((url, None));
     }
-    if std::env::var_os("REDISLOCK_DEMO_NO_DEFAULT").is_none_or(|v| v != "1") && answers_ping(6379)
-    {
+    let probe = std::env::var_os("REDISLOCK_DEMO_NO_DEFAULT").is_none_or(|v| v != "1");
+    if probe && answers_ping(6379) {
         println!("Redis: redis://127.0.0.1:6379/ (found running)");
-        return Ok(Some(("redis://127.0.0.1:6379/".into(), None)));
+        return Ok(("redis://127.0.0.1:6379/".into(), None));
     }
-    let Some(server) = PrivateServer::start()? else {
-        return Ok(None);
-    };
+    let server = PrivateServer::start()?;
     let url = format!("redis://127.0.0.1:{}/", server.port);
     println!("Redis: {url} (private redis-server, stopped on exit)");
-    Ok(Some((url, Some(server))))
+    Ok((url, Some(server)))
 }
 
+/// Whether 127.0.0.1:`port` answers an unauthenticated PING within about 300 ms.
 fn answers_ping(port: u16) -> bool {
     let ping = || -> std::io::Result<bool> {
         let t = Duration::from_millis(300);
@@ -243,15 +195,12 @@ fn answers_ping(port: u16) -> bool {
 
 /// The URL with the password (or a lone user-info part) replaced by `***`.
 fn mask(url: &str) -> String {
-    let start = url.find("://").map_or(0, |i| i + 3);
-    let host_start = url[start..].find('/').map_or(url.len(), |i| start + i);
-    match url[start..host_start].rfind('@') {
-        Some(at) => {
-            let info = &url[start..start + at];
-            let user = info.split_once(':').map_or("", |(u, _)| u);
-            format!("{}{user}:***{}", &url[..start], &url[start + at..])
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let user = url[s + 3..at].split_once(':').map_or("", |(u, _)| u);
+            format!("{}{user}:***{}", &url[..s + 3], &url[at..])
         }
-        None => url.to_owned(),
+        _ => url.to_owned(),
     }
 }
 
@@ -263,41 +212,40 @@ struct PrivateServer {
 }
 
 impl PrivateServer {
-    /// `Ok(None)` when there is no `redis-server` on `PATH`.
-    fn start() -> Res<Option<PrivateServer>> {
-        let dir = std::env::temp_dir().join(format!("redislock-demo-{}", std::process::id()));
+    fn start() -> Res<PrivateServer> {
+        let dir = std::env::temp_dir().join(format!("redislock-demo-{}", process::id()));
         std::fs::create_dir_all(&dir)?;
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        let spawned = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--port")
+            .arg(port.to_string())
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn();
-        let child = match child {
-            Ok(child) => child,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return match e.kind() {
-                    std::io::ErrorKind::NotFound => Ok(None),
-                    _ => Err(format!("cannot start redis-server: {e}").into()),
-                };
+        let child = spawned.map_err(|e| {
+            let _ = std::fs::remove_dir_all(&dir);
+            match e.kind() {
+                std::io::ErrorKind::NotFound => "REDIS_URL is not set, 127.0.0.1:6379 does not \
+                    answer PING, and there is no redis-server on PATH"
+                    .to_string(),
+                _ => format!("cannot start redis-server: {e}"),
             }
-        };
+        })?;
+        // From here on, dropping `server` (also on the error returns) stops it.
         let mut server = PrivateServer { child, port, dir };
         let deadline = Instant::now() + Duration::from_secs(5);
         while !answers_ping(port) {
             if let Some(status) = server.child.try_wait()? {
-                return Err(format!("redis-server exited at start ({status})").into());
-            }
-            if Instant::now() > deadline {
-                return Err("redis-server did not answer within 5 s".into());
+                return Err(format!("private redis-server exited at start: {status}").into());
+            } else if Instant::now() > deadline {
+                return Err("private redis-server did not answer PING within 5 s".into());
             }
             thread::sleep(Duration::from_millis(20));
         }
-        Ok(Some(server))
+        Ok(server)
     }
 }
 

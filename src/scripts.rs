@@ -55,7 +55,8 @@ return {1, f}",
 /// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" for fencing, ARGV[4] waiter id,
 /// ARGV[5] entry lifetime in ms (the waiter re-checks before it runs out).
 /// Returns {1, fence, pttl} when the lock is ours now (taken here, or handed over to this waiter
-/// by a release since its last BLPOP), or {0, 0, pttl} when queued (pttl of the lock key, -1 if
+/// by a release since its last BLPOP; if an abandoned BLPOP took the grant, the fence is read
+/// from the counter), or {0, 0, pttl} when queued (pttl of the lock key, -1 if
 /// it has no expiry).
 pub(crate) static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -67,7 +68,7 @@ pub(crate) static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
 end
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  return granted(tonumber(redis.call('LPOP', KEYS[5]) or '0'))
+  return granted(tonumber(redis.call('LPOP', KEYS[5]) or redis.call('GET', KEYS[2]) or '0'))
 end
 if not cur then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -125,7 +126,9 @@ return 1"
 
 /// CANCEL: a waiter whose wait bound ran out leaves the queue.
 ///
-/// KEYS[1] lock key, KEYS[2] queue, KEYS[3] entries, KEYS[4] this waiter's signal list.
+/// KEYS[1] lock key, KEYS[2] queue, KEYS[3] entries, KEYS[4] this waiter's signal list,
+/// KEYS[5] fencing counter (read when the grant was popped by an abandoned BLPOP: the counter
+/// cannot have moved since, as the lock is ours).
 /// ARGV[1] token, ARGV[2] waiter id.
 /// Returns {1, fence, pttl} when a release had handed the lock to this waiter after all (it is
 /// ours), else {0, 0, 0}.
@@ -136,7 +139,8 @@ redis.call('HDEL', KEYS[3], ARGV[2])
 local f = redis.call('LPOP', KEYS[4])
 redis.call('DEL', KEYS[4])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, tonumber(f or '0'), redis.call('PTTL', KEYS[1])}
+  f = f or redis.call('GET', KEYS[5]) or '0'
+  return {1, tonumber(f), redis.call('PTTL', KEYS[1])}
 end
 return {0, 0, 0}",
     )

@@ -24,6 +24,9 @@ use crate::token::{Token, random_hex};
 /// How much longer than its next re-check a queue entry lives: enough for a live waiter to come
 /// back, short enough that a dead waiter is skipped soon.
 const ENTRY_GRACE: Duration = Duration::from_millis(500);
+/// How far past the wait bound a waiter keeps reading before it gives up on the server (the
+/// kernel rounds socket timeouts up to its next tick, a few ms more).
+const DEADLINE_SLACK: Duration = Duration::from_millis(1);
 
 /// A lock granted to a waiter: its fencing token (0 without fencing) and the instant from which
 /// its lease counts.
@@ -76,6 +79,9 @@ pub(crate) fn wait(
             Err(e) => {
                 mark_broken(c);
                 conn = None;
+                if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
+                    break Ok(None);
+                }
                 // A killed connection (CLIENT KILL, server restart) gets one fresh try; our
                 // queue entry is still there, so the place in line is kept.
                 if !reconnected && e.is_connection_dropped() && !e.is_timeout() {
@@ -93,6 +99,7 @@ pub(crate) fn wait(
             .key(&keys.queue)
             .key(&keys.waiters)
             .key(&signal)
+            .key(&keys.fence)
             .arg(token.as_str())
             .arg(&wid)
             .invoke(c)
@@ -146,7 +153,15 @@ fn wait_once(
     }
     // BLPOP with timeout 0 would block forever: never ask for less than 1 ms.
     let block = block.max(Duration::from_millis(1));
-    c.set_read_timeout(Some(block + b.wait.read_timeout()))?;
+    // Redis notices a BLPOP timeout only at its next event-loop tick (up to 1/hz = 100 ms late
+    // on an idle server). When this block ends at the wait bound, the socket's read timeout
+    // enforces the bound instead; the caller then drops the connection and cancels.
+    let slack = if block >= left {
+        DEADLINE_SLACK
+    } else {
+        b.wait.read_timeout()
+    };
+    c.set_read_timeout(Some(block + slack))?;
     let popped: Option<(Vec<u8>, u64)> = redis::cmd("BLPOP")
         .arg(signal)
         .arg(format!("{:.3}", block.as_secs_f64()))
