@@ -226,8 +226,8 @@ impl Client {
         };
         let Some(grant) = grant else {
             return Err(match wait {
-                Some(_) => Error::wait_timeout(&keys.shown, started.elapsed()),
-                None => Error::held(&keys.shown),
+                Some(_) => Error::wait_timeout(&keys.shown(), started.elapsed()),
+                None => Error::held(&keys.shown()),
             });
         };
         let state = Arc::new(LockState::new(

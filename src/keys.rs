@@ -25,8 +25,6 @@ pub(crate) struct LockKeys {
     pub waiters: Vec<u8>,
     /// Prefix of the per-waiter signal lists (the waiter id is appended).
     pub signal_prefix: Vec<u8>,
-    /// The name as shown in messages.
-    pub shown: String,
     /// Length of the key prefix in front of the name in `lock`.
     pub prefix_len: usize,
 }
@@ -59,10 +57,14 @@ impl LockKeys {
             queue: with(b":q"),
             waiters: with(b":w"),
             signal_prefix: with(b":s:"),
-            shown: show_name(name),
             prefix_len: prefix.len(),
             lock,
         })
+    }
+
+    /// The name as shown in messages (made only when needed: it is not cheap).
+    pub(crate) fn shown(&self) -> String {
+        show_name(&self.lock[self.prefix_len..])
     }
 
     /// The signal list of one waiter.
@@ -142,7 +144,7 @@ mod tests {
                         s,
                         "{:?} vs {:?}",
                         String::from_utf8_lossy(c),
-                        k.shown
+                        k.shown()
                     );
                 }
             }

@@ -113,20 +113,20 @@ impl LockState {
         if self.pid == std::process::id() {
             Ok(())
         } else {
-            Err(Error::forked(&self.keys.shown))
+            Err(Error::forked(&self.keys.shown()))
         }
     }
 
     /// Releases the lock; a second call reports [`Error::is_not_held`].
     pub(crate) fn release(&self) -> Result<(), Error> {
         self.check_process()?;
-        let name = &self.keys.shown;
+        let name = || self.keys.shown();
         {
             let mut st = self.status.lock();
             match st.phase {
                 Phase::Held => st.phase = Phase::Released,
-                Phase::Released => return Err(Error::not_held(name, "it was released already")),
-                Phase::Lost(why) => return Err(Error::not_held(name, why)),
+                Phase::Released => return Err(Error::not_held(&name(), "it was released already")),
+                Phase::Lost(why) => return Err(Error::not_held(&name(), why)),
             }
         }
         self.stop_renewal();
@@ -134,7 +134,7 @@ impl LockState {
             Ok(())
         } else {
             Err(Error::not_held(
-                name,
+                &name(),
                 "its lease ran out or another owner took it over",
             ))
         }
@@ -237,8 +237,8 @@ impl Lock {
         s.check_process()?;
         match s.status.lock().phase {
             Phase::Held => {}
-            Phase::Released => return Err(Error::not_held(&s.keys.shown, "it was released")),
-            Phase::Lost(why) => return Err(Error::not_held(&s.keys.shown, why)),
+            Phase::Released => return Err(Error::not_held(&s.keys.shown(), "it was released")),
+            Phase::Lost(why) => return Err(Error::not_held(&s.keys.shown(), why)),
         }
         let sent = Instant::now();
         let ms = lease.as_millis() as u64;
@@ -266,7 +266,7 @@ impl Lock {
         } else {
             s.mark_lost(&mut st, "its lease ran out or another owner took it over");
             Err(Error::not_held(
-                &s.keys.shown,
+                &s.keys.shown(),
                 "its lease ran out or another owner took it over",
             ))
         }
@@ -293,7 +293,7 @@ impl Drop for Lock {
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lock")
-            .field("name", &self.state.keys.shown)
+            .field("name", &self.state.keys.shown())
             .field("token", &self.state.token)
             .field("held", &self.is_held())
             .field("fencing_token", &self.state.fence)
