@@ -210,17 +210,35 @@ impl Client {
         }
         let keys = LockKeys::new(&self.shared.cfg.key_prefix, name)?;
         let b = self.backend()?;
-        let slot = if opts.auto_renew {
-            Some(b.renewer.reserve()?)
-        } else {
-            None
+        // A place among the renewed locks is taken before the first attempt, so that a refusal
+        // costs no round trip; a waiter gives it back while it waits.
+        let reserve = || {
+            if opts.auto_renew {
+                b.renewer.reserve().map(Some)
+            } else {
+                Ok(None)
+            }
         };
+        let mut slot = reserve()?;
         let token = Token::new(b.pid)?;
         let started = Instant::now();
         let grant = match try_once(&b, &keys, &token, opts)? {
             Some(grant) => Some(grant),
             None => match wait {
-                Some(w) if !w.is_zero() => waiting::wait(&b, &keys, &token, opts, started + w)?,
+                Some(w) if !w.is_zero() => {
+                    drop(slot.take());
+                    let grant = waiting::wait(&b, &keys, &token, opts, started + w)?;
+                    if grant.is_some() {
+                        slot = match reserve() {
+                            Ok(slot) => slot,
+                            Err(e) => {
+                                let _ = release_key(&b.main, &keys, &token);
+                                return Err(e);
+                            }
+                        };
+                    }
+                    grant
+                }
                 _ => None,
             },
         };

@@ -261,6 +261,11 @@ pub(crate) fn redis_client(
                     "tls_root_cert_pem needs a rediss:// URL",
                 ));
             }
+            if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+                return Err(Error::invalid_argument(
+                    "tls_root_cert_pem holds no PEM certificate",
+                ));
+            }
             let certs = redis::TlsCertificates {
                 client_tls: None,
                 root_cert: Some(pem.clone()),
@@ -303,30 +308,62 @@ pub(crate) fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
         ));
     }
     url.into_connection_info().map_err(|e| {
-        let detail = match mask_password(url) {
-            Some(pw) if !pw.is_empty() => e.to_string().replace(pw, "***"),
-            _ => e.to_string(),
-        };
+        let detail = scrub(&e.to_string(), url);
         Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(url)))
     })
 }
 
-/// The password part of a URL's user info, if any.
-fn mask_password(url: &str) -> Option<&str> {
-    let rest = &url[url.find("://")? + 3..];
-    let userinfo = &rest[..rest.find('@')?];
-    Some(&userinfo[userinfo.find(':')? + 1..])
+/// The byte ranges of a URL that hold secrets: the password of its user info (everything after
+/// the first `:` up to the last `@` of the authority, so an unencoded `@` in a password is still
+/// covered) and the values of `pass` / `password` query parameters (unix socket URLs).
+fn secret_ranges(url: &str) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let Some(scheme_end) = url.find("://") else {
+        return ranges;
+    };
+    let start = scheme_end + 3;
+    let authority_len = url[start..]
+        .find(['/', '?', '#'])
+        .unwrap_or(url.len() - start);
+    let authority = &url[start..start + authority_len];
+    if let Some(at) = authority.rfind('@')
+        && let Some(colon) = authority[..at].find(':')
+        && colon + 1 < at
+    {
+        ranges.push(start + colon + 1..start + at);
+    }
+    if let Some(q) = url.find('?') {
+        let mut pos = q + 1;
+        for param in url[q + 1..].split(['&', '#']) {
+            if let Some((name, value)) = param.split_once('=')
+                && (name == "pass" || name == "password")
+                && !value.is_empty()
+            {
+                let value_start = pos + name.len() + 1;
+                ranges.push(value_start..value_start + value.len());
+            }
+            pos += param.len() + 1;
+        }
+    }
+    ranges
 }
 
-/// The URL with its password replaced by `***`, for Debug output and messages.
+/// The URL with its secrets replaced by `***`, for Debug output and messages.
 pub(crate) fn mask_url(url: &str) -> String {
-    match mask_password(url) {
-        Some(pw) if !pw.is_empty() => {
-            let start = pw.as_ptr() as usize - url.as_ptr() as usize;
-            format!("{}***{}", &url[..start], &url[start + pw.len()..])
-        }
-        _ => url.to_owned(),
+    let mut out = url.to_owned();
+    let mut ranges = secret_ranges(url);
+    ranges.sort_by_key(|r| std::cmp::Reverse(r.start));
+    for r in ranges {
+        out.replace_range(r, "***");
     }
+    out
+}
+
+/// `text` with every secret of `url` in it replaced by `***`.
+fn scrub(text: &str, url: &str) -> String {
+    secret_ranges(url)
+        .into_iter()
+        .fold(text.to_owned(), |t, r| t.replace(&url[r], "***"))
 }
 
 #[cfg(test)]
@@ -338,6 +375,16 @@ mod tests {
         assert_eq!(mask_url("redis://u:s3cret@h:1/0"), "redis://u:***@h:1/0");
         assert_eq!(mask_url("redis://:s3cret@h:1"), "redis://:***@h:1");
         assert_eq!(mask_url("redis://h:1"), "redis://h:1");
+        assert_eq!(mask_url("redis://u:a@b@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(
+            mask_url("unix:///s.sock?db=1&pass=pw&x=1"),
+            "unix:///s.sock?db=1&pass=***&x=1"
+        );
+        assert_eq!(
+            mask_url("redis+unix:///s?password=pw"),
+            "redis+unix:///s?password=***"
+        );
+        assert_eq!(mask_url("redis://user@h:1"), "redis://user@h:1");
         let b = ClientBuilder::new("redis://u:s3cret@127.0.0.1:1/0");
         assert!(!format!("{b:?}").contains("s3cret"));
         let c = b.build().unwrap();

@@ -120,7 +120,12 @@ impl Error {
         use redis::ErrorKind as K;
         match e.kind() {
             K::Server(_) | K::Extension | K::AuthenticationFailed => {
-                let code = e.code().filter(|c| !c.is_empty()).unwrap_or("ERR");
+                let fallback = if e.kind() == K::AuthenticationFailed {
+                    "WRONGPASS"
+                } else {
+                    "ERR"
+                };
+                let code = e.code().filter(|c| !c.is_empty()).unwrap_or(fallback);
                 let detail = e.detail().unwrap_or("");
                 let mut err = Error::new(
                     ErrorKind::Redis,

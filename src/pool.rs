@@ -5,12 +5,17 @@
 //! write timeouts on every connection, and never PINGs on checkout: a connection that failed is
 //! marked broken and dropped by the pool instead.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use r2d2::{ManageConnection, Pool, PooledConnection};
 
 use crate::config::{Config, redis_client};
 use crate::error::Error;
+
+/// How long after a failed connect checkouts stay short (see [`ConnPool::get`]).
+const FAILING_FOR: Duration = Duration::from_secs(10);
 
 /// One pooled Redis connection and whether it must be thrown away.
 pub(crate) struct Conn {
@@ -18,19 +23,21 @@ pub(crate) struct Conn {
     broken: bool,
 }
 
+/// The last failed connect, kept until a connect succeeds: r2d2 reports only "timed out" for a
+/// checkout whose connects failed, and callers deserve the real reason (refused, bad password).
+type LastError = Arc<Mutex<Option<(Instant, redis::RedisError)>>>;
+
 /// Connects with `connect_timeout` and keeps the configured read/write timeouts.
 pub(crate) struct Manager {
     client: redis::Client,
     connect_timeout: Duration,
     read_timeout: Duration,
     write_timeout: Duration,
+    last_error: LastError,
 }
 
-impl ManageConnection for Manager {
-    type Connection = Conn;
-    type Error = redis::RedisError;
-
-    fn connect(&self) -> Result<Conn, redis::RedisError> {
+impl Manager {
+    fn open(&self) -> Result<Conn, redis::RedisError> {
         let redis = self
             .client
             .get_connection_with_timeout(self.connect_timeout)?;
@@ -40,6 +47,17 @@ impl ManageConnection for Manager {
             redis,
             broken: false,
         })
+    }
+}
+
+impl ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = redis::RedisError;
+
+    fn connect(&self) -> Result<Conn, redis::RedisError> {
+        let result = self.open();
+        *self.last_error.lock() = result.as_ref().err().map(|e| (Instant::now(), e.clone()));
+        result
     }
 
     fn is_valid(&self, conn: &mut Conn) -> Result<(), redis::RedisError> {
@@ -56,8 +74,10 @@ pub(crate) struct ConnPool {
     pool: Pool<Manager>,
     max_size: u32,
     checkout_timeout: Duration,
+    connect_timeout: Duration,
     read_timeout: Duration,
     server: String,
+    last_error: LastError,
 }
 
 impl ConnPool {
@@ -68,11 +88,13 @@ impl ConnPool {
         size: u32,
     ) -> Result<ConnPool, Error> {
         let client = redis_client(cfg, info)?;
+        let last_error = LastError::default();
         let manager = Manager {
             client,
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
             write_timeout: cfg.write_timeout,
+            last_error: last_error.clone(),
         };
         let pool = Pool::builder()
             .max_size(size)
@@ -85,8 +107,10 @@ impl ConnPool {
             pool,
             max_size: size,
             checkout_timeout: cfg.checkout_timeout,
+            connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
             server: cfg.server.clone(),
+            last_error,
         })
     }
 
@@ -98,17 +122,33 @@ impl ConnPool {
         self.read_timeout
     }
 
-    /// A connection within `limit` (at most the checkout timeout).
+    /// A connection within `limit` (at most the checkout timeout). While connects keep failing,
+    /// a checkout gives up after about one connect attempt, with the connect error's own kind
+    /// (refused, timed out, authentication failed) rather than the whole checkout timeout.
     pub(crate) fn get(&self, limit: Option<Duration>) -> Result<PooledConnection<Manager>, Error> {
-        let timeout = limit.map_or(self.checkout_timeout, |l| l.min(self.checkout_timeout));
+        let mut timeout = limit.map_or(self.checkout_timeout, |l| l.min(self.checkout_timeout));
+        let failing = self
+            .last_error
+            .lock()
+            .as_ref()
+            .is_some_and(|(at, _)| at.elapsed() < FAILING_FOR);
+        if failing {
+            timeout = timeout.min(self.connect_timeout + Duration::from_millis(50));
+        }
         self.pool
             .get_timeout(timeout.max(Duration::from_millis(1)))
             .map_err(|e| {
-                Error::connection(
-                    &self.server,
-                    format!("no connection within {} ms: {e}", timeout.as_millis()),
-                    true,
-                )
+                let last = self.last_error.lock().clone();
+                match last {
+                    Some((_, cause)) if !self.exhausted() => {
+                        Error::from_redis(&self.server, &cause)
+                    }
+                    _ => Error::connection(
+                        &self.server,
+                        format!("no connection within {} ms: {e}", timeout.as_millis()),
+                        true,
+                    ),
+                }
             })
     }
 
@@ -120,9 +160,10 @@ impl ConnPool {
     }
 
     /// Runs `op` on a pooled connection. A connection that fails with anything but an error
-    /// reply is dropped from the pool; when it had been dropped by the server (killed, server
-    /// restarted), `op` runs once more on a fresh connection with `attempt` 1, so every op must
-    /// be safe to repeat in its attempt-1 form.
+    /// reply is dropped from the pool. When it had been dropped by the server (killed, server
+    /// restarted), `op` runs again on the next connection with `attempt` ≥ 1, until every idle
+    /// connection the pool had may have been tried; so every op must be safe to repeat in its
+    /// retry form.
     pub(crate) fn run<T>(
         &self,
         limit: Option<Duration>,
@@ -141,8 +182,8 @@ impl ConnPool {
                     if !reply {
                         conn.broken = true;
                     }
-                    if attempt == 0 && e.is_connection_dropped() && !e.is_timeout() {
-                        attempt = 1;
+                    if attempt <= self.max_size && worth_retrying(&e) {
+                        attempt += 1;
                         continue;
                     }
                     return Err(Error::from_redis(&self.server, &e));
@@ -150,6 +191,19 @@ impl ConnPool {
             }
         }
     }
+}
+
+/// Whether a failed call may be repeated on another connection: the server dropped the
+/// connection (killed, restarted), or a signal interrupted the blocking read or write (EINTR;
+/// the socket's timeouts keep the kernel from restarting it). The connection itself is
+/// discarded either way, as a reply may still be on its way.
+pub(crate) fn worth_retrying(e: &redis::RedisError) -> bool {
+    if e.is_timeout() {
+        return false;
+    }
+    // redis-rs keeps the io::Error behind an `Arc<dyn Error>`, out of reach of a downcast.
+    let interrupted = e.is_io_error() && e.to_string().contains("Interrupted system call");
+    e.is_connection_dropped() || interrupted
 }
 
 /// Marks a connection broken so the pool drops it (used by waiters after a failed BLPOP).

@@ -17,13 +17,15 @@ use r2d2::PooledConnection;
 use crate::client::{Backend, LockOptions};
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::pool::{Manager, mark_broken};
+use crate::pool::{Manager, mark_broken, worth_retrying};
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
 /// How much longer than its next re-check a queue entry lives: enough for a live waiter to come
 /// back, short enough that a dead waiter is skipped soon.
 const ENTRY_GRACE: Duration = Duration::from_millis(500);
+/// How often one wait replaces a connection the server dropped before it gives up.
+const MAX_RECONNECTS: u32 = 3;
 /// How far past the wait bound a waiter keeps reading before it gives up on the server (the
 /// kernel rounds socket timeouts up to its next tick, a few ms more).
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
@@ -47,7 +49,7 @@ pub(crate) fn wait(
     let signal = keys.signal(&wid);
     let mut jitter = Jitter::new(&wid);
     let mut conn: Option<PooledConnection<Manager>> = None;
-    let mut reconnected = false;
+    let mut reconnects = 0;
     let result = loop {
         let now = Instant::now();
         if now >= deadline {
@@ -82,10 +84,12 @@ pub(crate) fn wait(
                 if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
                     break Ok(None);
                 }
-                // A killed connection (CLIENT KILL, server restart) gets one fresh try; our
-                // queue entry is still there, so the place in line is kept.
-                if !reconnected && e.is_connection_dropped() && !e.is_timeout() {
-                    reconnected = true;
+                // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
+                // connection; our queue entry is still there, so the place in line is kept.
+                // Signals may come often and end nothing; dropped connections are counted.
+                if worth_retrying(&e) && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
+                {
+                    reconnects += u32::from(e.is_connection_dropped());
                     continue;
                 }
                 break Err(Error::from_redis(b.wait.server(), &e));
