@@ -10,6 +10,11 @@
 //!   thread parked for [`IDLE_EXIT`] ends. Release wakes the lock's renewal thread at once
 //!   through the lock's condition variable, so no thread sleeps out its period after the lock
 //!   is gone.
+//!
+//! Renewal threads do not each check out a connection: they hand their EXTEND to one renewal-I/O
+//! thread, which sends everything due in one pipeline and hands each thread its reply. Thousands
+//! of locks renewing in the same second then cost a few round trips, not thousands of pool
+//! checkouts by threads competing for two cores.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -28,6 +33,12 @@ use crate::scripts;
 pub const IDLE_EXIT: Duration = Duration::from_secs(30);
 /// Stack size of renewal threads: they only run a script and parse a small reply.
 const STACK_SIZE: usize = 128 * 1024;
+/// How long after acquiring a lock gets its renewal thread (or at its first renewal, if that
+/// comes sooner): long enough that short critical sections never need one, short enough that
+/// starting threads for many locks taken at once overlaps with taking them.
+const ATTACH_AFTER: Duration = Duration::from_millis(100);
+/// The most EXTENDs sent in one pipeline.
+const MAX_BATCH: usize = 1024;
 /// How late the timer may hand a lock to its renewal thread, so that one wake-up serves many
 /// locks. Renewal is due at lease/3 and the lease only runs out at lease.
 const TIMER_SLACK: Duration = Duration::from_millis(5);
@@ -62,6 +73,23 @@ struct Inner {
     next_id: AtomicU64,
     timer: Mutex<Timer>,
     timer_wake: Condvar,
+    io: Mutex<IoQueue>,
+    io_wake: Condvar,
+}
+
+/// EXTENDs waiting for the renewal-I/O thread.
+#[derive(Default)]
+struct IoQueue {
+    requests: Vec<Arc<Request>>,
+    running: bool,
+}
+
+/// One renewal's EXTEND and, once sent, its outcome.
+struct Request {
+    lock: Arc<LockState>,
+    lease_ms: u64,
+    outcome: Mutex<Option<Result<i64, Error>>>,
+    done: Condvar,
 }
 
 /// Auto-renewed locks whose first renewal is not due yet.
@@ -117,6 +145,8 @@ impl Renewer {
                 next_id: AtomicU64::new(1),
                 timer: Mutex::new(Timer::default()),
                 timer_wake: Condvar::new(),
+                io: Mutex::new(IoQueue::default()),
+                io_wake: Condvar::new(),
             }),
         }
     }
@@ -144,7 +174,11 @@ impl Renewer {
     /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own
     /// when its first renewal comes due.
     pub(crate) fn watch(&self, slot: Slot, lock: Arc<LockState>) -> Result<(), Error> {
-        let due = lock.status.lock().next_renewal;
+        let due = {
+            let st = lock.status.lock();
+            st.next_renewal
+                .min(st.valid_until.min(Instant::now() + ATTACH_AFTER))
+        };
         let id = lock.renew_id;
         let mut t = self.inner.timer.lock();
         let earliest = t.due.peek().map(|e| e.0.0);
@@ -273,6 +307,111 @@ fn attach(inner: &Arc<Inner>, job: Job) {
     }
 }
 
+/// Queues an EXTEND of `lock` for the renewal-I/O thread and waits up to `limit` for its reply.
+fn extend_batched(
+    inner: &Arc<Inner>,
+    lock: &Arc<LockState>,
+    lease_ms: u64,
+    limit: Duration,
+) -> Result<i64, Error> {
+    let request = Arc::new(Request {
+        lock: lock.clone(),
+        lease_ms,
+        outcome: Mutex::new(None),
+        done: Condvar::new(),
+    });
+    {
+        let mut q = inner.io.lock();
+        q.requests.push(request.clone());
+        if !q.running {
+            let io_inner = inner.clone();
+            thread::Builder::new()
+                .name("redislock-renew-io".into())
+                .stack_size(STACK_SIZE)
+                .spawn(move || io_loop(io_inner))
+                .map_err(|e| Error::limit(format!("cannot start the renewal I/O thread: {e}")))?;
+            q.running = true;
+        }
+        inner.io_wake.notify_one();
+    }
+    let deadline = Instant::now() + limit;
+    let mut outcome = request.outcome.lock();
+    while outcome.is_none() {
+        if request.done.wait_until(&mut outcome, deadline).timed_out() {
+            break;
+        }
+    }
+    outcome.take().unwrap_or_else(|| {
+        Err(Error::connection(
+            request.lock.backend.main.server(),
+            "renewal got no reply in time",
+            true,
+        ))
+    })
+}
+
+/// Sends queued EXTENDs in pipelines and hands out the replies. Ends after [`IDLE_EXIT`] idle.
+fn io_loop(inner: Arc<Inner>) {
+    loop {
+        let batch = {
+            let mut q = inner.io.lock();
+            while q.requests.is_empty() {
+                if inner.io_wake.wait_for(&mut q, IDLE_EXIT).timed_out() && q.requests.is_empty() {
+                    q.running = false;
+                    return;
+                }
+            }
+            let n = q.requests.len().min(MAX_BATCH);
+            q.requests.drain(..n).collect::<Vec<_>>()
+        };
+        let outcomes = send_batch(&batch);
+        for (request, outcome) in batch.iter().zip(outcomes) {
+            *request.outcome.lock() = Some(outcome);
+            request.done.notify_one();
+        }
+    }
+}
+
+/// One pipeline of EXTENDs (loading the script first if the server lost it). All the locks
+/// belong to one client, so the first lock's pool serves them all.
+fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
+    let pool = &batch[0].lock.backend.main;
+    let sent = pool.run(None, |c, _| {
+        let mut loaded = false;
+        loop {
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for r in batch {
+                pipe.cmd("EVALSHA")
+                    .arg(scripts::EXTEND.get_hash())
+                    .arg(1)
+                    .arg(&r.lock.keys.lock)
+                    .arg(r.lock.token.as_str())
+                    .arg(r.lease_ms);
+            }
+            let replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+            let noscript = replies.iter().any(|r| {
+                r.as_ref().is_err_and(|e| {
+                    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                })
+            });
+            if noscript && !loaded {
+                scripts::EXTEND.load(c)?;
+                loaded = true;
+                continue;
+            }
+            return Ok(replies);
+        }
+    });
+    match sent {
+        Ok(replies) => replies
+            .into_iter()
+            .map(|r| r.map_err(|e| Error::from_redis(pool.server(), &e)))
+            .collect(),
+        Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
+    }
+}
+
 /// Runs jobs until parked for [`IDLE_EXIT`] with nothing to do. Holds the renewer only weakly,
 /// so a dropped client lets its parked threads end.
 fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
@@ -306,13 +445,12 @@ fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
 }
 
 /// Keeps one lock alive until it is released or found lost.
-fn renew(lock: &LockState, renewer: &Weak<Inner>) {
+fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
     let count = |pick: fn(&Inner) -> &AtomicU64| {
         if let Some(inner) = renewer.upgrade() {
             pick(&inner).fetch_add(1, Ordering::Relaxed);
         }
     };
-    let keys = &lock.keys;
     loop {
         let mut st = lock.status.lock();
         loop {
@@ -343,13 +481,10 @@ fn renew(lock: &LockState, renewer: &Weak<Inner>) {
         }
         let ms = lease.as_millis() as u64;
         let left = valid_until.saturating_duration_since(sent);
-        let result: Result<i64, Error> = lock.backend.main.run(Some(left), |c, _| {
-            scripts::EXTEND
-                .key(&keys.lock)
-                .arg(lock.token.as_str())
-                .arg(ms)
-                .invoke(c)
-        });
+        let result = match renewer.upgrade() {
+            Some(inner) => extend_batched(&inner, lock, ms, left),
+            None => return,
+        };
 
         let mut st = lock.status.lock();
         if st.phase != Phase::Held {
