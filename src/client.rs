@@ -142,6 +142,21 @@ impl Client {
         }
     }
 
+    /// The lease locks get unless a request sets its own.
+    pub fn default_lease(&self) -> Duration {
+        self.shared.cfg.lease
+    }
+
+    /// Whether locks auto-renew unless a request says otherwise.
+    pub fn default_auto_renew(&self) -> bool {
+        self.shared.cfg.auto_renew
+    }
+
+    /// Whether locks get fencing tokens unless a request says otherwise.
+    pub fn default_fencing(&self) -> bool {
+        self.shared.cfg.fencing
+    }
+
     /// Renewal counters of this client in this process.
     pub fn stats(&self) -> Stats {
         match self.shared.backend.try_read_for(BACKEND_LOCK_WAIT) {
@@ -359,6 +374,17 @@ impl LockRequest<'_> {
         let out = f(&lock);
         lock.release()?;
         Ok(out)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // In a forked child the backend is the parent's: never run its destructors here.
+        if let Some(backend) = self.backend.get_mut().take()
+            && backend.pid != std::process::id()
+        {
+            std::mem::forget(backend);
+        }
     }
 }
 

@@ -9,6 +9,9 @@
 //! (ENQUEUE) and blocks on its own signal list with BLPOP; RELEASE gives the lock straight to the
 //! oldest live waiter (sets the key to that waiter's token) and pushes the grant onto its signal
 //! list. Waiters are therefore served in arrival order and the releaser cannot barge back in.
+//! A fenced grant increments the counter before it sets the key: a script that fails midway
+//! keeps its earlier writes, and a failing INCR must not leave the key set with nobody holding it.
+//!
 //! A waiter entry carries a deadline that the waiter refreshes on every re-check, so the entry of
 //! a waiter that died is skipped once its deadline passes.
 
@@ -41,9 +44,9 @@ if cur == ARGV[1] then
   return {1, f}
 end
 if cur then return {0, redis.call('PTTL', KEYS[1])} end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local f = 0
 if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, f}",
     )
 });
@@ -71,9 +74,9 @@ if cur == ARGV[1] then
   return granted(tonumber(redis.call('LPOP', KEYS[5]) or redis.call('GET', KEYS[2]) or '0'))
 end
 if not cur then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   local f = 0
   if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return granted(f)
 end
 local t = redis.call('TIME')
@@ -108,9 +111,9 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     if e then
       local deadline, lease, fence, token = string.match(e, '^(%d+):(%d+):(%d):(.*)$')
       if deadline and tonumber(deadline) > now then
-        redis.call('SET', KEYS[1], token, 'PX', lease)
         local f = 0
         if fence == '1' then f = redis.call('INCR', KEYS[2]) end
+        redis.call('SET', KEYS[1], token, 'PX', lease)
         local s = ARGV[2] .. wid
         redis.call('RPUSH', s, f)
         redis.call('PEXPIRE', s, lease)
