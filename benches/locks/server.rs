@@ -26,20 +26,31 @@ impl Server {
 
     /// Starts a private redis-server (`$REDISLOCK_TEST_REDIS_SERVER` or `redis-server`).
     pub fn start() -> Server {
-        let bin = std::env::var("REDISLOCK_TEST_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        let bin =
+            std::env::var("REDISLOCK_TEST_REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut last = String::new();
         for _ in 0..5 {
             let port = free_port();
-            let dir = std::env::temp_dir().join(format!("redislock-bench-{}-{port}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("redislock-bench-{}-{port}", std::process::id()));
             std::fs::create_dir_all(&dir).expect("temp dir");
             let mut cmd = Command::new(&bin);
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .args(["--daemonize", "no", "--logfile", ""])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
+            cmd.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--daemonize", "no", "--logfile", ""])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
             // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the server
             // when this (the spawning, main) thread dies, so no server outlives the bench.
             unsafe {
@@ -50,7 +61,9 @@ impl Server {
             }
             let mut child = match cmd.spawn() {
                 Ok(c) => c,
-                Err(e) => panic!("cannot start {bin}: {e} (install redis-server or set REDISLOCK_TEST_REDIS_SERVER)"),
+                Err(e) => panic!(
+                    "cannot start {bin}: {e} (install redis-server or set REDISLOCK_TEST_REDIS_SERVER)"
+                ),
             };
             let t0 = Instant::now();
             let url = format!("redis://127.0.0.1:{port}/");

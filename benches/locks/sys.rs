@@ -152,16 +152,7 @@ pub fn command_mix(cs: &J, per: u64) -> String {
         .join(", ")
 }
 
-/// Nearest-rank percentile of unsorted values (the same rule as the peers' analyze.py).
-pub fn pct(v: &[u64], p: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_unstable();
-    pct_sorted(&s, p)
-}
-
+/// Nearest-rank percentile of sorted values (the same rule as the peers' analyze.py).
 pub fn pct_sorted(s: &[u64], p: f64) -> f64 {
     if s.is_empty() {
         return f64::NAN;

@@ -241,8 +241,8 @@ final class Library
 
     /**
      * A C copy of a PHP string's bytes for a `const uint8_t *` + length parameter (binary-safe;
-     * PHP passes strings directly only to `char *`). Never zero-sized, so that an empty string
-     * still makes a valid pointer and the library reports the empty name itself.
+     * PHP passes strings directly only to `char *` parameters). Never zero-sized, so that an
+     * empty string still makes a valid pointer and the library reports the empty name itself.
      *
      * @internal
      */

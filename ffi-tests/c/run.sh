@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs one built C test binary in one mode. Normally called by scripts/c-tests.sh, which builds
+# the library and the binaries and provides the server.
+#
+# Usage: ffi-tests/c/run.sh plain|asan|valgrind BINARY LIBDIR [TEST-NAME-FILTER...]
+#   BINARY   the test program (built plain for plain and valgrind, instrumented for asan)
+#   LIBDIR   the directory holding libredislock.so
+# Needs REDISLOCK_TEST_URL (redis://127.0.0.1:PORT/ of a test server) in the environment.
+set -euo pipefail
+
+mode="${1:?usage: $0 plain|asan|valgrind BINARY LIBDIR [FILTER...]}"
+binary="${2:?missing BINARY}"
+libdir="${3:?missing LIBDIR}"
+shift 3
+
+: "${REDISLOCK_TEST_URL:?REDISLOCK_TEST_URL must name the test server}"
+export REDISLOCK_TEST_URL
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+case "$mode" in
+    plain)
+        exec "$binary" "$@"
+        ;;
+    asan)
+        # The test program is instrumented; the Rust library is not, but ASan intercepts its
+        # malloc/free and LeakSanitizer scans its memory at exit. UBSan stops at the first error.
+        export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:exitcode=1:detect_stack_use_after_return=1:strict_string_checks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+        export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+        exec "$binary" "$@"
+        ;;
+    valgrind)
+        # Valgrind runs everything ~20-50x slower: give the program more time.
+        export REDISLOCK_TEST_TIMEOUT_S="${REDISLOCK_TEST_TIMEOUT_S:-1200}"
+        exec valgrind --error-exitcode=1 --leak-check=full \
+            --errors-for-leak-kinds=definite --show-leak-kinds=definite \
+            "$binary" "$@"
+        ;;
+    *)
+        echo "unknown mode $mode (plain, asan or valgrind)" >&2
+        exit 2
+        ;;
+esac

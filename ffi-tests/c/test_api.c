@@ -1,0 +1,580 @@
+/* The C API used as intended: every function, every setter, and the lock semantics. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static const redislock_result all_codes[] = {
+    REDISLOCK_OK,           REDISLOCK_HELD,          REDISLOCK_WAIT_TIMEOUT,
+    REDISLOCK_NOT_HELD,     REDISLOCK_INVALID_ARGUMENT, REDISLOCK_CONNECTION,
+    REDISLOCK_REDIS_ERROR,  REDISLOCK_FORKED,        REDISLOCK_LIMIT_REACHED,
+    REDISLOCK_INTERNAL,     REDISLOCK_NULL_PARAMETER, REDISLOCK_PANIC,
+};
+
+/* The value of a key as text ("" and 0 if it does not exist); returns 1 if it exists. */
+static int key_value(resp_conn *c, const char *key, size_t key_len, char *out, size_t cap) {
+    const char *argv[2];
+    size_t lens[2];
+    resp_reply r;
+    argv[0] = "GET";
+    lens[0] = 3;
+    argv[1] = key;
+    lens[1] = key_len;
+    out[0] = '\0';
+    if (resp_command(c, &r, 2, argv, lens) != 0 || r.type != '$') {
+        h_fail(__FILE__, __LINE__, "GET failed");
+        return 0;
+    }
+    if (r.nil) return 0;
+    snprintf(out, cap, "%s", r.str);
+    return 1;
+}
+
+static long long key_pttl(resp_conn *c, const char *key) {
+    const char *argv[2];
+    resp_reply r;
+    argv[0] = "PTTL";
+    argv[1] = key;
+    if (resp_command_str(c, &r, 2, argv) != 0 || r.type != ':') return -100;
+    return r.integer;
+}
+
+static int is_token(const char *s) {
+    size_t i, n = strlen(s);
+    if (n < 32) return 0;
+    for (i = 0; i < n; i++) {
+        if (strchr("0123456789abcdef", s[i]) == NULL) return 0;
+    }
+    return 1;
+}
+
+void test_version(void) {
+    const char *v = redislock_version();
+    CHECK(v != NULL);
+    CHECK(v != NULL && strchr(v, '.') != NULL);
+    CHECK(v == redislock_version()); /* static */
+}
+
+void test_result_messages(void) {
+    size_t i, j;
+    char buf[256], other[256], small[6];
+    for (i = 0; i < sizeof all_codes / sizeof all_codes[0]; i++) {
+        size_t n = redislock_result_message(all_codes[i], buf, sizeof buf);
+        CHECK(n > 0 && n < sizeof buf && strlen(buf) == n);
+        CHECK((unsigned)all_codes[i] == i); /* stable numbering */
+        for (j = 0; j < i; j++) {
+            redislock_result_message(all_codes[j], other, sizeof other);
+            CHECK(strcmp(buf, other) != 0);
+        }
+    }
+    /* Buffer convention: the full length is returned; the text is cut and NUL-terminated. */
+    i = redislock_result_message(REDISLOCK_HELD, NULL, 0);
+    CHECK(i == strlen("the lock is held by another owner"));
+    memset(small, 'x', sizeof small);
+    CHECK(redislock_result_message(REDISLOCK_HELD, small, sizeof small) == i);
+    CHECK(strcmp(small, "the l") == 0);
+    small[0] = 'x';
+    CHECK(redislock_result_message(REDISLOCK_HELD, small, 1) == i && small[0] == '\0');
+    small[0] = 'x';
+    CHECK(redislock_result_message(REDISLOCK_HELD, small, 0) == i && small[0] == 'x');
+    CHECK(redislock_result_message(REDISLOCK_HELD, NULL, 10) == i);
+    /* A number that is no code. */
+    redislock_result_message((redislock_result)999, buf, sizeof buf);
+    CHECK(strcmp(buf, "unknown result code") == 0);
+}
+
+void test_last_error_messages(void) {
+    redislock_client *client = NULL;
+    char buf[8];
+    size_t full;
+    CHECK_RC(redislock_client_new("http://not-redis/", &client), REDISLOCK_INVALID_ARGUMENT);
+    full = redislock_last_error_message(NULL, 0);
+    CHECK(full > sizeof buf);
+    CHECK(strstr(h_last_error(), "redis://") != NULL);
+    memset(buf, 'x', sizeof buf);
+    CHECK(redislock_last_error_message(buf, sizeof buf) == full);
+    CHECK(strlen(buf) == sizeof buf - 1);
+    /* A success does not clear it. */
+    CHECK(strcmp(redislock_version(), "") != 0);
+    CHECK(redislock_last_error_message(NULL, 0) == full);
+}
+
+static void *fresh_thread_error(void *arg) {
+    size_t *len = arg;
+    *len = redislock_last_error_message(NULL, 0);
+    return NULL;
+}
+
+void test_last_error_is_per_thread(void) {
+    pthread_t t;
+    size_t len = 12345;
+    redislock_client *client = NULL;
+    CHECK_RC(redislock_client_new("", &client), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(redislock_last_error_message(NULL, 0) > 0);
+    CHECK(pthread_create(&t, NULL, fresh_thread_error, &len) == 0);
+    pthread_join(t, NULL);
+    CHECK(len == 0);
+}
+
+void test_config_every_setter(void) {
+    redislock_config *config = NULL;
+    redislock_client *client = NULL, *second = NULL;
+    redislock_lock_options options;
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    char name[128], key[160], value[128];
+
+    CHECK_RC(redislock_config_new(h_url(), &config), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_pool_size(config, 4), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_max_waiters(config, 8), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_connect_timeout_ms(config, 1500), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_read_timeout_ms(config, 1500), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_write_timeout_ms(config, 1500), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_checkout_timeout_ms(config, 2500), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_lease_ms(config, 7000), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_auto_renew(config, false), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_fencing(config, true), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_key_prefix(config, NAME("cfg:")), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_recheck_interval_ms(config, 200), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_recheck_jitter(config, 0.5), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_max_renewed_locks(config, 10), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_OK);
+    /* A config can build several clients; freeing it leaves them alone. */
+    CHECK_RC(redislock_client_from_config(config, &second), REDISLOCK_OK);
+    redislock_config_free(config);
+
+    memset(&options, 0, sizeof options);
+    CHECK_RC(redislock_client_default_lock_options(client, &options), REDISLOCK_OK);
+    CHECK(options.lease_ms == 7000);
+    CHECK(!options.auto_renew);
+    CHECK(options.fencing);
+
+    /* The settings are in effect: prefix, lease, fencing. */
+    h_name(name, sizeof name, "cfg");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    if (lock != NULL && h_resp(&c) == 0) {
+        uint64_t token = 0;
+        long long pttl;
+        snprintf(key, sizeof key, "cfg:%s", name);
+        CHECK(key_value(&c, key, strlen(key), value, sizeof value));
+        pttl = key_pttl(&c, key);
+        CHECK(pttl > 5000 && pttl <= 7000);
+        CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
+        CHECK(token >= 1);
+        CHECK_RC(redislock_lock_try_acquire(second, NAME(name), NULL, &lock), REDISLOCK_HELD);
+        CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+        CHECK(!key_value(&c, key, strlen(key), value, sizeof value));
+        resp_close(&c);
+    }
+    redislock_lock_free(lock);
+    redislock_client_free(second);
+    redislock_client_free(client);
+}
+
+/* Builds a client from a config changed by `set`, expecting INVALID_ARGUMENT whose message
+ * names `what`. */
+#define CHECK_INVALID_SETTING(set, what)                                                       \
+    do {                                                                                       \
+        redislock_config *cfg_ = NULL;                                                         \
+        redislock_client *client_ = NULL;                                                      \
+        CHECK_RC(redislock_config_new(h_url(), &cfg_), REDISLOCK_OK);                          \
+        CHECK_RC(set, REDISLOCK_OK);                                                           \
+        CHECK_RC(redislock_client_from_config(cfg_, &client_), REDISLOCK_INVALID_ARGUMENT);   \
+        CHECK(client_ == NULL);                                                                \
+        CHECK(strstr(h_last_error(), what) != NULL);                                           \
+        redislock_config_free(cfg_);                                                           \
+    } while (0)
+
+void test_config_invalid_settings(void) {
+    static uint8_t long_prefix[5000];
+    redislock_config *config = NULL;
+    redislock_client *client = NULL;
+    CHECK_INVALID_SETTING(redislock_config_set_pool_size(cfg_, 0), "pool_size");
+    CHECK_INVALID_SETTING(redislock_config_set_pool_size(cfg_, 100000), "pool_size");
+    CHECK_INVALID_SETTING(redislock_config_set_max_waiters(cfg_, 0), "max_waiters");
+    CHECK_INVALID_SETTING(redislock_config_set_connect_timeout_ms(cfg_, 0), "connect_timeout");
+    CHECK_INVALID_SETTING(redislock_config_set_read_timeout_ms(cfg_, 0), "read_timeout");
+    CHECK_INVALID_SETTING(redislock_config_set_write_timeout_ms(cfg_, UINT64_MAX),
+                          "write_timeout");
+    CHECK_INVALID_SETTING(redislock_config_set_checkout_timeout_ms(cfg_, 0), "checkout_timeout");
+    CHECK_INVALID_SETTING(redislock_config_set_lease_ms(cfg_, 0), "lease");
+    CHECK_INVALID_SETTING(redislock_config_set_lease_ms(cfg_, UINT64_MAX), "lease");
+    CHECK_INVALID_SETTING(redislock_config_set_lease_ms(cfg_, 50), "lease"); /* auto-renewed */
+    CHECK_INVALID_SETTING(redislock_config_set_recheck_interval_ms(cfg_, 0), "recheck_interval");
+    CHECK_INVALID_SETTING(redislock_config_set_recheck_jitter(cfg_, 1.5), "recheck_jitter");
+    CHECK_INVALID_SETTING(redislock_config_set_recheck_jitter(cfg_, -0.1), "recheck_jitter");
+    CHECK_INVALID_SETTING(redislock_config_set_recheck_jitter(cfg_, nan("")), "recheck_jitter");
+    CHECK_INVALID_SETTING(redislock_config_set_max_renewed_locks(cfg_, UINT64_MAX),
+                          "max_renewed_locks");
+    CHECK_INVALID_SETTING(redislock_config_set_key_prefix(cfg_, long_prefix, sizeof long_prefix),
+                          "key_prefix");
+    /* The URL is checked when building, too. */
+    CHECK_RC(redislock_config_new("redis://127.0.0.1:notaport/", &config), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(client == NULL);
+    /* A 50 ms lease is fine without auto-renewal. */
+    CHECK_RC(redislock_config_set_key_prefix(config, NULL, 0), REDISLOCK_OK);
+    redislock_config_free(config);
+    CHECK_RC(redislock_config_new(h_url(), &config), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_lease_ms(config, 50), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_auto_renew(config, false), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_OK);
+    redislock_client_free(client);
+    redislock_config_free(config);
+}
+
+void test_acquire_release_basics(void) {
+    redislock_client *client = h_client(), *other = h_client();
+    redislock_lock *lock = NULL, *second = (redislock_lock *)&lock;
+    redislock_lock_options options = {10000, false, false};
+    resp_conn c;
+    char name[128], value[128];
+    uint64_t remaining;
+
+    h_name(name, sizeof name, "basics");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK(redislock_lock_is_held(lock));
+    remaining = redislock_lock_remaining_ms(lock);
+    CHECK(remaining > 5000 && remaining <= 10000);
+    if (h_resp(&c) == 0) {
+        /* The classic layout: the key N holds a random token with a millisecond expiry. */
+        CHECK(key_value(&c, name, strlen(name), value, sizeof value));
+        CHECK(is_token(value));
+        CHECK(key_pttl(&c, name) > 5000);
+        /* Another owner is refused; the out-parameter is left alone. */
+        CHECK_RC(redislock_lock_try_acquire(other, NAME(name), NULL, &second), REDISLOCK_HELD);
+        CHECK(second == (redislock_lock *)&lock);
+        CHECK(strstr(h_last_error(), name) != NULL);
+        CHECK(strstr(h_last_error(), value) == NULL); /* never the token */
+        CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+        CHECK(!key_value(&c, name, strlen(name), value, sizeof value));
+        CHECK(!redislock_lock_is_held(lock));
+        CHECK(redislock_lock_remaining_ms(lock) == 0);
+        /* Free now: the other client gets it at once. */
+        CHECK_RC(redislock_lock_try_acquire(other, NAME(name), NULL, &second), REDISLOCK_OK);
+        CHECK(redislock_lock_is_held(second));
+        CHECK_RC(redislock_lock_release(second), REDISLOCK_OK);
+        redislock_lock_free(second);
+        resp_close(&c);
+    }
+    redislock_lock_free(lock);
+    redislock_client_free(other);
+    redislock_client_free(client);
+}
+
+void test_default_options_when_null(void) {
+    redislock_client *client = h_client();
+    redislock_lock_options options;
+    redislock_lock *lock = NULL;
+    char name[128];
+    CHECK_RC(redislock_client_default_lock_options(client, &options), REDISLOCK_OK);
+    CHECK(options.lease_ms == 30000 && options.auto_renew && !options.fencing);
+    h_name(name, sizeof name, "defaults");
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 1000, &lock), REDISLOCK_OK);
+    CHECK(redislock_lock_remaining_ms(lock) > 25000);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+void test_key_prefix_and_binary_names(void) {
+    /* Prefix and name are bytes, NULs and non-UTF-8 included. */
+    static const uint8_t prefix[] = {'p', 0, 0xff, ':'};
+    static const uint8_t tail[] = {0, 'x', 0xfe, '}', '{'};
+    redislock_config *config = NULL;
+    redislock_client *client = NULL;
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    char name[128], value[128];
+    uint8_t full_name[160], key[170];
+    size_t name_len, key_len;
+
+    CHECK_RC(redislock_config_new(h_url(), &config), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_key_prefix(config, prefix, sizeof prefix), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_OK);
+    redislock_config_free(config);
+
+    h_name(name, sizeof name, "bin");
+    name_len = strlen(name);
+    memcpy(full_name, name, name_len);
+    memcpy(full_name + name_len, tail, sizeof tail);
+    name_len += sizeof tail;
+    memcpy(key, prefix, sizeof prefix);
+    memcpy(key + sizeof prefix, full_name, name_len);
+    key_len = sizeof prefix + name_len;
+
+    CHECK_RC(redislock_lock_try_acquire(client, full_name, name_len, NULL, &lock), REDISLOCK_OK);
+    if (h_resp(&c) == 0) {
+        CHECK(key_value(&c, (const char *)key, key_len, value, sizeof value));
+        CHECK(is_token(value));
+        CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+        CHECK(!key_value(&c, (const char *)key, key_len, value, sizeof value));
+        resp_close(&c);
+    }
+    redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+struct holder {
+    redislock_lock *lock;
+    long hold_ms;
+    redislock_result released;
+};
+
+static void *release_later(void *arg) {
+    struct holder *h = arg;
+    h_sleep_ms(h->hold_ms);
+    h->released = redislock_lock_release(h->lock);
+    return NULL;
+}
+
+void test_acquire_waits_for_release(void) {
+    redislock_client *client = h_client();
+    redislock_lock *first = NULL, *second = NULL;
+    struct holder holder;
+    pthread_t t;
+    char name[128];
+    long long start, waited;
+
+    h_name(name, sizeof name, "wait");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &first), REDISLOCK_OK);
+    holder.lock = first;
+    holder.hold_ms = 300;
+    holder.released = REDISLOCK_PANIC;
+    CHECK(pthread_create(&t, NULL, release_later, &holder) == 0);
+    start = h_now_ms();
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 10000, &second), REDISLOCK_OK);
+    waited = h_now_ms() - start;
+    pthread_join(t, NULL);
+    CHECK(holder.released == REDISLOCK_OK);
+    CHECK(waited >= 250);
+    CHECK(waited < 5000); /* woken by the release, not by a re-check */
+    CHECK(redislock_lock_is_held(second));
+    CHECK_RC(redislock_lock_release(second), REDISLOCK_OK);
+    redislock_lock_free(first);
+    redislock_lock_free(second);
+    redislock_client_free(client);
+}
+
+void test_acquire_wait_timeout(void) {
+    redislock_client *client = h_client();
+    redislock_lock *lock = NULL, *other = NULL;
+    char name[128];
+    long long start, waited;
+
+    h_name(name, sizeof name, "timeout");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    start = h_now_ms();
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 300, &other), REDISLOCK_WAIT_TIMEOUT);
+    waited = h_now_ms() - start;
+    CHECK(other == NULL);
+    CHECK(waited >= 250 && waited < 5000);
+    /* wait 0: one attempt, reported as a wait timeout. */
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 0, &other), REDISLOCK_WAIT_TIMEOUT);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+void test_extend_resets_lease(void) {
+    redislock_client *client = h_client();
+    redislock_lock_options options = {500, false, false};
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    char name[128];
+
+    h_name(name, sizeof name, "extend");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_extend(lock, 20000), REDISLOCK_OK);
+    CHECK(redislock_lock_remaining_ms(lock) > 15000);
+    if (h_resp(&c) == 0) {
+        CHECK(key_pttl(&c, name) > 15000);
+        resp_close(&c);
+    }
+    h_sleep_ms(700); /* past the first lease */
+    CHECK(redislock_lock_is_held(lock));
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_extend(lock, 20000), REDISLOCK_NOT_HELD);
+    redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+void test_expired_lock_is_not_held(void) {
+    redislock_client *client = h_client();
+    redislock_lock_options options = {100, false, false};
+    redislock_lock *lock = NULL, *next = NULL;
+    char name[128];
+
+    h_name(name, sizeof name, "expire");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    h_sleep_ms(300);
+    CHECK(!redislock_lock_is_held(lock));
+    CHECK(redislock_lock_remaining_ms(lock) == 0);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &next), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_extend(lock, 1000), REDISLOCK_NOT_HELD);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_NOT_HELD);
+    /* The new owner's lock is untouched by the old owner's attempts. */
+    CHECK(redislock_lock_is_held(next));
+    CHECK_RC(redislock_lock_release(next), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_lock_free(next);
+    redislock_client_free(client);
+}
+
+void test_auto_renew_keeps_lock(void) {
+    redislock_client *client = h_client();
+    redislock_lock_options options = {300, true, false};
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    char name[128], value[128];
+
+    h_name(name, sizeof name, "renew");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    h_sleep_ms(1200); /* four leases */
+    CHECK(redislock_lock_is_held(lock));
+    if (h_resp(&c) == 0) {
+        CHECK(key_value(&c, name, strlen(name), value, sizeof value));
+        resp_close(&c);
+    }
+    CHECK_RC(redislock_lock_extend(lock, 50), REDISLOCK_INVALID_ARGUMENT); /* < 100 ms renewed */
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+void test_fencing_tokens_increase(void) {
+    redislock_client *client = h_client();
+    redislock_lock_options options;
+    redislock_lock *lock = NULL;
+    char name[128];
+    uint64_t last = 0, token = 0;
+    int i;
+
+    CHECK_RC(redislock_client_default_lock_options(client, &options), REDISLOCK_OK);
+    options.fencing = true;
+    h_name(name, sizeof name, "fence");
+    for (i = 0; i < 3; i++) {
+        CHECK_RC(redislock_lock_acquire(client, NAME(name), &options, 1000, &lock), REDISLOCK_OK);
+        CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
+        CHECK(token > last);
+        last = token;
+        CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+        /* The token stays readable after release. */
+        CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
+        CHECK(token == last);
+        redislock_lock_free(lock);
+        lock = NULL;
+    }
+    redislock_client_free(client);
+}
+
+void test_fencing_token_without_fencing(void) {
+    redislock_client *client = h_client();
+    redislock_lock *lock = NULL;
+    char name[128];
+    uint64_t token = 77;
+
+    h_name(name, sizeof name, "nofence");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(token == 77);
+    CHECK(strstr(h_last_error(), "fencing") != NULL);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+void test_free_releases_held_lock(void) {
+    redislock_client *client = h_client();
+    redislock_lock *lock = NULL, *next = NULL;
+    resp_conn c;
+    char name[128], value[128];
+
+    h_name(name, sizeof name, "free");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    if (h_resp(&c) == 0) {
+        CHECK(!key_value(&c, name, strlen(name), value, sizeof value));
+        resp_close(&c);
+    }
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &next), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(next), REDISLOCK_OK);
+    redislock_lock_free(next);
+    redislock_client_free(client);
+}
+
+void test_lock_outlives_client(void) {
+    redislock_client *client = h_client();
+    redislock_lock *lock = NULL;
+    char name[128];
+
+    h_name(name, sizeof name, "outlive");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    redislock_client_free(client);
+    CHECK(redislock_lock_is_held(lock));
+    CHECK_RC(redislock_lock_extend(lock, 10000), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+}
+
+void test_limit_reached(void) {
+    redislock_config *config = NULL;
+    redislock_client *client = NULL;
+    redislock_lock_options fixed = {5000, false, false};
+    redislock_lock *a = NULL, *b = NULL, *fixed_lock = NULL;
+    char name_a[128], name_b[128], name_c[128];
+
+    CHECK_RC(redislock_config_new(h_url(), &config), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_max_renewed_locks(config, 1), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_OK);
+    redislock_config_free(config);
+    h_name(name_a, sizeof name_a, "limit-a");
+    h_name(name_b, sizeof name_b, "limit-b");
+    h_name(name_c, sizeof name_c, "limit-c");
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_a), NULL, &a), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_b), NULL, &b), REDISLOCK_LIMIT_REACHED);
+    CHECK(b == NULL);
+    /* Locks without renewal do not count. */
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_c), &fixed, &fixed_lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(a), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_b), NULL, &b), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(b), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(fixed_lock), REDISLOCK_OK);
+    redislock_lock_free(a);
+    redislock_lock_free(b);
+    redislock_lock_free(fixed_lock);
+    redislock_client_free(client);
+}
+
+void test_redis_error_reply(void) {
+    /* A fenced acquire increments the counter "{name}:fence"; make it no number. */
+    redislock_client *client = h_client();
+    redislock_lock_options options = {2000, false, true};
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    resp_reply r;
+    char name[128], fence_key[160];
+    const char *argv[3];
+
+    h_name(name, sizeof name, "rediserr");
+    snprintf(fence_key, sizeof fence_key, "{%s}:fence", name);
+    if (h_resp(&c) != 0) return;
+    argv[0] = "SET";
+    argv[1] = fence_key;
+    argv[2] = "not-a-number";
+    CHECK(resp_command_str(&c, &r, 3, argv) == 0 && r.type == '+');
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_REDIS_ERROR);
+    CHECK(lock == NULL);
+    CHECK(strstr(h_last_error(), "ERR") != NULL);
+    argv[0] = "DEL";
+    CHECK(resp_command_str(&c, &r, 2, argv) == 0 && r.type == ':');
+    argv[1] = name;
+    CHECK(resp_command_str(&c, &r, 2, argv) == 0 && r.type == ':');
+    resp_close(&c);
+    redislock_client_free(client);
+}

@@ -1,0 +1,96 @@
+//! `redislock_client`: one Redis lock client, shared by all threads of a process.
+
+use std::ffi::c_char;
+
+use super::config::redislock_config;
+use super::handle::{BoxHandle, free_handle, into_handle, write_out};
+use super::lock::redislock_lock_options;
+use super::result::redislock_result::{self, REDISLOCK_OK};
+use crate::Client;
+
+/// A Redis lock client: a pool of connections to one server and the renewal threads of its
+/// locks. Thread-safe: create one per process (and server) and share it between all threads.
+/// It connects lazily, so creating it never touches the network. After fork() a child can keep
+/// using it: it notices the new process and opens connections of its own.
+pub struct redislock_client {
+    _private: [u8; 0],
+}
+
+impl BoxHandle for redislock_client {
+    type Inner = Client;
+}
+
+/// A client with default settings for `url`, `redis://[user:password@]host:port/db`.
+/// On success `*client_out` is a new client to free with `redislock_client_free`.
+/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (bad URL).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_client_new(
+    url: *const c_char,
+    client_out: *mut *mut redislock_client,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let url = try_str!(url);
+        try_out!(client_out);
+        let client = try_rust!(Client::open(url));
+        // SAFETY: `client_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(client_out, into_handle::<redislock_client>(client)) };
+        REDISLOCK_OK
+    }
+}
+
+/// A client built from a config, after checking the URL and every setting. The config is not
+/// consumed: free it with `redislock_config_free` when done.
+/// On success `*client_out` is a new client to free with `redislock_client_free`.
+/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (bad URL or setting; the last error names it).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_client_from_config(
+    config: *const redislock_config,
+    client_out: *mut *mut redislock_client,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let builder = try_ref!(config);
+        try_out!(client_out);
+        let client = try_rust!(builder.clone().build());
+        // SAFETY: `client_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(client_out, into_handle::<redislock_client>(client)) };
+        REDISLOCK_OK
+    }
+}
+
+/// Frees a client. Locks acquired through it stay usable (each keeps what it needs) and must
+/// still be freed. No other thread may use the client during or after this call. NULL is a
+/// no-op.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_client_free(client: *mut redislock_client) {
+    ffi_panic_boundary! {
+        // SAFETY: `client` is NULL or a live client that the caller gives up and no other thread
+        // uses (calling conventions).
+        unsafe { free_handle(client) }
+    }
+}
+
+/// Writes the client's default lock options (lease, auto-renewal, fencing) to `*options_out`:
+/// what `redislock_lock_try_acquire` and `redislock_lock_acquire` use when given no options.
+/// A convenient start for options that change only one of them. Does not touch the network.
+/// Errors: NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_client_default_lock_options(
+    client: *const redislock_client,
+    options_out: *mut redislock_lock_options,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        try_out!(options_out);
+        let options = redislock_lock_options {
+            lease_ms: u64::try_from(client.default_lease().as_millis()).unwrap_or(u64::MAX),
+            auto_renew: client.default_auto_renew(),
+            fencing: client.default_fencing(),
+        };
+        // SAFETY: `options_out` is not NULL (checked above) and points to writable memory for a
+        // `redislock_lock_options` (calling conventions).
+        unsafe { write_out(options_out, options) };
+        REDISLOCK_OK
+    }
+}

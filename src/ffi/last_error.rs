@@ -1,0 +1,76 @@
+//! The detail of the last failed call on each thread, like `errno` with a message.
+//!
+//! A result code says what kind of failure happened; the message says which lock, which server
+//! and why, in the words of the Rust [`Error`]. It is kept per thread, so threads sharing a
+//! client never see each other's failures, and only a failure replaces it.
+
+use std::cell::RefCell;
+use std::ffi::c_char;
+
+use super::result::redislock_result;
+use crate::Error;
+
+thread_local! {
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Replaces this thread's last error message.
+pub(crate) fn set(message: impl Into<String>) {
+    let message = message.into();
+    // `try_with` fails only while the thread is being torn down; there is no one left to tell.
+    let _ = LAST_ERROR.try_with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            *slot = message;
+        }
+    });
+}
+
+/// Records `e` as this thread's last error and returns its result code.
+pub(crate) fn fail(e: &Error) -> redislock_result {
+    set(e.to_string());
+    redislock_result::from_kind(e.kind())
+}
+
+/// Records "`param` is NULL" as this thread's last error.
+pub(crate) fn null_parameter(param: &str) {
+    set(format!("NULL pointer passed as `{param}`"));
+}
+
+/// Copies `text` into the caller's buffer: NUL-terminated, cut (on a UTF-8 character boundary)
+/// to `buf_len - 1` bytes. Writes nothing when `buf` is NULL or `buf_len` is 0. Returns the
+/// length of the whole text, without the NUL.
+pub(crate) fn write_text(text: &str, buf: *mut c_char, buf_len: usize) -> usize {
+    if !buf.is_null() && buf_len > 0 {
+        let mut n = text.len().min(buf_len - 1);
+        while !text.is_char_boundary(n) {
+            n -= 1;
+        }
+        // SAFETY: the caller gives `buf_len` writable bytes at `buf` (the header's buffer
+        // convention); we write `n + 1 <= buf_len` of them, from a `str` that cannot overlap a
+        // buffer the caller owns.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), n);
+            buf.add(n).write(0);
+        }
+    }
+    text.len()
+}
+
+/// Writes the detail of this thread's last failed call into `buf`: which lock, which server and
+/// why (never a lock token; a password in the URL is masked). Empty when no call on this
+/// thread has failed yet. Successful calls do not clear it, so read it right after the failure.
+///
+/// Buffer convention: at most `buf_len` bytes are written, always NUL-terminated (the text is
+/// cut if needed); `buf` may be NULL when `buf_len` is 0, to learn the length. Returns the length
+/// of the whole text without the NUL: a value `>= buf_len` means the text was cut.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_last_error_message(buf: *mut c_char, buf_len: usize) -> usize {
+    ffi_panic_boundary! {
+        LAST_ERROR
+            .try_with(|slot| match slot.try_borrow() {
+                Ok(text) => write_text(&text, buf, buf_len),
+                Err(_) => write_text("", buf, buf_len),
+            })
+            .unwrap_or_else(|_| write_text("", buf, buf_len))
+    }
+}

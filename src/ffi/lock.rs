@@ -1,0 +1,213 @@
+//! `redislock_lock`: a held (or formerly held) lock.
+
+use std::time::Duration;
+
+use super::client::redislock_client;
+use super::handle::{BoxHandle, free_handle, into_handle, write_out};
+use super::last_error;
+use super::result::redislock_result::{self, REDISLOCK_OK};
+use crate::{Client, Error, Lock, LockRequest};
+
+/// A lock acquired through a client. Thread-safe: any thread may query, extend or release it,
+/// but it must be freed (once) when no other thread uses it. It stays usable after its client is
+/// freed. In a child process after fork() it is not the child's: release and extend report
+/// REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
+pub struct redislock_lock {
+    _private: [u8; 0],
+}
+
+impl BoxHandle for redislock_lock {
+    type Inner = Lock;
+}
+
+/// How one lock is taken. Start from `redislock_client_default_lock_options` to change only
+/// some fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct redislock_lock_options {
+    /// Lease in milliseconds: 1 ms to 30 days, at least 100 ms with auto_renew.
+    pub lease_ms: u64,
+    /// Keep the lock alive with a renewal thread (extends the lease every lease/3) until it is
+    /// released or found lost.
+    pub auto_renew: bool,
+    /// Give this grant a fencing token (see `redislock_lock_fencing_token`).
+    pub fencing: bool,
+}
+
+/// `redislock_lock_options` as read from C memory: the flags as bytes, so that a flag that is
+/// neither 0 nor 1 (a struct memset or filled by hand) means "on" instead of being an invalid
+/// Rust `bool`. Same layout: `bool` is one byte with alignment 1.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawOptions {
+    lease_ms: u64,
+    auto_renew: u8,
+    fencing: u8,
+}
+
+/// A lock request for `name` with `options`, or with the client's defaults.
+fn request<'a>(
+    client: &'a Client,
+    name: &'a [u8],
+    options: *const redislock_lock_options,
+) -> LockRequest<'a> {
+    let request = client.lock(name);
+    if options.is_null() {
+        return request;
+    }
+    const {
+        assert!(size_of::<RawOptions>() == size_of::<redislock_lock_options>());
+        assert!(align_of::<RawOptions>() == align_of::<redislock_lock_options>());
+        assert!(std::mem::offset_of!(RawOptions, auto_renew) == 8);
+        assert!(std::mem::offset_of!(redislock_lock_options, auto_renew) == 8);
+        assert!(std::mem::offset_of!(RawOptions, fencing) == 9);
+        assert!(std::mem::offset_of!(redislock_lock_options, fencing) == 9);
+    }
+    // SAFETY: `options` is not NULL and, by the calling conventions, points to a readable
+    // `redislock_lock_options`, whose layout `RawOptions` shares (checked at compile time).
+    let o = unsafe { options.cast::<RawOptions>().read() };
+    request
+        .lease(Duration::from_millis(o.lease_ms))
+        .auto_renew(o.auto_renew != 0)
+        .fencing(o.fencing != 0)
+}
+
+/// One attempt to acquire the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of
+/// them), with `options` or, when `options` is NULL, the client's defaults.
+/// On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+/// Errors: HELD (another owner holds it), NULL_PARAMETER (`name` NULL with a length),
+/// INVALID_ARGUMENT (empty or oversized name, bad lease), CONNECTION, REDIS_ERROR,
+/// LIMIT_REACHED (max_renewed_locks auto-renewed locks held).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_try_acquire(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    options: *const redislock_lock_options,
+    lock_out: *mut *mut redislock_lock,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        try_out!(lock_out);
+        let lock = try_rust!(request(client, name, options).try_acquire());
+        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
+        REDISLOCK_OK
+    }
+}
+
+/// Acquires the lock `name` like `redislock_lock_try_acquire`, waiting up to `wait_ms`
+/// milliseconds (at most 30 days) for it. A waiter does not poll: the holder's release hands
+/// the lock to the longest-waiting thread or process and wakes it. `wait_ms` 0 makes one
+/// attempt. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+/// Errors: WAIT_TIMEOUT (not granted in time), and those of `redislock_lock_try_acquire` except
+/// HELD.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_acquire(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    options: *const redislock_lock_options,
+    wait_ms: u64,
+    lock_out: *mut *mut redislock_lock,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        try_out!(lock_out);
+        let wait = Duration::from_millis(wait_ms);
+        let lock = try_rust!(request(client, name, options).acquire(wait));
+        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
+        REDISLOCK_OK
+    }
+}
+
+/// Releases the lock (or hands it to the longest waiter). Does not free the handle.
+/// OK means it was still ours until now. Errors: NOT_HELD (released already, or its lease ran
+/// out, or it was lost or taken over: the protected work may have overlapped another holder's),
+/// FORKED (in a child process after fork()), NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_release(lock: *mut redislock_lock) -> redislock_result {
+    ffi_panic_boundary! {
+        let lock = try_ref!(lock);
+        try_rust!(lock.state.release());
+        REDISLOCK_OK
+    }
+}
+
+/// Resets the lease to `lease_ms` milliseconds from now (1 ms to 30 days, at least 100 ms for an
+/// auto-renewed lock), if the key still holds our token; auto-renewal goes on with the new lease.
+/// Errors: NOT_HELD, FORKED, INVALID_ARGUMENT, NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_extend(
+    lock: *mut redislock_lock,
+    lease_ms: u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let lock = try_ref!(lock);
+        try_rust!(lock.extend(Duration::from_millis(lease_ms)));
+        REDISLOCK_OK
+    }
+}
+
+/// Whether the lock is still ours as far as this process knows, without a round trip: not
+/// released, not found lost by renewal, lease not run out, and this is the process that
+/// acquired it. false for NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_is_held(lock: *const redislock_lock) -> bool {
+    ffi_panic_boundary! {
+        try_ref!(lock).is_held()
+    }
+}
+
+/// Milliseconds the lock is surely still ours (0 when not held, and for NULL). Counted from
+/// before the acquiring request was sent, less a margin for clock drift.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_remaining_ms(lock: *const redislock_lock) -> u64 {
+    ffi_panic_boundary! {
+        let remaining = try_ref!(lock).remaining().as_millis();
+        u64::try_from(remaining).unwrap_or(u64::MAX)
+    }
+}
+
+/// Writes the fencing token of this grant to `*token_out`: strictly larger than that of every
+/// earlier fenced grant of the same name. Pass it to the protected resource, which should refuse
+/// writes carrying a smaller token than it has seen.
+/// Errors: INVALID_ARGUMENT (the lock was acquired without fencing), NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_fencing_token(
+    lock: *const redislock_lock,
+    token_out: *mut u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let lock = try_ref!(lock);
+        try_out!(token_out);
+        let Some(token) = lock.fencing_token() else {
+            return last_error::fail(&Error::invalid_argument(format!(
+                "lock {} was acquired without fencing: it has no fencing token",
+                lock.state.keys.shown()
+            )));
+        };
+        // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
+        // `uint64_t` (calling conventions).
+        unsafe { write_out(token_out, token) };
+        REDISLOCK_OK
+    }
+}
+
+/// Frees the handle, releasing the lock first if it is still held (one round trip; errors are
+/// ignored: call `redislock_lock_release` first to learn them). In a child process after fork()
+/// it only frees the handle: the parent's lock is left alone. NULL is a no-op.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_free(lock: *mut redislock_lock) {
+    ffi_panic_boundary! {
+        // SAFETY: `lock` is NULL or a live lock that the caller gives up and no other thread
+        // uses (calling conventions). Dropping the `Lock` releases it unless it was released,
+        // lost, or acquired by another process (its `Drop` checks the pid).
+        unsafe { free_handle(lock) }
+    }
+}

@@ -1,0 +1,130 @@
+//! The C ABI tested from C: runs the C tests of `ffi-tests/c` against a real `redis-server`
+//! (started here) through `scripts/c-tests.sh`: plain, under AddressSanitizer +
+//! UndefinedBehaviorSanitizer, and under valgrind. The script also checks that
+//! `include/redislock.h` compiles as C99 and C++ and that `examples/c/oversell.c` builds, all with
+//! `-Wall -Wextra -Wpedantic -Werror`.
+//!
+//! It uses the `libredislock.so` that this `cargo test` built (the cdylib is built with the
+//! library, next to this test binary), so it runs no cargo of its own. It needs a C and a C++ compiler and valgrind;
+//! without them it fails and names `scripts/setup.sh`, which installs them.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::{RedisServer, wait_child};
+
+/// The three runs together; valgrind makes up most of it.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Fails, naming scripts/setup.sh, when a tool the C tests need is missing.
+fn require_tools() {
+    let missing: Vec<&str> = ["cc", "c++", "valgrind", "readelf"]
+        .into_iter()
+        .filter(|tool| {
+            !Command::new(tool)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the C tests need {}, which {} not installed: run scripts/setup.sh (Debian: apt-get \
+         install gcc g++ valgrind binutils)",
+        missing.join(", "),
+        if missing.len() == 1 { "is" } else { "are" }
+    );
+}
+
+/// The directory of this test binary, `<target>/<profile>/deps`, where `cargo test` builds the
+/// cdylib together with the library this binary links. (`<target>/<profile>/libredislock.so` is
+/// only refreshed by `cargo build`, so it may be stale here.)
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe() failed");
+    let dir = exe
+        .parent()
+        .expect("test binary has no directory")
+        .to_path_buf();
+    assert!(
+        dir.join("libredislock.so").is_file(),
+        "{} has no libredislock.so; `cargo test` normally builds the cdylib there with the \
+         library (crate-type includes \"cdylib\")",
+        dir.display()
+    );
+    dir
+}
+
+#[test]
+fn c_tests_pass_plain_under_sanitizers_and_under_valgrind() {
+    require_tools();
+    let server = RedisServer::start();
+    let lib = lib_dir();
+    // Private to this process: concurrent test runs must not share the compiled programs.
+    let build = lib
+        .parent()
+        .unwrap_or(&lib)
+        .join(format!("ffi-tests-c-{}", std::process::id()));
+    let child = Command::new("bash")
+        .arg(repo_root().join("scripts/c-tests.sh"))
+        .current_dir(repo_root())
+        .env("REDISLOCK_TEST_URL", server.url())
+        .env("REDISLOCK_LIB_DIR", &lib)
+        .env("REDISLOCK_C_BUILD_DIR", &build)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run bash scripts/c-tests.sh");
+    let out = wait_child(child, SCRIPT_TIMEOUT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report = format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}");
+    assert!(
+        out.status.success(),
+        "scripts/c-tests.sh failed ({})\n{report}",
+        out.status
+    );
+
+    // Every run ran every test, and valgrind found nothing in any process (parent or forked
+    // child).
+    let finals: Vec<&str> = stdout.lines().filter(|l| l.ends_with(" failed")).collect();
+    assert_eq!(
+        finals.len(),
+        3,
+        "expected plain, ASan and valgrind runs\n{report}"
+    );
+    assert!(
+        finals.iter().all(|l| l.ends_with(" passed, 0 failed")),
+        "{report}"
+    );
+    let summaries: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("ERROR SUMMARY:"))
+        .collect();
+    assert!(
+        !summaries.is_empty(),
+        "valgrind printed no summary\n{report}"
+    );
+    assert!(
+        summaries
+            .iter()
+            .all(|l| l.contains("ERROR SUMMARY: 0 errors")),
+        "{report}"
+    );
+    assert!(
+        stderr.contains("definitely lost: 0 bytes") || !stderr.contains("definitely lost:"),
+        "{report}"
+    );
+    println!("{}", finals.join("\n"));
+    println!("{}", summaries.join("\n"));
+    let _ = std::fs::remove_dir_all(&build);
+}
