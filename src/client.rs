@@ -268,15 +268,15 @@ impl Client {
             keys,
             token,
             opts.fencing.then_some(grant.fence),
-            opts.auto_renew,
+            slot,
             opts.lease,
             grant.lease_from,
         ));
         let lock = Lock {
             state: state.clone(),
         };
-        if let Some(slot) = slot {
-            b.renewer.watch(slot, state)?;
+        if state.auto_renew {
+            b.renewer.watch(state)?;
         }
         Ok(lock)
     }

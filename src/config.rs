@@ -176,8 +176,10 @@ impl ClientBuilder {
         self
     }
     /// Upper bound on auto-renewed locks held at once through this client (default 4096); each
-    /// has a renewal thread. An acquire beyond it fails with [`ErrorKind::LimitReached`]
-    /// before touching Redis.
+    /// has a renewal thread. A lock counts from its grant until its release returns (or it is
+    /// found lost). An acquire beyond the bound fails with [`ErrorKind::LimitReached`] before
+    /// touching Redis; a waiter, which holds no place while it waits, checks again when it is
+    /// handed the lock and, if the bound is full by then, releases it and fails the same way.
     ///
     /// [`ErrorKind::LimitReached`]: crate::ErrorKind::LimitReached
     pub fn max_renewed_locks(mut self, n: usize) -> Self {

@@ -11,6 +11,7 @@ use crate::config::check_lease;
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::pool::ConnPool;
+use crate::renewal::Slot;
 use crate::scripts;
 use crate::token::Token;
 
@@ -27,7 +28,6 @@ pub(crate) enum Phase {
 }
 
 /// The mutable part of a lock, guarded by `LockState::status`.
-#[derive(Debug)]
 pub(crate) struct Status {
     pub phase: Phase,
     pub lease: Duration,
@@ -36,6 +36,9 @@ pub(crate) struct Status {
     pub valid_until: Instant,
     /// When the renewal thread next extends the lease.
     pub next_renewal: Instant,
+    /// An auto-renewed lock's place among the client's `max_renewed_locks`, given back the
+    /// moment the lock is released or found lost.
+    pub slot: Option<Slot>,
 }
 
 /// Everything about one held lock, shared by the guard and its renewal thread.
@@ -82,10 +85,11 @@ impl LockState {
         keys: LockKeys,
         token: Token,
         fence: Option<u64>,
-        auto_renew: bool,
+        slot: Option<Slot>,
         lease: Duration,
         granted_at: Instant,
     ) -> LockState {
+        let auto_renew = slot.is_some();
         let renew_id = if auto_renew {
             backend.renewer.next_id()
         } else {
@@ -104,6 +108,7 @@ impl LockState {
                 lease,
                 valid_until: granted_at + lease.saturating_sub(drift(lease)),
                 next_renewal: granted_at + lease / 3,
+                slot,
             }),
             wake: Condvar::new(),
         }
@@ -124,7 +129,10 @@ impl LockState {
         {
             let mut st = self.status.lock();
             match st.phase {
-                Phase::Held => st.phase = Phase::Released,
+                Phase::Held => {
+                    st.phase = Phase::Released;
+                    st.slot = None;
+                }
                 Phase::Released => return Err(Error::not_held(&name(), "it was released already")),
                 Phase::Lost(why) => return Err(Error::not_held(&name(), why)),
             }
@@ -144,6 +152,7 @@ impl LockState {
     pub(crate) fn mark_lost(&self, st: &mut Status, why: &'static str) {
         if st.phase == Phase::Held {
             st.phase = Phase::Lost(why);
+            st.slot = None;
         }
     }
 

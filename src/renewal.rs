@@ -111,7 +111,6 @@ struct Worker {
 
 struct Job {
     lock: Arc<LockState>,
-    _slot: Slot,
 }
 
 /// A place among the `max_renewed_locks`, taken before acquiring so that a refusal costs no
@@ -173,7 +172,7 @@ impl Renewer {
 
     /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own
     /// when its first renewal comes due.
-    pub(crate) fn watch(&self, slot: Slot, lock: Arc<LockState>) -> Result<(), Error> {
+    pub(crate) fn watch(&self, lock: Arc<LockState>) -> Result<(), Error> {
         let due = {
             let st = lock.status.lock();
             st.next_renewal
@@ -183,7 +182,7 @@ impl Renewer {
         let mut t = self.inner.timer.lock();
         let earliest = t.due.peek().map(|e| e.0.0);
         t.due.push(Reverse((due, id)));
-        t.pending.insert(id, Job { lock, _slot: slot });
+        t.pending.insert(id, Job { lock });
         if !t.running {
             let inner = self.inner.clone();
             let started = thread::Builder::new()

@@ -63,7 +63,7 @@ fn hammer(url: &str, lock: &str, counter: &str, inside: &str) -> u64 {
                                 overlaps.fetch_add(1, Ordering::Relaxed);
                             }
                             let v = get_i64(&mut con, &counter).unwrap_or(0);
-                            if (i as u64 + n) % 4 == 0 {
+                            if (i as u64 + n).is_multiple_of(4) {
                                 // Widen the window between read and write now and then.
                                 thread::sleep(Duration::from_millis(1));
                             }

@@ -1,0 +1,423 @@
+//! Waiting for a held lock: the wait bound, wake-up by release without polling, arrival-order
+//! handoff, holders that vanish, and foreign releases with a plain DEL.
+
+mod support;
+
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redislock::{Client, ErrorKind};
+use support::{RedisServer, unique_name};
+
+fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The waiter queue of a lock whose key has no hash tag.
+fn queue_key(name: &str) -> String {
+    format!("{{{name}}}:q")
+}
+
+fn queued(con: &mut redis::Connection, name: &str) -> i64 {
+    redis::cmd("ZCARD").arg(queue_key(name)).query(con).unwrap()
+}
+
+/// Waits until `n` waiters are queued on `name`.
+fn wait_queued(con: &mut redis::Connection, name: &str, n: i64) {
+    assert!(
+        eventually(Duration::from_secs(10), || queued(con, name) == n),
+        "expected {n} queued waiters, have {}",
+        queued(con, name)
+    );
+}
+
+#[test]
+fn wait_bound_is_honoured() {
+    let srv = RedisServer::start();
+    let name = unique_name("bound");
+    let holder = Client::open(&srv.url()).unwrap();
+    let waiter = Client::open(&srv.url()).unwrap();
+    let h = holder.try_acquire(&name).unwrap();
+    let wait = Duration::from_millis(300);
+    let t = Instant::now();
+    let e = waiter.acquire(&name, wait).unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
+    assert!(e.is_wait_timeout());
+    assert!(took >= wait, "gave up early: {took:?}");
+    assert!(took < wait + Duration::from_secs(1), "overran: {took:?}");
+    // The timed-out waiter left the queue and did not touch the holder's lock.
+    let mut con = srv.conn();
+    assert_eq!(queued(&mut con, &name), 0);
+    assert!(h.is_held());
+    h.release().unwrap();
+    assert_eq!(
+        get(&mut con, &name),
+        None,
+        "a timed-out waiter was handed the lock"
+    );
+}
+
+#[test]
+fn wait_bound_is_honoured_with_long_recheck_interval() {
+    // The re-check interval (10 s) must not stretch a shorter wait bound.
+    let srv = RedisServer::start();
+    let name = unique_name("bound-recheck");
+    let holder = Client::open(&srv.url()).unwrap();
+    let waiter = Client::builder(&srv.url())
+        .recheck_interval(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let _h = holder.try_acquire(&name).unwrap();
+    let wait = Duration::from_millis(700);
+    let t = Instant::now();
+    let e = waiter.acquire(&name, wait).unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
+    assert!(
+        took >= wait && took < wait + Duration::from_secs(1),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn zero_wait_is_a_single_attempt() {
+    let srv = RedisServer::start();
+    let name = unique_name("zero-wait");
+    let c = Client::open(&srv.url()).unwrap();
+    let _h = c.try_acquire(&name).unwrap();
+    let e = c.acquire(&name, Duration::ZERO).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
+    let mut con = srv.conn();
+    assert_eq!(queued(&mut con, &name), 0);
+}
+
+#[test]
+fn release_wakes_the_waiter_without_polling() {
+    let srv = RedisServer::start();
+    let name = unique_name("wake");
+    let holder = Client::builder(&srv.url())
+        .auto_renew(false)
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let waiter = Client::builder(&srv.url())
+        .recheck_interval(Duration::from_secs(10))
+        .recheck_jitter(0.0)
+        .build()
+        .unwrap();
+    let h = holder.try_acquire(&name).unwrap();
+    let mut con = srv.conn();
+    srv.reset_stats();
+    thread::scope(|s| {
+        let w = s.spawn(|| {
+            let l = waiter.acquire(&name, Duration::from_secs(30)).unwrap();
+            let got = Instant::now();
+            assert!(l.is_held());
+            (l, got)
+        });
+        wait_queued(&mut con, &name, 1);
+        // Blocked for a while: a poll loop would show up in the command counts.
+        thread::sleep(Duration::from_millis(1500));
+        let blpops_while_blocked = srv.command_calls("blpop");
+        let released = Instant::now();
+        h.release().unwrap();
+        let (l, got) = w.join().unwrap();
+        let latency = got.saturating_duration_since(released);
+        assert!(latency < Duration::from_secs(1), "woke after {latency:?}");
+        assert!(blpops_while_blocked <= 1, "{blpops_while_blocked} BLPOPs");
+        let tok: String = get(&mut con, &name).unwrap();
+        assert_eq!(tok.len(), 32);
+        l.release().unwrap();
+    });
+    let blpop = srv.command_calls("blpop");
+    let evalsha = srv.command_calls("evalsha");
+    let set = srv.command_calls("set");
+    assert!((1..=2).contains(&blpop), "BLPOP calls: {blpop}");
+    // ENQUEUE and two RELEASEs, each EVALSHA possibly repeated once after a NOSCRIPT.
+    assert!(evalsha <= 6, "EVALSHA calls: {evalsha}");
+    assert!(set <= 2, "SET calls: {set}");
+    assert_eq!(get(&mut con, &name), None);
+}
+
+#[test]
+fn waiters_get_the_lock_in_arrival_order() {
+    let srv = RedisServer::start();
+    let name = unique_name("fifo");
+    let c = Client::open(&srv.url()).unwrap();
+    let order = Mutex::new(Vec::new());
+    let mut con = srv.conn();
+    let h = c.try_acquire(&name).unwrap();
+    thread::scope(|s| {
+        let mut handles = Vec::new();
+        for i in 0..4 {
+            let (c, order, name) = (&c, &order, &name);
+            handles.push(s.spawn(move || {
+                let l = c.acquire(name, Duration::from_secs(30)).unwrap();
+                order.lock().unwrap().push(i);
+                thread::sleep(Duration::from_millis(30));
+                l.release().unwrap();
+            }));
+            // Waiter i must be queued before waiter i+1 arrives.
+            wait_queued(&mut con, name, i + 1);
+        }
+        // Let the waiters sit through a few re-checks: their places must not change.
+        thread::sleep(Duration::from_millis(1200));
+        h.release().unwrap();
+        for hd in handles {
+            hd.join().unwrap();
+        }
+    });
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
+    assert_eq!(queued(&mut con, &name), 0);
+    assert_eq!(get(&mut con, &name), None);
+}
+
+#[test]
+fn releaser_cannot_barge_ahead_of_a_waiter() {
+    let srv = RedisServer::start();
+    let name = unique_name("barge");
+    let c = Client::open(&srv.url()).unwrap();
+    let h = c.try_acquire(&name).unwrap();
+    let mut con = srv.conn();
+    thread::scope(|s| {
+        let w = s.spawn(|| {
+            let l = c.acquire(&name, Duration::from_secs(30)).unwrap();
+            thread::sleep(Duration::from_millis(200));
+            l.release().unwrap();
+        });
+        wait_queued(&mut con, &name, 1);
+        h.release().unwrap();
+        // The lock went straight to the waiter: an immediate try_acquire is refused.
+        let e = c.try_acquire(&name).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Held, "{e}");
+        w.join().unwrap();
+    });
+}
+
+#[test]
+fn waiter_gets_the_lock_when_the_holder_vanishes() {
+    let srv = RedisServer::start();
+    let name = unique_name("vanish");
+    let holder = Client::open(&srv.url()).unwrap();
+    let waiter = Client::builder(&srv.url())
+        .recheck_interval(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let lease = Duration::from_millis(1000);
+    let h = holder
+        .lock(name.as_bytes())
+        .lease(lease)
+        .auto_renew(false)
+        .try_acquire()
+        .unwrap();
+    let acquired = Instant::now();
+    // The holder vanishes: no release, no renewal.
+    std::mem::forget(h);
+    let wait = Duration::from_secs(8);
+    let t = Instant::now();
+    let l = waiter.acquire(&name, wait).unwrap();
+    let took = t.elapsed();
+    assert!(l.is_held());
+    assert!(
+        acquired.elapsed() >= lease - Duration::from_millis(50),
+        "granted before the holder's lease ran out"
+    );
+    // Re-checked at the lock's expiry, not after the 20 s re-check interval or the wait bound.
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    l.release().unwrap();
+}
+
+#[test]
+fn foreign_del_does_not_strand_a_waiter() {
+    let srv = RedisServer::start();
+    let name = unique_name("foreign-del");
+    let recheck = Duration::from_millis(500);
+    let waiter = Client::builder(&srv.url())
+        .recheck_interval(recheck)
+        .build()
+        .unwrap();
+    let mut con = srv.conn();
+    let () = redis::cmd("SET")
+        .arg(&name)
+        .arg("plain-holder")
+        .arg("NX")
+        .arg("PX")
+        .arg(30_000)
+        .query(&mut con)
+        .unwrap();
+    thread::scope(|s| {
+        let w = s.spawn(|| {
+            let l = waiter.acquire(&name, Duration::from_secs(20)).unwrap();
+            (Instant::now(), l)
+        });
+        wait_queued(&mut con, &name, 1);
+        thread::sleep(Duration::from_millis(100));
+        let deleted = Instant::now();
+        let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+        let (got, l) = w.join().unwrap();
+        let after = got.saturating_duration_since(deleted);
+        assert!(
+            after < recheck + Duration::from_millis(1500),
+            "waiter took {after:?} after the DEL"
+        );
+        assert!(l.is_held());
+        let tok = get(&mut con, &name).unwrap();
+        assert_ne!(tok, "plain-holder");
+        l.release().unwrap();
+    });
+    assert_eq!(get(&mut con, &name), None);
+}
+
+#[test]
+fn several_waiters_across_clients_all_get_it_once() {
+    // Every waiter gets the lock exactly once, with at most one holder at a time.
+    let srv = RedisServer::start();
+    let name = unique_name("many");
+    let clients: Vec<Client> = (0..3).map(|_| Client::open(&srv.url()).unwrap()).collect();
+    let held = Mutex::new(0u32);
+    let grants = Mutex::new(0u32);
+    thread::scope(|s| {
+        for i in 0..12 {
+            let c = &clients[i % 3];
+            let (held, grants, name) = (&held, &grants, &name);
+            s.spawn(move || {
+                let l = c.acquire(name, Duration::from_secs(60)).unwrap();
+                {
+                    let mut h = held.lock().unwrap();
+                    *h += 1;
+                    assert_eq!(*h, 1, "two holders at once");
+                }
+                thread::sleep(Duration::from_millis(10));
+                *held.lock().unwrap() -= 1;
+                *grants.lock().unwrap() += 1;
+                l.release().unwrap();
+            });
+        }
+    });
+    assert_eq!(*grants.lock().unwrap(), 12);
+    let mut con = srv.conn();
+    assert_eq!(get(&mut con, &name), None);
+    assert_eq!(queued(&mut con, &name), 0);
+}
+
+#[test]
+fn waiting_works_for_binary_and_hash_tagged_names() {
+    let srv = RedisServer::start();
+    let c = Client::builder(&srv.url())
+        .recheck_interval(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let mut con = srv.conn();
+    let base = unique_name("wbin");
+    let names: Vec<Vec<u8>> = vec![
+        [b"\x00\xff{}".as_slice(), base.as_bytes()].concat(),
+        format!("{{tag}}:{base}").into_bytes(),
+        format!("{base}}}odd").into_bytes(),
+    ];
+    for name in &names {
+        let h = c.lock(name).try_acquire().unwrap();
+        thread::scope(|s| {
+            let w = s.spawn(|| {
+                let t = Instant::now();
+                let l = c.lock(name).acquire(Duration::from_secs(20)).unwrap();
+                (l, t.elapsed())
+            });
+            // No queue key name to poll for these shapes: give the waiter time to block.
+            thread::sleep(Duration::from_millis(500));
+            h.release().unwrap();
+            let (l, took) = w.join().unwrap();
+            assert!(l.is_held());
+            // Woken by the release, not by the 10 s re-check.
+            assert!(took < Duration::from_secs(5), "{took:?}");
+            assert_eq!(l.name(), name.as_slice());
+            let tok: Option<Vec<u8>> = redis::cmd("GET").arg(name).query(&mut con).unwrap();
+            assert_eq!(tok.map(|t| t.len()), Some(32));
+            l.release().unwrap();
+        });
+        let exists: i64 = redis::cmd("EXISTS").arg(name).query(&mut con).unwrap();
+        assert_eq!(exists, 0);
+    }
+}
+
+#[test]
+fn waiters_beyond_max_waiters_still_get_the_lock() {
+    // One waiter connection for three waiters: the others wait for the connection, and every
+    // one of them still gets the lock once.
+    let srv = RedisServer::start();
+    let name = unique_name("max-waiters");
+    let c = Client::builder(&srv.url())
+        .max_waiters(1)
+        .checkout_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let h = c.try_acquire(&name).unwrap();
+    let granted = Mutex::new(0);
+    thread::scope(|s| {
+        for _ in 0..3 {
+            let (c, name, granted) = (&c, &name, &granted);
+            s.spawn(move || {
+                let l = c.acquire(name, Duration::from_secs(30)).unwrap();
+                *granted.lock().unwrap() += 1;
+                thread::sleep(Duration::from_millis(20));
+                l.release().unwrap();
+            });
+        }
+        thread::sleep(Duration::from_millis(700));
+        assert_eq!(*granted.lock().unwrap(), 0);
+        h.release().unwrap();
+    });
+    assert_eq!(*granted.lock().unwrap(), 3);
+    let mut con = srv.conn();
+    assert_eq!(get(&mut con, &name), None);
+}
+
+#[test]
+fn blocked_waiters_do_not_starve_release_and_renewal() {
+    // Waiters block on a pool of their own: with a main pool of one connection, the holder's
+    // renewal and release still go through while several waiters are blocked.
+    let srv = RedisServer::start();
+    let name = unique_name("starve");
+    let c = Client::builder(&srv.url())
+        .pool_size(1)
+        .lease(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let h = c.try_acquire(&name).unwrap();
+    let mut con = srv.conn();
+    let done = Mutex::new(0);
+    thread::scope(|s| {
+        for _ in 0..4 {
+            let (c, name, done) = (&c, &name, &done);
+            s.spawn(move || {
+                let l = c.acquire(name, Duration::from_secs(30)).unwrap();
+                assert!(l.is_held());
+                l.release().unwrap();
+                *done.lock().unwrap() += 1;
+            });
+        }
+        wait_queued(&mut con, &name, 4);
+        // Several leases pass while the waiters block: renewal must keep the lock.
+        thread::sleep(Duration::from_millis(1200));
+        assert!(h.is_held(), "renewal starved by blocked waiters");
+        assert!(!h.is_lost());
+        h.release().unwrap();
+    });
+    assert_eq!(*done.lock().unwrap(), 4);
+    assert!(c.stats().renewals >= 3);
+    assert_eq!(get(&mut con, &name), None);
+}
