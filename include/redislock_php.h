@@ -68,7 +68,7 @@ redislock_result redislock_config_set_auto_renew(redislock_config *config, bool 
 redislock_result redislock_config_set_fencing(redislock_config *config, bool on);
 
 redislock_result redislock_config_set_key_prefix(redislock_config *config,
-                                                 const uint8_t *prefix,
+                                                 const char *prefix,
                                                  size_t len);
 
 redislock_result redislock_config_set_recheck_interval_ms(redislock_config *config, uint64_t ms);
@@ -80,13 +80,13 @@ redislock_result redislock_config_set_max_renewed_locks(redislock_config *config
 size_t redislock_last_error_message(char *buf, size_t buf_len);
 
 redislock_result redislock_lock_try_acquire(const redislock_client *client,
-                                            const uint8_t *name,
+                                            const char *name,
                                             size_t name_len,
                                             const redislock_lock_options *options,
                                             redislock_lock **lock_out);
 
 redislock_result redislock_lock_acquire(const redislock_client *client,
-                                        const uint8_t *name,
+                                        const char *name,
                                         size_t name_len,
                                         const redislock_lock_options *options,
                                         uint64_t wait_ms,

@@ -71,6 +71,18 @@ awk '
     !skip { print }
 ' "$tmp/redislock_php.raw.h" > "$tmp/redislock_php.h"
 
+# PHP FFI passes a PHP string directly (no copy) only to a `char *` parameter; a `uint8_t *`
+# needs a CData buffer the string is first copied into. So in the PHP header, and only there, the
+# byte-string parameters `name` and `prefix` (each followed by an explicit length, binary-safe)
+# are declared `const char *` instead of `const uint8_t *`: ABI-identical (same size, alignment
+# and passing of a pointer), and include/redislock.h keeps `const uint8_t *` for C callers.
+sed -i -E 's/const uint8_t \*(name|prefix)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
+if grep -n 'uint8_t \*' "$tmp/redislock_php.h" >&2; then
+    echo "error: redislock_php.h has a uint8_t pointer parameter left (above): decide whether it" >&2
+    echo "       is a byte string PHP should pass directly and extend the rewrite above" >&2
+    exit 1
+fi
+
 # The PHP header must start with the two FFI directives and hold no other preprocessor line.
 expected_start=$'#define FFI_SCOPE "REDISLOCK"\n#define FFI_LIB "libredislock.so"'
 if [[ "$(head -n 2 "$tmp/redislock_php.h")" != "$expected_start" ]]; then

@@ -1,10 +1,11 @@
 <?php
 // Where a PHP u1 cycle's time goes: one process alternates, cycle by cycle (order rotating),
 //   floor        phpredis SET key tok NX PX 10000 + DEL (the peers' php floor)
-//   ffi_direct   the C ABI called directly: redislock_lock_acquire (name bytes prepared once,
-//                NULL options) + redislock_lock_release + redislock_lock_free
+//   ffi_direct   the C ABI called directly: redislock_lock_acquire (name passed as a PHP string,
+//                NULL options, out cell made once) + redislock_lock_release + redislock_lock_free
 //   pkg_default  the package: $client->acquire($name, $waitMs) + $lock->release()
 //   pkg_options  the same with per-call options: $client->acquire($name, $waitMs, 10000, false)
+//                (the client's one options struct, refilled per call)
 // and then times the package's per-call PHP pieces alone (no network) in tight loops.
 //
 //   REDISLOCK_LIB=.../libredislock.so php benches/php/ffi_overhead.php --port=P [--n=5000]
@@ -33,7 +34,7 @@ $redis->connect('127.0.0.1', $port);
 $ffi = Library::ffi();
 $ch = $client->handle();
 $direct = 'pb:diag:direct';
-$directBytes = Library::bytes($direct);
+$directOut = FFI::addr($directCell = $ffi->new('redislock_lock*'));
 
 $kinds = [
     'floor' => function () use ($redis) {
@@ -41,10 +42,10 @@ $kinds = [
         while (!$redis->set('pb:diag:floor', $tok, ['nx', 'px' => 10000])) usleep(1000);
         $redis->del('pb:diag:floor');
     },
-    'ffi_direct' => function () use ($ffi, $ch, $directBytes, $direct) {
-        $out = $ffi->new('redislock_lock*');
-        Library::check($ffi->redislock_lock_acquire($ch, $directBytes, strlen($direct), null, 3600000, FFI::addr($out)));
-        Library::check($ffi->redislock_lock_release($out));
+    'ffi_direct' => function () use ($ffi, $ch, $directOut, $direct) {
+        if ($ffi->redislock_lock_acquire($ch, $direct, strlen($direct), null, 3600000, $directOut) !== 0) throw new RuntimeException('acquire');
+        $out = $directOut[0];
+        if ($ffi->redislock_lock_release($out) !== 0) throw new RuntimeException('release');
         $ffi->redislock_lock_free($out);
     },
     'pkg_default' => function () use ($client) {
@@ -86,8 +87,13 @@ printf("\nper-call PHP pieces alone, %d loops (µs per call)\n", $loops);
 $bench('$ffi->new("redislock_lock*") (type string parsed)', fn() => $ffi->new('redislock_lock*'));
 $type = $ffi->type('redislock_lock*');
 $bench('$ffi->new($ctype) (type parsed once)', fn() => $ffi->new($type));
-$bench('Library::bytes($name) (uint8_t[] copy of the name)', fn() => Library::bytes('pb:u:php:redislock-off:0'));
-$bench('options struct + redislock_client_default_lock_options()', function () use ($ffi, $ch) {
+$bench('uint8_t[] copy of the name (what the package did before)', function () use ($ffi) {
+    $s = 'pb:u:php:redislock-off:0';
+    $buf = $ffi->new('uint8_t[' . strlen($s) . ']');
+    FFI::memcpy($buf, $s, strlen($s));
+});
+$bench('$out[0] (pointer copied out of a reused out cell)', fn() => $directOut[0]);
+$bench('options struct + default_lock_options() (per call before; now once per client)', function () use ($ffi, $ch) {
     $o = $ffi->new('redislock_lock_options');
     $ffi->redislock_client_default_lock_options($ch, FFI::addr($o));
 });

@@ -26,6 +26,14 @@ case "$mode" in
         # malloc/free and LeakSanitizer scans its memory at exit. UBSan stops at the first error.
         export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:exitcode=1:detect_stack_use_after_return=1:strict_string_checks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
         export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+        # GCC 12's libasan takes no lock around fork() for its allocator: a child forked while
+        # another thread of the parent (a renewal or pool thread) was inside ASan's malloc
+        # inherits that size class's mutex locked and hangs on its next allocation of that size
+        # (seen with gdb: every thread of the child waits in
+        # SizeClassAllocator64::GetFromAllocator). glibc's malloc has fork handlers, so the
+        # test that forks a process with live library threads runs in the plain and valgrind
+        # runs only. lock_inherited_across_fork (the child makes no allocation-heavy calls) stays.
+        export REDISLOCK_TEST_SKIP="forked_processes_oversell${REDISLOCK_TEST_SKIP:+ $REDISLOCK_TEST_SKIP}"
         exec "$binary" "$@"
         ;;
     valgrind)

@@ -56,11 +56,30 @@ final class Client
     private FFI $ffi;
     /** @var CData|null `redislock_client*`, null once freed */
     private ?CData $handle;
+    /**
+     * `redislock_lock*[1]`: the out-parameter cell of the acquire calls, made once and reused
+     * (it decays to the `redislock_lock**` they take; reading `[0]` copies the pointer out).
+     * Detached (null) while a call runs, so that code running in between (a pcntl signal
+     * handler acquiring with this client) makes a cell of its own instead of overwriting it.
+     */
+    private ?CData $lockOut;
+    /**
+     * The client's default lock options (lease_ms, auto_renew, fencing) as PHP values, fetched
+     * on the first call that overrides one of them (the client's config never changes).
+     *
+     * @var array{0: int, 1: bool, 2: bool}|null
+     */
+    private ?array $defaults = null;
+    /** `redislock_lock_options`: one struct per client, filled in by calls that override options. */
+    private ?CData $options = null;
+    /** `redislock_lock_options*`: its address, as passed to the C calls. */
+    private ?CData $optionsAddr = null;
 
     private function __construct(FFI $ffi, CData $handle)
     {
         $this->ffi = $ffi;
         $this->handle = $handle;
+        $this->lockOut = $ffi->new('redislock_lock*[1]');
     }
 
     /**
@@ -128,7 +147,8 @@ final class Client
             foreach ($options as $key => $value) {
                 [$setter, $type] = self::OPTIONS[$key];
                 if ($type === 'bytes') {
-                    $code = $ffi->$setter($config, Library::bytes($value), strlen($value));
+                    // `const char *` + length in the PHP header: the string is passed as is.
+                    $code = $ffi->$setter($config, $value, strlen($value));
                 } elseif ($type === 'float') {
                     $code = $ffi->$setter($config, (float) $value);
                 } else {
@@ -189,18 +209,26 @@ final class Client
         ?bool $autoRenew = null,
         ?bool $fencing = null
     ): Lock {
-        $opts = $this->lockOptions($leaseMs, $autoRenew, $fencing);
-        $bytes = Library::bytes($name);
-        $out = $this->ffi->new('redislock_lock*');
-        Library::check($this->ffi->redislock_lock_try_acquire(
-            $this->handle(),
-            $bytes,
+        // The hot path stays inline: no options struct when the defaults apply (NULL), the name
+        // passed as a PHP string (`const char *` + length), the out cell reused.
+        $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
+        $this->lockOut = null;
+        $code = $this->ffi->redislock_lock_try_acquire(
+            $this->handle ?? $this->freed(),
+            $name,
             strlen($name),
-            $opts === null ? null : FFI::addr($opts),
-            FFI::addr($out)
-        ));
+            $leaseMs === null && $autoRenew === null && $fencing === null
+                ? null
+                : $this->lockOptions($leaseMs, $autoRenew, $fencing),
+            $out
+        );
+        $handle = $out[0];
+        $this->lockOut = $out;
+        if ($code !== 0) {
+            Library::check($code);
+        }
 
-        return new Lock($this, $this->ffi, $out, $name);
+        return new Lock($this, $this->ffi, $handle, $name);
     }
 
     /**
@@ -218,20 +246,29 @@ final class Client
         ?bool $autoRenew = null,
         ?bool $fencing = null
     ): Lock {
-        Library::unsigned($waitMs, 'wait bound (ms)');
-        $opts = $this->lockOptions($leaseMs, $autoRenew, $fencing);
-        $bytes = Library::bytes($name);
-        $out = $this->ffi->new('redislock_lock*');
-        Library::check($this->ffi->redislock_lock_acquire(
-            $this->handle(),
-            $bytes,
+        if ($waitMs < 0) {
+            Library::unsigned($waitMs, 'wait bound (ms)');
+        }
+        // As tryAcquire(): NULL options for the defaults, the name as is, the out cell reused.
+        $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
+        $this->lockOut = null;
+        $code = $this->ffi->redislock_lock_acquire(
+            $this->handle ?? $this->freed(),
+            $name,
             strlen($name),
-            $opts === null ? null : FFI::addr($opts),
+            $leaseMs === null && $autoRenew === null && $fencing === null
+                ? null
+                : $this->lockOptions($leaseMs, $autoRenew, $fencing),
             $waitMs,
-            FFI::addr($out)
-        ));
+            $out
+        );
+        $handle = $out[0];
+        $this->lockOut = $out;
+        if ($code !== 0) {
+            Library::check($code);
+        }
 
-        return new Lock($this, $this->ffi, $out, $name);
+        return new Lock($this, $this->ffi, $handle, $name);
     }
 
     /**
@@ -280,16 +317,17 @@ final class Client
      */
     public function defaultLockOptions(): array
     {
-        $opts = $this->defaults();
+        [$leaseMs, $autoRenew, $fencing] = $this->defaults ?? $this->fetchDefaults();
 
         return [
-            'lease_ms' => (int) $opts->lease_ms,
-            'auto_renew' => (bool) $opts->auto_renew,
-            'fencing' => (bool) $opts->fencing,
+            'lease_ms' => $leaseMs,
+            'auto_renew' => $autoRenew,
+            'fencing' => $fencing,
         ];
     }
 
-    private function defaults(): CData
+    /** @return array{0: int, 1: bool, 2: bool} */
+    private function fetchDefaults(): array
     {
         $opts = $this->ffi->new('redislock_lock_options');
         Library::check($this->ffi->redislock_client_default_lock_options(
@@ -297,37 +335,41 @@ final class Client
             FFI::addr($opts)
         ));
 
-        return $opts;
+        return $this->defaults = [(int) $opts->lease_ms, (bool) $opts->auto_renew, (bool) $opts->fencing];
     }
 
-    /** Null when every option is the client's default (the C call then gets NULL). */
-    private function lockOptions(?int $leaseMs, ?bool $autoRenew, ?bool $fencing): ?CData
+    /**
+     * For a call that overrides at least one option: this client's one options struct, filled
+     * with the overrides and the client's defaults for the rest. The C calls copy it, so it is
+     * reused from call to call.
+     */
+    private function lockOptions(?int $leaseMs, ?bool $autoRenew, ?bool $fencing): CData
     {
-        if ($leaseMs === null && $autoRenew === null && $fencing === null) {
-            return null;
-        }
-        $opts = $this->defaults();
         if ($leaseMs !== null) {
-            $opts->lease_ms = Library::unsigned($leaseMs, 'lease (ms)');
+            Library::unsigned($leaseMs, 'lease (ms)');
         }
-        if ($autoRenew !== null) {
-            $opts->auto_renew = $autoRenew;
+        [$defaultLease, $defaultRenew, $defaultFencing] = $this->defaults ?? $this->fetchDefaults();
+        if ($this->options === null) {
+            $this->options = $this->ffi->new('redislock_lock_options');
+            $this->optionsAddr = FFI::addr($this->options);
         }
-        if ($fencing !== null) {
-            $opts->fencing = $fencing;
-        }
+        $opts = $this->options;
+        $opts->lease_ms = $leaseMs ?? $defaultLease;
+        $opts->auto_renew = $autoRenew ?? $defaultRenew;
+        $opts->fencing = $fencing ?? $defaultFencing;
 
-        return $opts;
+        return $this->optionsAddr;
     }
 
     /** @internal the `redislock_client*` handle */
     public function handle(): CData
     {
-        if ($this->handle === null) {
-            throw new Exception\InternalException('the client was freed');
-        }
+        return $this->handle ?? $this->freed();
+    }
 
-        return $this->handle;
+    private function freed(): never
+    {
+        throw new Exception\InternalException('the client was freed');
     }
 
     public function __destruct()

@@ -5,7 +5,6 @@ declare(strict_types=1);
 namespace Redislock;
 
 use FFI;
-use FFI\CData;
 use Redislock\Exception\InvalidArgumentException;
 use Redislock\Exception\LibraryException;
 use Redislock\Exception\LockException;
@@ -237,24 +236,6 @@ final class Library
         $full = (int) $ffi->redislock_result_message($code, $buf, 256);
 
         return FFI::string($buf, min($full, 255));
-    }
-
-    /**
-     * A C copy of a PHP string's bytes for a `const uint8_t *` + length parameter (binary-safe;
-     * PHP passes strings directly only to `char *` parameters). Never zero-sized, so that an
-     * empty string still makes a valid pointer and the library reports the empty name itself.
-     *
-     * @internal
-     */
-    public static function bytes(string $s): CData
-    {
-        $len = strlen($s);
-        $buf = self::ffi()->new('uint8_t[' . max(1, $len) . ']');
-        if ($len > 0) {
-            FFI::memcpy($buf, $s, $len);
-        }
-
-        return $buf;
     }
 
     /**

@@ -63,7 +63,10 @@ final class Lock
     public function release(): void
     {
         $this->releaseCalled = true;
-        Library::check($this->ffi->redislock_lock_release($this->handle()));
+        $code = $this->ffi->redislock_lock_release($this->handle ?? $this->freed());
+        if ($code !== 0) {
+            Library::check($code);
+        }
     }
 
     /**
@@ -126,11 +129,12 @@ final class Lock
 
     private function handle(): CData
     {
-        if ($this->handle === null) {
-            throw new Exception\InternalException('the lock was freed');
-        }
+        return $this->handle ?? $this->freed();
+    }
 
-        return $this->handle;
+    private function freed(): never
+    {
+        throw new Exception\InternalException('the lock was freed');
     }
 
     /** Frees the handle, which releases the lock if still held (not in a forked child). */
