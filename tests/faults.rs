@@ -15,7 +15,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ClientBuilder, Error, ErrorKind, Lock};
-use support::{CHILD_ROLE_ENV, RedisServer, child_env, spawn_self, unique_name, wait_child_ok};
+use support::{
+    CHILD_ROLE_ENV, RedisServer, child_env, exists, get, spawn_self, unique_name, wait_child_ok,
+};
 
 const READ_TIMEOUT: Duration = Duration::from_millis(300);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
@@ -28,14 +30,6 @@ fn fast(url: &str) -> ClientBuilder {
         .read_timeout(READ_TIMEOUT)
         .write_timeout(READ_TIMEOUT)
         .checkout_timeout(CHECKOUT_TIMEOUT)
-}
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
-}
-
-fn exists(con: &mut redis::Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
 }
 
 /// Polls `cond` every 5 ms for up to `limit`; returns how long it took to hold, if it did.

@@ -7,20 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::Client;
-use support::{RedisServer, unique_name};
-
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
+use support::{RedisServer, eventually, unique_name};
 
 fn queued(con: &mut redis::Connection, name: &str) -> i64 {
     redis::cmd("ZCARD")

@@ -7,7 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind};
-use support::{RedisServer, unique_name};
+use support::{RedisServer, get, unique_name};
 
 const CAD: &str =
     "if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) end return 0";
@@ -32,10 +32,6 @@ fn plain_release(con: &mut redis::Connection, key: &str, tok: &str) -> i64 {
         .arg(tok)
         .query(con)
         .unwrap()
-}
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
 }
 
 #[test]

@@ -10,30 +10,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::Client;
-use support::{CHILD_ROLE_ENV, RedisServer, child_env, spawn_self, unique_name, wait_child};
+use support::{
+    CHILD_ROLE_ENV, RedisServer, child_env, eventually, exists, spawn_self, unique_name, wait_child,
+};
 
 fn queued(con: &mut redis::Connection, name: &str) -> i64 {
     redis::cmd("ZCARD")
         .arg(format!("{{{name}}}:q"))
         .query(con)
         .unwrap()
-}
-
-fn exists(con: &mut redis::Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
-}
-
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn now_ms() -> u128 {

@@ -6,29 +6,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind};
-use support::{RedisServer, unique_name};
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
-}
-
-fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(con).unwrap()
-}
-
-/// Polls `cond` every 5 ms until it holds or `limit` passes; returns whether it held.
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
+use support::{RedisServer, eventually, get, pttl, unique_name};
 
 /// Waits until `key` no longer exists (the lease ran out).
 fn wait_gone(con: &mut redis::Connection, key: &str) {

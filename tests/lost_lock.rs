@@ -8,32 +8,11 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind, Lock};
-use support::{RedisServer, unique_name};
+use support::{RedisServer, eventually, get, pttl, unique_name};
 
 const LEASE: Duration = Duration::from_millis(300);
 /// Generous bound for "about one renewal interval" (lease/3 = 100 ms) on a loaded machine.
 const DETECT: Duration = Duration::from_secs(3);
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
-}
-
-fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(con).unwrap()
-}
-
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
 
 fn renewing_client(srv: &RedisServer) -> Client {
     Client::builder(&srv.url()).lease(LEASE).build().unwrap()

@@ -9,7 +9,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::Client;
-use support::{CHILD_ROLE_ENV, RedisServer, child_env, spawn_self, unique_name, wait_child_ok};
+use support::{
+    CHILD_ROLE_ENV, RedisServer, child_env, exists, spawn_self, unique_name, wait_child_ok,
+};
 
 const THREADS: usize = 16;
 const INCREMENTS: u64 = 30;
@@ -17,10 +19,6 @@ const CHILD_ROLE: &str = "mutex-incrementer";
 
 fn get_i64(con: &mut redis::Connection, key: &str) -> Option<i64> {
     redis::cmd("GET").arg(key).query(con).unwrap()
-}
-
-fn exists(con: &mut redis::Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
 }
 
 /// Waits (up to 30 s) until `key` exists.

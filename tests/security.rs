@@ -14,31 +14,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ClientBuilder, Error, ErrorKind};
-use support::{RedisServer, unique_name};
+use support::{RedisServer, eventually, exists, get, unique_name};
 
 /// A password planted in URLs; it must never show up in any output of the library.
 const PLANTED: &str = "S3cr3t-planted-pw";
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
-}
-
-fn exists(con: &mut redis::Connection, key: &str) -> bool {
-    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
-}
-
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// A builder with short timeouts, so failures come quickly.
 fn quick(url: &str) -> ClientBuilder {

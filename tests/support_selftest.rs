@@ -5,15 +5,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{
-    CHILD_ROLE_ENV, RedisServer, child_env, spawn_self, unique_name, wait_child, wait_child_ok,
+    CHILD_ROLE_ENV, RedisServer, child_env, get, spawn_self, unique_name, wait_child, wait_child_ok,
 };
 
 fn set(con: &mut redis::Connection, key: &str, val: &str) {
     let () = redis::cmd("SET").arg(key).arg(val).query(con).unwrap();
-}
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
 }
 
 /// True if a process with this pid exists (zombies included).

@@ -8,24 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind};
-use support::{RedisServer, unique_name};
-
-fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(con).unwrap()
-}
-
-fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
+use support::{RedisServer, eventually, get, unique_name};
 
 /// The waiter queue of a lock whose key has no hash tag.
 fn queue_key(name: &str) -> String {

@@ -809,3 +809,34 @@ pub fn wait_child_ok(child: Child, timeout: Duration) -> Output {
     );
     out
 }
+
+// ---- small Redis and timing helpers shared by the test files ----
+
+/// GET `key` as text.
+pub fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+/// Whether `key` exists.
+pub fn exists(con: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
+}
+
+/// PTTL of `key` (-2: no key, -1: no expiry).
+pub fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+/// Polls `cond` every 5 ms until it holds (true) or `limit` passes (false).
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
