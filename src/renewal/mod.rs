@@ -1,0 +1,196 @@
+//! Auto-renewal: each held auto-renewed lock has its own renewal thread, which extends the lease
+//! every lease/3 while the key still holds our token, and marks the lock lost when the key is
+//! gone or owned by another token, or when Redis stays unreachable until the lease runs out.
+//!
+//! Two things keep this off the fast path of a short critical section:
+//! - A lock gets its renewal thread when its first renewal comes due. Until then one timer
+//!   thread per client watches it, so acquiring costs a heap push and releasing a map removal,
+//!   with no thread woken; most short-held locks never need a renewal thread at all.
+//! - A renewal thread whose lock is released parks and takes the next lock that comes due; a
+//!   thread parked for [`IDLE_EXIT`] ends. Release wakes the lock's renewal thread at once
+//!   through the lock's condition variable, so no thread sleeps out its period after the lock
+//!   is gone.
+//!
+//! Renewal threads do not each check out a connection: they hand their EXTEND to one renewal-I/O
+//! thread, which sends everything due in one pipeline and hands each thread its reply. Thousands
+//! of locks renewing in the same second then cost a few round trips, not thousands of pool
+//! checkouts by threads competing for two cores.
+
+mod io;
+mod timer;
+mod worker;
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::error::Error;
+use crate::lock::LockState;
+
+use io::IoQueue;
+use timer::{ATTACH_AFTER, Timer, timer_loop};
+use worker::{Job, Worker};
+
+/// How long a parked renewal thread waits for a new lock before it ends.
+pub const IDLE_EXIT: Duration = Duration::from_secs(30);
+/// Stack size of renewal threads: they only run a script and parse a small reply.
+pub(super) const STACK_SIZE: usize = 128 * 1024;
+/// Counters of one client's renewal machinery, for monitoring and the benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Renewal threads alive (busy or parked), not counting the one timer thread.
+    pub renewal_threads: usize,
+    /// Of those, parked and waiting for a lock.
+    pub idle_renewal_threads: usize,
+    /// Auto-renewed locks held now (counted against `max_renewed_locks`).
+    pub renewed_locks: usize,
+    /// Successful renewals so far.
+    pub renewals: u64,
+    /// Renewals sent more than lease/6 after they were due (the thread was starved or Redis slow).
+    pub late_renewals: u64,
+    /// Locks that renewal found lost.
+    pub lost_locks: u64,
+}
+
+struct Inner {
+    max: usize,
+    /// Reserved or running renewal jobs.
+    active: AtomicUsize,
+    threads: AtomicUsize,
+    idle: Mutex<Vec<Arc<Worker>>>,
+    renewals: AtomicU64,
+    late: AtomicU64,
+    lost: AtomicU64,
+    next_id: AtomicU64,
+    timer: Mutex<Timer>,
+    timer_wake: Condvar,
+    io: Mutex<IoQueue>,
+    io_wake: Condvar,
+}
+
+/// A place among the `max_renewed_locks`, taken before acquiring so that a refusal costs no
+/// round trip; given back when dropped.
+pub(crate) struct Slot {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.inner.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The renewal threads of one client in one process.
+pub(crate) struct Renewer {
+    inner: Arc<Inner>,
+}
+
+impl Renewer {
+    pub(crate) fn new(max: usize) -> Renewer {
+        Renewer {
+            inner: Arc::new(Inner {
+                max,
+                active: AtomicUsize::new(0),
+                threads: AtomicUsize::new(0),
+                idle: Mutex::new(Vec::new()),
+                renewals: AtomicU64::new(0),
+                late: AtomicU64::new(0),
+                lost: AtomicU64::new(0),
+                next_id: AtomicU64::new(1),
+                timer: Mutex::new(Timer::default()),
+                timer_wake: Condvar::new(),
+                io: Mutex::new(IoQueue::default()),
+                io_wake: Condvar::new(),
+            }),
+        }
+    }
+
+    /// An id for a new auto-renewed lock.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.inner.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Takes a slot, or refuses when `max_renewed_locks` are held already.
+    pub(crate) fn reserve(&self) -> Result<Slot, Error> {
+        let inner = &self.inner;
+        if inner.active.fetch_add(1, Ordering::AcqRel) >= inner.max {
+            inner.active.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::limit(format!(
+                "{} auto-renewed locks are held through this client already (max_renewed_locks)",
+                inner.max
+            )));
+        }
+        Ok(Slot {
+            inner: inner.clone(),
+        })
+    }
+
+    /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own
+    /// when its first renewal comes due.
+    pub(crate) fn watch(&self, lock: Arc<LockState>) -> Result<(), Error> {
+        let due = {
+            let st = lock.status.lock();
+            st.next_renewal
+                .min(st.valid_until.min(Instant::now() + ATTACH_AFTER))
+        };
+        let id = lock.renew_id;
+        let mut t = self.inner.timer.lock();
+        let earliest = t.due.peek().map(|e| e.0.0);
+        t.due.push(Reverse((due, id)));
+        t.pending.insert(id, Job { lock });
+        if !t.running {
+            let inner = self.inner.clone();
+            let started = thread::Builder::new()
+                .name("redislock-timer".into())
+                .stack_size(STACK_SIZE)
+                .spawn(move || timer_loop(inner));
+            if let Err(e) = started {
+                let job = t.pending.remove(&id);
+                drop(t);
+                drop(job);
+                return Err(Error::limit(format!(
+                    "cannot start the renewal timer thread: {e}"
+                )));
+            }
+            t.running = true;
+        } else if earliest.is_none_or(|e| due < e) {
+            self.inner.timer_wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The lock was released or lost: the timer need not hand it to a renewal thread.
+    pub(crate) fn forget(&self, id: u64) {
+        let job = self.inner.timer.lock().pending.remove(&id);
+        drop(job);
+    }
+
+    /// The lock's next renewal moved (extend): make sure the timer looks at it in time.
+    pub(crate) fn reschedule(&self, id: u64, due: Instant) {
+        let mut t = self.inner.timer.lock();
+        if t.pending.contains_key(&id) {
+            let earliest = t.due.peek().map(|e| e.0.0);
+            t.due.push(Reverse((due, id)));
+            if earliest.is_none_or(|e| due < e) {
+                self.inner.timer_wake.notify_one();
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let i = &self.inner;
+        Stats {
+            renewal_threads: i.threads.load(Ordering::Acquire),
+            idle_renewal_threads: i.idle.lock().len(),
+            renewed_locks: i.active.load(Ordering::Acquire),
+            renewals: i.renewals.load(Ordering::Relaxed),
+            late_renewals: i.late.load(Ordering::Relaxed),
+            lost_locks: i.lost.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Renewal threads: one per held auto-renewed lock, parked between locks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::io::extend_batched;
+use super::{IDLE_EXIT, Inner};
+use crate::lock::{LockState, Phase, drift};
+
+/// A renewal thread's mailbox.
+pub(super) struct Worker {
+    pub(super) job: Mutex<Option<Job>>,
+    pub(super) cv: Condvar,
+}
+
+pub(super) struct Job {
+    pub(super) lock: Arc<LockState>,
+}
+
+/// Runs jobs until parked for [`IDLE_EXIT`] with nothing to do. Holds the renewer only weakly,
+/// so a dropped client lets its parked threads end.
+pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
+    loop {
+        let job = me.job.lock().take();
+        if let Some(job) = job {
+            renew(&job.lock, &renewer);
+        }
+        let Some(inner) = renewer.upgrade() else {
+            return;
+        };
+        inner.idle.lock().push(me.clone());
+        let mut slot = me.job.lock();
+        let deadline = Instant::now() + IDLE_EXIT;
+        while slot.is_none() {
+            if me.cv.wait_until(&mut slot, deadline).timed_out() && slot.is_none() {
+                let mut idle = inner.idle.lock();
+                if let Some(pos) = idle.iter().position(|w| Arc::ptr_eq(w, &me)) {
+                    idle.swap_remove(pos);
+                    inner.threads.fetch_sub(1, Ordering::AcqRel);
+                    return;
+                }
+                // A starter took this thread off the idle list just now: its job is on the way.
+                drop(idle);
+                while slot.is_none() {
+                    me.cv.wait(&mut slot);
+                }
+            }
+        }
+    }
+}
+
+/// Keeps one lock alive until it is released or found lost.
+fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
+    let count = |pick: fn(&Inner) -> &AtomicU64| {
+        if let Some(inner) = renewer.upgrade() {
+            pick(&inner).fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    loop {
+        let mut st = lock.status.lock();
+        loop {
+            if st.phase != Phase::Held {
+                return;
+            }
+            let now = Instant::now();
+            if now >= st.valid_until {
+                lock.mark_lost(
+                    &mut st,
+                    "its lease ran out before renewal could reach Redis",
+                );
+                count(|i| &i.lost);
+                return;
+            }
+            let due = st.next_renewal.min(st.valid_until);
+            if now >= due {
+                break;
+            }
+            lock.wake.wait_until(&mut st, due);
+        }
+        let (lease, due, valid_until) = (st.lease, st.next_renewal, st.valid_until);
+        drop(st);
+
+        let sent = Instant::now();
+        if sent.saturating_duration_since(due) > lease / 6 {
+            count(|i| &i.late);
+        }
+        let ms = lease.as_millis() as u64;
+        let left = valid_until.saturating_duration_since(sent);
+        let result = match renewer.upgrade() {
+            Some(inner) => extend_batched(&inner, lock, ms, left),
+            None => return,
+        };
+
+        let mut st = lock.status.lock();
+        if st.phase != Phase::Held {
+            return;
+        }
+        match result {
+            Ok(1) => {
+                st.valid_until = sent + lease.saturating_sub(drift(lease));
+                st.next_renewal = sent + lease / 3;
+                count(|i| &i.renewals);
+            }
+            Ok(_) => {
+                lock.mark_lost(
+                    &mut st,
+                    "renewal found the key gone or held by another owner",
+                );
+                count(|i| &i.lost);
+                return;
+            }
+            Err(_) => {
+                // Unreachable or an error reply: try again soon, until the lease runs out.
+                let retry =
+                    (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(200));
+                st.next_renewal = Instant::now() + retry;
+            }
+        }
+    }
+}
