@@ -166,17 +166,16 @@ fn wait_once(
         b.wait.read_timeout()
     };
     c.set_read_timeout(Some(block + slack))?;
-    let blpop_sent = Instant::now();
     let popped: Option<(Vec<u8>, u64)> = redis::cmd("BLPOP")
         .arg(signal)
         .arg(format!("{:.3}", block.as_secs_f64()))
         .query(c)?;
     c.set_read_timeout(Some(b.wait.read_timeout()))?;
-    // The release set the key some time after the BLPOP was sent: counting the lease from the
-    // send errs on the safe side (by at most the block time), as every acquire does.
+    // The grant was pushed after the key was set, just before the reply: count the lease from
+    // the reply less a millisecond for its way here.
     Ok(popped.map(|(_, fence)| Grant {
         fence,
-        lease_from: blpop_sent,
+        lease_from: Instant::now() - Duration::from_millis(1),
     }))
 }
 
