@@ -171,8 +171,9 @@ fn wait_once(
         .arg(format!("{:.3}", block.as_secs_f64()))
         .query(c)?;
     c.set_read_timeout(Some(b.wait.read_timeout()))?;
-    // The grant was pushed after the key was set, just before the reply: count the lease from
-    // the reply less a millisecond for its way here.
+    // Redis sets the key and answers this BLPOP in the same event-loop turn, so the lease is
+    // counted from the reply less a millisecond for its way here. (The send of the BLPOP is no
+    // useful bound: the waiter may have blocked for most of a lease before the handoff.)
     Ok(popped.map(|(_, fence)| Grant {
         fence,
         lease_from: Instant::now() - Duration::from_millis(1),
