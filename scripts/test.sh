@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up of missing tools, formatting, lints, the header
 # drift check, the Rust unit and integration tests (which also drive the C tests under
-# AddressSanitizer and valgrind, and the PHP tests), and the doc tests.
+# AddressSanitizer and valgrind, and the PHP tests), the doc tests, and a bounded fuzz run of
+# the C API (FUZZ_SECONDS, default 60).
 # Every test starts its own redis-server on a free loopback port; none uses 127.0.0.1:6379.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,3 +27,5 @@ else
 fi
 step "doc tests"
 cargo test --doc
+step "fuzz the C API for ${FUZZ_SECONDS:-60} s (libFuzzer + AddressSanitizer; scripts/fuzz.sh)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh

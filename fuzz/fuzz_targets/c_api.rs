@@ -1,0 +1,767 @@
+//! Fuzz target: random sequences of redislock C API calls (called through the crate's
+//! `extern "C"` functions, exactly as C would call them) against one private redis-server.
+//!
+//! Each input is decoded into up to 64 operations over a small table of live handles
+//! (configs, clients, locks). All handles are freed at the end of each input, in an order the
+//! input chooses. Invariants checked (a violation aborts = a crash for libFuzzer):
+//!
+//! - no function returns REDISLOCK_PANIC, and every result code is a known one (0..=10);
+//!   libfuzzer-sys' panic hook aborts on any panic, even one the library would catch;
+//! - `*_out` parameters are untouched on failure and written on success;
+//! - after a successful release: is_held false, remaining 0, a second release NOT_HELD,
+//!   extend NOT_HELD (or INVALID_ARGUMENT for a bad lease);
+//! - fencing_token succeeds iff the lock was acquired with fencing, and the token is >= 1;
+//! - argument checks: empty or >4096-byte name -> INVALID_ARGUMENT, NULL name with a length
+//!   -> NULL_PARAMETER, NULL out pointer -> NULL_PARAMETER;
+//! - buffer convention of last_error_message/result_message: NUL-terminated within buf_len,
+//!   nothing written past buf_len.
+//!
+//! The server is $REDISLOCK_FUZZ_URL if set, else a redis-server started here on a free
+//! loopback port (`--save "" --appendonly no`), killed at exit (atexit) and, should the
+//! fuzzer die without exiting, by PR_SET_PDEATHSIG.
+#![no_main]
+
+use std::ffi::{CString, c_char};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::ptr;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use arbitrary::Unstructured;
+use libfuzzer_sys::fuzz_target;
+use redislock::ffi::client::*;
+use redislock::ffi::config::*;
+use redislock::ffi::last_error::redislock_last_error_message;
+use redislock::ffi::lock::*;
+use redislock::ffi::redislock_version;
+use redislock::ffi::result::redislock_result;
+
+// The exported symbol takes any u32 (ResultCode is repr(transparent) u32).
+unsafe extern "C" {
+    #[link_name = "redislock_result_message"]
+    fn result_message_raw(code: u32, buf: *mut c_char, buf_len: usize) -> usize;
+}
+
+const OK: u32 = 0;
+const HELD: u32 = 1;
+const WAIT_TIMEOUT: u32 = 2;
+const NOT_HELD: u32 = 3;
+const INVALID_ARGUMENT: u32 = 4;
+const NULL_PARAMETER: u32 = 10;
+const PANIC: u32 = 11;
+
+const MAX_NAME: usize = 4096;
+const MAX_OPS: usize = 64;
+
+// ---- the private redis-server --------------------------------------------------------------
+
+static SERVER: Mutex<Option<Child>> = Mutex::new(None);
+static URL: OnceLock<String> = OnceLock::new();
+
+extern "C" fn kill_server() {
+    if let Ok(mut guard) = SERVER.lock() {
+        if let Some(mut child) = guard.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    matches!(s.read(&mut buf), Ok(n) if n >= 5 && &buf[..5] == b"+PONG")
+}
+
+fn start_server() -> String {
+    if let Ok(url) = std::env::var("REDISLOCK_FUZZ_URL") {
+        return url;
+    }
+    for _attempt in 0..5 {
+        let port = TcpListener::bind(("127.0.0.1", 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        assert_ne!(port, 6379);
+        let dir =
+            std::env::temp_dir().join(format!("redislock-fuzz-{}-{port}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let mut cmd = Command::new(
+            std::env::var("REDISLOCK_TEST_REDIS_SERVER").unwrap_or("redis-server".into()),
+        );
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+        #[cfg(target_os = "linux")]
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .expect("redis-server not found (install redis-server or set REDISLOCK_FUZZ_URL)");
+        *SERVER.lock().unwrap() = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if ping(port) {
+                unsafe { libc::atexit(kill_server) };
+                eprintln!("fuzz: redis-server on 127.0.0.1:{port}");
+                return format!("redis://127.0.0.1:{port}/");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill_server();
+    }
+    panic!("could not start redis-server");
+}
+
+fn url() -> &'static str {
+    URL.get_or_init(start_server)
+}
+
+// ---- checks ----------------------------------------------------------------------------------
+
+fn code(r: redislock_result) -> u32 {
+    let c = r as u32;
+    assert_ne!(c, PANIC, "a panic was caught at the C boundary");
+    assert!(c <= NULL_PARAMETER, "unknown result code {c}");
+    c
+}
+
+/// A pointer value that no allocation returns, to detect writes to `*_out` on failure.
+fn sentinel<T>() -> *mut T {
+    0x5a5a_5a50usize as *mut T
+}
+
+fn check_out<T>(c: u32, out: *mut T, what: &str) {
+    if c == OK {
+        assert!(
+            !out.is_null() && out != sentinel(),
+            "{what}: OK but *_out not written"
+        );
+    } else {
+        assert_eq!(
+            out,
+            sentinel(),
+            "{what}: *_out written on failure (code {c})"
+        );
+    }
+}
+
+fn check_text_buffer(ret: usize, buf: &[u8], buf_len: usize) {
+    // buf has 16 canary bytes (0xEE) after buf_len.
+    for &b in &buf[buf_len..] {
+        assert_eq!(b, 0xEE, "written past buf_len");
+    }
+    if buf_len > 0 {
+        let end = ret.min(buf_len - 1);
+        assert_eq!(buf[end], 0, "text not NUL-terminated where expected");
+    }
+}
+
+fn last_error(u: &mut Unstructured) {
+    let buf_len = small_len(u);
+    let mut buf = vec![0xEEu8; buf_len + 16];
+    let p = if buf_len == 0 && u.arbitrary().unwrap_or(true) {
+        ptr::null_mut()
+    } else {
+        buf.as_mut_ptr().cast()
+    };
+    let ret = redislock_last_error_message(p, buf_len);
+    check_text_buffer(ret, &buf, buf_len);
+}
+
+fn small_len(u: &mut Unstructured) -> usize {
+    match u.int_in_range(0u8..=3).unwrap_or(0) {
+        0 => 0,
+        1 => 1,
+        2 => u.int_in_range(2..=16).unwrap_or(2),
+        _ => 512,
+    }
+}
+
+// ---- the handle table ------------------------------------------------------------------------
+
+struct LockSlot {
+    ptr: *mut redislock_lock,
+    /// Whether it was acquired with a fencing token.
+    fencing: bool,
+    /// A release returned OK or NOT_HELD: it is known not held any more.
+    released: bool,
+}
+
+#[derive(Default)]
+struct Table {
+    configs: Vec<*mut redislock_config>,
+    clients: Vec<*mut redislock_client>,
+    locks: Vec<LockSlot>,
+}
+
+fn pick<T>(u: &mut Unstructured, v: &[T]) -> Option<usize> {
+    if v.is_empty() {
+        None
+    } else {
+        Some(u.choose_index(v.len()).unwrap_or(0))
+    }
+}
+
+fn fuzz_u64(u: &mut Unstructured) -> u64 {
+    match u.int_in_range(0u8..=7).unwrap_or(0) {
+        0 => 0,
+        1 => 1,
+        2 => u64::MAX,
+        3 => 30 * 24 * 3600 * 1000,
+        4 => 30 * 24 * 3600 * 1000 + 1,
+        5 => u.int_in_range(50..=200).unwrap_or(100),
+        6 => u.int_in_range(90..=5000).unwrap_or(1000),
+        _ => u.arbitrary().unwrap_or(0),
+    }
+}
+
+fn lease(u: &mut Unstructured) -> u64 {
+    match u.int_in_range(0u8..=6).unwrap_or(0) {
+        0 => 0,
+        1 => u64::MAX,
+        2 => 1,
+        3 => 99,
+        4 => 100,
+        5 => 30 * 24 * 3600 * 1000 + 1,
+        _ => u.int_in_range(2..=3000).unwrap_or(1000),
+    }
+}
+
+/// A lock name: a few fixed names (so that locks collide), empty, large, oversized, or random.
+fn name(u: &mut Unstructured) -> (Vec<u8>, bool /* NULL pointer */) {
+    let null = u.ratio(1u8, 16u8).unwrap_or(false);
+    let n = match u.int_in_range(0u8..=7).unwrap_or(0) {
+        0 => Vec::new(),
+        1 => b"a".to_vec(),
+        2 => b"{tag}:x".to_vec(),
+        3 => vec![0u8, 0xff, b'{', b'}', 0x80],
+        4 => vec![b'n'; MAX_NAME],
+        5 => vec![b'o'; MAX_NAME + 1],
+        6 => vec![b'L'; u.int_in_range(1..=70_000).unwrap_or(1)],
+        _ => {
+            let len = u.int_in_range(0..=64).unwrap_or(0);
+            u.bytes(len).map(|b| b.to_vec()).unwrap_or_default()
+        }
+    };
+    (n, null)
+}
+
+fn url_bytes(u: &mut Unstructured) -> Vec<u8> {
+    let base = url();
+    let port = base
+        .trim_start_matches("redis://127.0.0.1:")
+        .trim_end_matches('/');
+    match u.int_in_range(0u8..=9).unwrap_or(0) {
+        0..=3 => base.as_bytes().to_vec(),
+        4 => b"redis://127.0.0.1:1/".to_vec(), // refused at once
+        5 => format!("redis://user:wrong@127.0.0.1:{port}/").into_bytes(), // AUTH error
+        6 => format!(
+            "redis://127.0.0.1:{port}/{}",
+            u.arbitrary::<u32>().unwrap_or(99)
+        )
+        .into_bytes(),
+        7 => vec![b'r', 0xff, 0xfe, b':', b'/', 0xc3, 0x28], // not UTF-8
+        8 => format!("unix:///nonexistent/redislock-fuzz-{port}.sock").into_bytes(),
+        _ => {
+            // Garbage; anything that could name a remote host is redirected to loopback.
+            let len = u.int_in_range(0..=40).unwrap_or(0);
+            let mut g = u.bytes(len).map(|b| b.to_vec()).unwrap_or_default();
+            g.retain(|&b| b != 0);
+            if g.windows(3).any(|w| w == b"://") {
+                let mut v = format!("redis://127.0.0.1:{port}/").into_bytes();
+                v.extend(g.into_iter().filter(|b| b.is_ascii_digit()));
+                v
+            } else {
+                g
+            }
+        }
+    }
+}
+
+/// A URL for `redislock_client_new`, whose clients keep the default timeouts (3 s checkout,
+/// retried connects): only the fuzz server or text that cannot parse as a URL, so no call made
+/// through such a client waits for an unreachable server.
+fn fast_url_bytes(u: &mut Unstructured) -> Vec<u8> {
+    match u.int_in_range(0u8..=7).unwrap_or(0) {
+        0..=4 => url().as_bytes().to_vec(),
+        5 => vec![b'r', 0xff, 0xfe, b':', b'/', 0xc3, 0x28], // not UTF-8
+        6 => Vec::new(),
+        _ => {
+            let len = u.int_in_range(0..=40).unwrap_or(0);
+            let mut g = vec![b'%', b'!']; // never a valid URL start
+            g.extend(u.bytes(len).map(|b| b.to_vec()).unwrap_or_default());
+            g
+        }
+    }
+}
+
+fn cstring(bytes: Vec<u8>) -> CString {
+    CString::new(bytes.into_iter().filter(|&b| b != 0).collect::<Vec<u8>>()).unwrap()
+}
+
+fn options(
+    u: &mut Unstructured,
+    client: *mut redislock_client,
+) -> (Option<redislock_lock_options>, bool) {
+    if u.arbitrary().unwrap_or(true) {
+        // NULL: the client's defaults; learn whether they include fencing.
+        let mut d = redislock_lock_options {
+            lease_ms: 7,
+            auto_renew: false,
+            fencing: false,
+        };
+        let c = code(redislock_client_default_lock_options(client, &mut d));
+        assert_eq!(c, OK);
+        (None, d.fencing)
+    } else {
+        let o = redislock_lock_options {
+            lease_ms: lease(u),
+            auto_renew: u.arbitrary().unwrap_or(false),
+            fencing: u.arbitrary().unwrap_or(true),
+        };
+        (Some(o), o.fencing)
+    }
+}
+
+fn set_config(u: &mut Unstructured, cfg: *mut redislock_config) {
+    let cfg = if u.ratio(1u8, 32u8).unwrap_or(false) {
+        ptr::null_mut()
+    } else {
+        cfg
+    };
+    let which = u.int_in_range(0u8..=12).unwrap_or(0);
+    let r = match which {
+        0 => redislock_config_set_pool_size(cfg, small_u32(u)),
+        1 => redislock_config_set_max_waiters(cfg, small_u32(u)),
+        2 => redislock_config_set_connect_timeout_ms(cfg, fuzz_u64(u)),
+        3 => redislock_config_set_read_timeout_ms(cfg, fuzz_u64(u)),
+        4 => redislock_config_set_write_timeout_ms(cfg, fuzz_u64(u)),
+        5 => redislock_config_set_checkout_timeout_ms(cfg, fuzz_u64(u)),
+        6 => redislock_config_set_lease_ms(cfg, lease(u)),
+        7 => redislock_config_set_auto_renew(cfg, u.arbitrary().unwrap_or(false)),
+        8 => redislock_config_set_fencing(cfg, u.arbitrary().unwrap_or(false)),
+        9 => {
+            let (p, null) = name(u);
+            let ptr = if null { ptr::null() } else { p.as_ptr() };
+            redislock_config_set_key_prefix(cfg, ptr, p.len())
+        }
+        10 => redislock_config_set_recheck_interval_ms(cfg, fuzz_u64(u)),
+        11 => {
+            let f = match u.int_in_range(0u8..=6).unwrap_or(0) {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -0.5,
+                3 => 1.0,
+                4 => 1.5,
+                5 => f64::from_bits(u.arbitrary().unwrap_or(0)),
+                _ => 0.2,
+            };
+            redislock_config_set_recheck_jitter(cfg, f)
+        }
+        _ => redislock_config_set_max_renewed_locks(
+            cfg,
+            match u.int_in_range(0u8..=3).unwrap_or(0) {
+                0 => 0,
+                1 => 1,
+                2 => u64::MAX,
+                _ => u.int_in_range(2..=2_000_000).unwrap_or(2),
+            },
+        ),
+    };
+    let c = code(r);
+    if cfg.is_null() {
+        assert_eq!(c, NULL_PARAMETER);
+    }
+}
+
+fn small_u32(u: &mut Unstructured) -> u32 {
+    match u.int_in_range(0u8..=3).unwrap_or(0) {
+        0 => 0,
+        1 => u32::MAX,
+        2 => 10_001,
+        _ => u.int_in_range(1..=8).unwrap_or(1),
+    }
+}
+
+/// Forces the timeouts of a config into 50..=200 ms so an unreachable or paused server never
+/// slows the fuzzer down (the setters were exercised with arbitrary values before).
+fn short_timeouts(u: &mut Unstructured, cfg: *mut redislock_config) {
+    let mut t = || u.int_in_range(50u64..=200).unwrap_or(100);
+    for (r, v) in [
+        (
+            redislock_config_set_connect_timeout_ms
+                as extern "C" fn(*mut redislock_config, u64) -> redislock_result,
+            t(),
+        ),
+        (redislock_config_set_read_timeout_ms, t()),
+        (redislock_config_set_write_timeout_ms, t()),
+        (redislock_config_set_checkout_timeout_ms, t()),
+    ] {
+        assert_eq!(code(r(cfg, v)), OK);
+    }
+}
+
+fn acquire(u: &mut Unstructured, t: &mut Table, wait: Option<u64>) {
+    let Some(ci) = pick(u, &t.clients) else {
+        return;
+    };
+    let client = t.clients[ci];
+    let (n, null_name) = name(u);
+    let (opts, fencing) = options(u, client);
+    let null_out = u.ratio(1u8, 32u8).unwrap_or(false);
+    let name_ptr = if null_name { ptr::null() } else { n.as_ptr() };
+    let opts_ptr = opts.as_ref().map_or(ptr::null(), |o| o as *const _);
+    let mut out: *mut redislock_lock = sentinel();
+    let out_ptr = if null_out {
+        ptr::null_mut()
+    } else {
+        &mut out as *mut _
+    };
+    let r = match wait {
+        None => redislock_lock_try_acquire(client, name_ptr, n.len(), opts_ptr, out_ptr),
+        Some(w) => redislock_lock_acquire(client, name_ptr, n.len(), opts_ptr, w, out_ptr),
+    };
+    let c = code(r);
+    check_out(c, out, "acquire");
+    if c != OK {
+        last_error(u);
+    }
+    if null_out || (null_name && !n.is_empty()) {
+        assert_eq!(c, NULL_PARAMETER, "NULL pointer not reported");
+        return;
+    }
+    if n.is_empty() || n.len() > MAX_NAME {
+        assert_eq!(c, INVALID_ARGUMENT, "bad name length {} accepted", n.len());
+        return;
+    }
+    if let Some(o) = opts {
+        if o.lease_ms == 0
+            || o.lease_ms > 30 * 24 * 3600 * 1000
+            || (o.auto_renew && o.lease_ms < 100)
+        {
+            assert_eq!(
+                c, INVALID_ARGUMENT,
+                "bad lease {} (auto_renew {}) accepted",
+                o.lease_ms, o.auto_renew
+            );
+            return;
+        }
+    }
+    if wait.is_none() {
+        assert_ne!(c, WAIT_TIMEOUT);
+    } else if wait.unwrap() > 0 {
+        assert_ne!(c, HELD, "acquire with a wait bound returned HELD");
+    }
+    if c == OK {
+        t.locks.push(LockSlot {
+            ptr: out,
+            fencing,
+            released: false,
+        });
+    }
+}
+
+fn check_released(l: &LockSlot) {
+    assert!(!redislock_lock_is_held(l.ptr), "is_held true after release");
+    assert_eq!(
+        redislock_lock_remaining_ms(l.ptr),
+        0,
+        "remaining > 0 after release"
+    );
+}
+
+fn run(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let mut t = Table::default();
+    for _ in 0..MAX_OPS {
+        if u.is_empty() {
+            break;
+        }
+        let op = u.int_in_range(0u8..=19).unwrap_or(0);
+        match op {
+            0 => {
+                // client from a URL
+                let null_url = u.ratio(1u8, 32u8).unwrap_or(false);
+                let s = cstring(fast_url_bytes(&mut u));
+                let mut out: *mut redislock_client = sentinel();
+                let c = code(redislock_client_new(
+                    if null_url { ptr::null() } else { s.as_ptr() },
+                    &mut out,
+                ));
+                check_out(c, out, "client_new");
+                if null_url {
+                    assert_eq!(c, NULL_PARAMETER);
+                }
+                if c == OK {
+                    if t.clients.len() < 4 {
+                        t.clients.push(out);
+                    } else {
+                        redislock_client_free(out);
+                    }
+                } else {
+                    last_error(&mut u);
+                }
+            }
+            1 => {
+                // config
+                if t.configs.len() < 2 {
+                    let s = cstring(url_bytes(&mut u));
+                    let mut out: *mut redislock_config = sentinel();
+                    let c = code(redislock_config_new(s.as_ptr(), &mut out));
+                    check_out(c, out, "config_new");
+                    if c == OK {
+                        t.configs.push(out);
+                    }
+                }
+            }
+            2 | 3 => {
+                if let Some(i) = pick(&mut u, &t.configs) {
+                    set_config(&mut u, t.configs[i]);
+                }
+            }
+            4 => {
+                // client from config (with short timeouts)
+                if let Some(i) = pick(&mut u, &t.configs) {
+                    let cfg = t.configs[i];
+                    short_timeouts(&mut u, cfg);
+                    let mut out: *mut redislock_client = sentinel();
+                    let null_out = u.ratio(1u8, 32u8).unwrap_or(false);
+                    let c = code(redislock_client_from_config(
+                        cfg,
+                        if null_out { ptr::null_mut() } else { &mut out },
+                    ));
+                    check_out(c, out, "client_from_config");
+                    if null_out {
+                        assert_eq!(c, NULL_PARAMETER);
+                    }
+                    if c == OK {
+                        if t.clients.len() < 4 {
+                            t.clients.push(out);
+                        } else {
+                            redislock_client_free(out);
+                        }
+                    } else {
+                        last_error(&mut u);
+                    }
+                }
+            }
+            5 | 6 | 7 => {
+                if t.locks.len() < 8 {
+                    acquire(&mut u, &mut t, None);
+                }
+            }
+            8 | 9 => {
+                if t.locks.len() < 8 {
+                    let w = u.int_in_range(0u64..=5).unwrap_or(0);
+                    acquire(&mut u, &mut t, Some(w));
+                }
+            }
+            10 | 11 => {
+                // release (possibly again)
+                if let Some(i) = pick(&mut u, &t.locks) {
+                    let l = &mut t.locks[i];
+                    let was_released = l.released;
+                    let c = code(redislock_lock_release(l.ptr));
+                    if was_released {
+                        assert_eq!(c, NOT_HELD, "second release returned {c}");
+                    }
+                    if c == OK || c == NOT_HELD {
+                        l.released = true;
+                        check_released(l);
+                        let c2 = code(redislock_lock_release(l.ptr));
+                        assert_eq!(c2, NOT_HELD, "release after release returned {c2}");
+                    } else {
+                        last_error(&mut u);
+                    }
+                }
+            }
+            12 => {
+                if let Some(i) = pick(&mut u, &t.locks) {
+                    let l = &t.locks[i];
+                    let c = code(redislock_lock_extend(l.ptr, lease(&mut u)));
+                    if l.released {
+                        assert!(
+                            c == NOT_HELD || c == INVALID_ARGUMENT,
+                            "extend after release returned {c}"
+                        );
+                    }
+                    if c == OK {
+                        assert!(!l.released);
+                    }
+                }
+            }
+            13 => {
+                if let Some(i) = pick(&mut u, &t.locks) {
+                    let l = &t.locks[i];
+                    let held = redislock_lock_is_held(l.ptr);
+                    let rem = redislock_lock_remaining_ms(l.ptr);
+                    if l.released {
+                        assert!(!held && rem == 0);
+                    }
+                    if !held {
+                        assert_eq!(rem, 0, "remaining > 0 while not held");
+                    }
+                }
+            }
+            14 => {
+                if let Some(i) = pick(&mut u, &t.locks) {
+                    let l = &t.locks[i];
+                    let mut tok: u64 = 0xDEAD_BEEF_DEAD_BEEF;
+                    let null_out = u.ratio(1u8, 16u8).unwrap_or(false);
+                    let c = code(redislock_lock_fencing_token(
+                        l.ptr,
+                        if null_out { ptr::null_mut() } else { &mut tok },
+                    ));
+                    if null_out {
+                        assert_eq!(c, NULL_PARAMETER);
+                    } else if l.fencing {
+                        assert_eq!(c, OK, "fenced lock without token");
+                        assert!(tok >= 1 && tok != 0xDEAD_BEEF_DEAD_BEEF);
+                    } else {
+                        assert_eq!(c, INVALID_ARGUMENT);
+                        assert_eq!(tok, 0xDEAD_BEEF_DEAD_BEEF, "token_out written on failure");
+                    }
+                }
+            }
+            15 => {
+                // free a lock (releases it if held)
+                if let Some(i) = pick(&mut u, &t.locks) {
+                    let l = t.locks.swap_remove(i);
+                    redislock_lock_free(l.ptr);
+                }
+            }
+            16 => {
+                // free a client (its locks stay usable)
+                if let Some(i) = pick(&mut u, &t.clients) {
+                    redislock_client_free(t.clients.swap_remove(i));
+                }
+            }
+            17 => {
+                if let Some(i) = pick(&mut u, &t.configs) {
+                    redislock_config_free(t.configs.swap_remove(i));
+                }
+            }
+            18 => {
+                // text functions
+                let codes = u.arbitrary::<u32>().unwrap_or(0);
+                let codes = if u.arbitrary().unwrap_or(false) {
+                    codes % 13
+                } else {
+                    codes
+                };
+                let buf_len = small_len(&mut u);
+                let mut buf = vec![0xEEu8; buf_len + 16];
+                let p = if buf_len == 0 {
+                    ptr::null_mut()
+                } else {
+                    buf.as_mut_ptr().cast()
+                };
+                let ret = unsafe { result_message_raw(codes, p, buf_len) };
+                assert!(ret > 0);
+                check_text_buffer(ret, &buf, buf_len);
+                last_error(&mut u);
+                assert!(!redislock_version().is_null());
+            }
+            _ => {
+                // NULL handles everywhere
+                assert_eq!(
+                    code(redislock_lock_release(ptr::null_mut())),
+                    NULL_PARAMETER
+                );
+                assert_eq!(
+                    code(redislock_lock_extend(ptr::null_mut(), 1000)),
+                    NULL_PARAMETER
+                );
+                assert!(!redislock_lock_is_held(ptr::null()));
+                assert_eq!(redislock_lock_remaining_ms(ptr::null()), 0);
+                let mut tok = 5u64;
+                assert_eq!(
+                    code(redislock_lock_fencing_token(ptr::null(), &mut tok)),
+                    NULL_PARAMETER
+                );
+                assert_eq!(tok, 5);
+                let mut out: *mut redislock_lock = sentinel();
+                assert_eq!(
+                    code(redislock_lock_try_acquire(
+                        ptr::null(),
+                        b"x".as_ptr(),
+                        1,
+                        ptr::null(),
+                        &mut out
+                    )),
+                    NULL_PARAMETER
+                );
+                assert_eq!(out, sentinel());
+                let mut d = redislock_lock_options {
+                    lease_ms: 3,
+                    auto_renew: false,
+                    fencing: true,
+                };
+                assert_eq!(
+                    code(redislock_client_default_lock_options(ptr::null(), &mut d)),
+                    NULL_PARAMETER
+                );
+                assert_eq!(
+                    d,
+                    redislock_lock_options {
+                        lease_ms: 3,
+                        auto_renew: false,
+                        fencing: true
+                    }
+                );
+                redislock_lock_free(ptr::null_mut());
+                redislock_client_free(ptr::null_mut());
+                redislock_config_free(ptr::null_mut());
+            }
+        }
+    }
+    // Free everything, in an order the input picks (locks may outlive their client).
+    while !(t.locks.is_empty() && t.clients.is_empty() && t.configs.is_empty()) {
+        match u.int_in_range(0u8..=2).unwrap_or(0) {
+            0 if !t.locks.is_empty() => redislock_lock_free(t.locks.pop().unwrap().ptr),
+            1 if !t.clients.is_empty() => redislock_client_free(t.clients.pop().unwrap()),
+            _ => {
+                if let Some(c) = t.configs.pop() {
+                    redislock_config_free(c);
+                } else if let Some(l) = t.locks.pop() {
+                    redislock_lock_free(l.ptr);
+                } else if let Some(c) = t.clients.pop() {
+                    redislock_client_free(c);
+                }
+            }
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let _ = url();
+    run(data);
+});
