@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Redislock\Tests;
 
 use Redislock\Exception\ForkedException;
+use Redislock\Exception\WaitTimeoutException;
 use Redislock\Lock;
 use Redislock\Tests\Support\Channel;
 use Redislock\Tests\Support\Fork;
@@ -152,5 +153,37 @@ final class ForkTest extends RedislockTestCase
         $code = proc_close($process);
         $this->assertSame(0, $code, "stdout: $out\nstderr: $err");
         $this->assertStringContainsString('parent still holds the lock', $out);
+    }
+
+    public function testASignalDuringAWaitDoesNotEndIt(): void
+    {
+        $holder = $this->client();
+        $held = $holder->tryAcquire('signalled');
+        $handled = 0;
+        pcntl_signal(SIGUSR1, function () use (&$handled): void {
+            $handled++;
+        });
+        try {
+            $parent = getmypid();
+            $child = Fork::run(function () use ($parent): void {
+                usleep(200_000);
+                posix_kill($parent, SIGUSR1);
+            });
+            $waiter = $this->client();
+            $start = microtime(true);
+            try {
+                $waiter->acquire('signalled', 1000);
+                $this->fail('acquired a held lock');
+            } catch (WaitTimeoutException $e) {
+                // The wait ran to its bound: the signal (at 200 ms) neither failed nor ended it.
+                $this->assertGreaterThanOrEqual(0.95, microtime(true) - $start);
+            }
+            $child->assertSuccess();
+            pcntl_signal_dispatch();
+            $this->assertSame(1, $handled, 'the signal was delivered');
+            $held->release();
+        } finally {
+            pcntl_signal(SIGUSR1, SIG_DFL);
+        }
     }
 }
