@@ -196,8 +196,10 @@ redislock_result redislock_client_from_config(const redislock_config *config,
 
 /**
  * Frees a client. Locks acquired through it stay usable (each keeps what it needs) and must
- * still be freed. No other thread may use the client during or after this call. NULL is a
- * no-op.
+ * still be freed. When the client and its last lock are freed, every thread the client started
+ * has ended and been joined, and its connections are closed (unless the client is persistent:
+ * see `redislock_config_set_persistent`). No other thread may use the client during or after
+ * this call. NULL is a no-op.
  */
 void redislock_client_free(redislock_client *client);
 
@@ -236,6 +238,17 @@ redislock_result redislock_config_set_pool_size(redislock_config *config, uint32
  * connection.
  */
 redislock_result redislock_config_set_max_waiters(redislock_config *config, uint32_t n);
+
+/**
+ * Whether clients built from this config share one backend (connections and renewal threads)
+ * with every other persistent client of this process that has the same URL and connection
+ * settings (default false: each client has its own, and its threads end when the client and
+ * its last lock are freed). A persistent backend lives until the process exits, so a program
+ * that makes a client per request connects and starts threads only once. Lock defaults and
+ * the key prefix stay each client's own. At most 64 different settings per process; beyond
+ * that, building fails with LIMIT_REACHED on first use.
+ */
+redislock_result redislock_config_set_persistent(redislock_config *config, bool on);
 
 /**
  * TCP connect timeout in milliseconds (default 2000; 1 ms to 30 days).
@@ -380,6 +393,59 @@ uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
  * Errors: INVALID_ARGUMENT (the lock was acquired without fencing), NULL_PARAMETER.
  */
 redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
+
+/**
+ * Acquires the lock `name` like `redislock_lock_acquire`, but with the owner token given in
+ * `owner` (`owner_len` bytes: 16 to 256 printable ASCII characters, no spaces) instead of a
+ * fresh random one: for applications that name the owner themselves. The token is a bearer
+ * secret: make it as hard to guess as a password. `wait_ms` 0 makes one attempt, which fails
+ * with HELD when another owner holds the lock.
+ * On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+ * Errors: those of `redislock_lock_try_acquire` and `redislock_lock_acquire`, and
+ * INVALID_ARGUMENT for a malformed owner token.
+ */
+redislock_result redislock_lock_acquire_as(const redislock_client *client,
+                                           const uint8_t *name,
+                                           size_t name_len,
+                                           const uint8_t *owner,
+                                           size_t owner_len,
+                                           const redislock_lock_options *options,
+                                           uint64_t wait_ms,
+                                           redislock_lock **lock_out);
+
+/**
+ * A handle for the lock `name` held now with the owner token `owner` (`owner_len` bytes, from
+ * `redislock_lock_owner_token`, maybe in another process), to release or extend it: the lease
+ * is reset to the options' lease (one round trip), and the lock auto-renews if they say so.
+ * The handle has no fencing token. On success `*lock_out` is a new held lock to free with
+ * `redislock_lock_free`.
+ * Errors: NOT_HELD (the key does not hold that token), INVALID_ARGUMENT, NULL_PARAMETER,
+ * CONNECTION, REDIS_ERROR, LIMIT_REACHED.
+ */
+redislock_result redislock_lock_restore(const redislock_client *client,
+                                        const uint8_t *name,
+                                        size_t name_len,
+                                        const uint8_t *owner,
+                                        size_t owner_len,
+                                        const redislock_lock_options *options,
+                                        redislock_lock **lock_out);
+
+/**
+ * Writes the lock's owner token (the random value its key holds while the lock is ours) into
+ * `buf`, with the buffer convention of `redislock_last_error_message`: at most `buf_len` bytes,
+ * NUL-terminated; returns the token's whole length (0 for NULL). The token is a bearer secret:
+ * whoever knows it can release the lock. Hand it only to the code that is to take the lock
+ * over (`redislock_lock_restore`), and never log it.
+ */
+size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t buf_len);
+
+/**
+ * Lets the lock outlive its handle: it is no longer renewed, and freeing the handle does not
+ * release it, so it ends with its lease unless someone with its owner token releases or
+ * extends it first. The handle must still be freed; release and extend then report NOT_HELD.
+ * Errors: NOT_HELD (released, lost or detached already), FORKED, NULL_PARAMETER.
+ */
+redislock_result redislock_lock_detach(redislock_lock *lock);
 
 /**
  * Frees the handle, releasing the lock first if it is still held (one round trip; errors are

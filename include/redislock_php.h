@@ -53,6 +53,8 @@ redislock_result redislock_config_set_pool_size(redislock_config *config, uint32
 
 redislock_result redislock_config_set_max_waiters(redislock_config *config, uint32_t n);
 
+redislock_result redislock_config_set_persistent(redislock_config *config, bool on);
+
 redislock_result redislock_config_set_connect_timeout_ms(redislock_config *config, uint64_t ms);
 
 redislock_result redislock_config_set_read_timeout_ms(redislock_config *config, uint64_t ms);
@@ -101,6 +103,27 @@ bool redislock_lock_is_held(const redislock_lock *lock);
 uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
 
 redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
+
+redislock_result redislock_lock_acquire_as(const redislock_client *client,
+                                           const char *name,
+                                           size_t name_len,
+                                           const char *owner,
+                                           size_t owner_len,
+                                           const redislock_lock_options *options,
+                                           uint64_t wait_ms,
+                                           redislock_lock **lock_out);
+
+redislock_result redislock_lock_restore(const redislock_client *client,
+                                        const char *name,
+                                        size_t name_len,
+                                        const char *owner,
+                                        size_t owner_len,
+                                        const redislock_lock_options *options,
+                                        redislock_lock **lock_out);
+
+size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t buf_len);
+
+redislock_result redislock_lock_detach(redislock_lock *lock);
 
 void redislock_lock_free(redislock_lock *lock);
 

@@ -73,10 +73,10 @@ awk '
 
 # PHP FFI passes a PHP string directly (no copy) only to a `char *` parameter; a `uint8_t *`
 # needs a CData buffer the string is first copied into. So in the PHP header, and only there, the
-# byte-string parameters `name` and `prefix` (each followed by an explicit length, binary-safe)
+# byte-string parameters `name`, `prefix` and `owner` (each followed by an explicit length, binary-safe)
 # are declared `const char *` instead of `const uint8_t *`: ABI-identical (same size, alignment
 # and passing of a pointer), and include/redislock.h keeps `const uint8_t *` for C callers.
-sed -i -E 's/const uint8_t \*(name|prefix)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
+sed -i -E 's/const uint8_t \*(name|prefix|owner)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
 if grep -n 'uint8_t \*' "$tmp/redislock_php.h" >&2; then
     echo "error: redislock_php.h has a uint8_t pointer parameter left (above): decide whether it" >&2
     echo "       is a byte string PHP should pass directly and extend the rewrite above" >&2

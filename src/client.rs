@@ -1,10 +1,10 @@
 //! The client: one per process (or per Redis server), shared by all threads.
 //!
-//! What a client needs at run time (connection pools and renewal threads) lives in a
-//! [`Backend`] built lazily for the current process. After `fork()` the child sees a different
-//! pid and builds a backend of its own: it never touches the parent's sockets, and never relies
-//! on threads that do not exist in the child. The parent's backend is forgotten in the child,
-//! not dropped, so nothing of it runs there.
+//! What a client needs at run time (connection pools and renewal threads) lives in a backend
+//! (see `backend.rs`) built lazily for the current process: the client's own, or for a
+//! persistent client the one the process shares among them. After `fork()` the child sees a
+//! different pid and builds a backend of its own: it never touches the parent's sockets, and
+//! never relies on threads that do not exist in the child.
 
 use std::fmt;
 use std::sync::Arc;
@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
+use crate::backend::{Backend, Owner};
 use crate::config::{ClientBuilder, Config, MAX_WAIT, check_lease, mask_url};
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::{Lock, LockState, release_key};
-use crate::pool::ConnPool;
-use crate::renewal::{Renewer, Stats};
+use crate::lock::{Lock, LockState, extend_key, release_key};
+use crate::renewal::Stats;
 use crate::scripts;
 use crate::token::Token;
 use crate::waiting::{self, Grant};
@@ -46,18 +46,9 @@ pub struct Client {
 struct Shared {
     cfg: Config,
     info: redis::ConnectionInfo,
-    backend: RwLock<Option<Arc<Backend>>>,
-}
-
-/// Connection pools and renewal threads of a client in one process.
-pub(crate) struct Backend {
-    pub pid: u32,
-    pub cfg: Config,
-    /// For acquire, release, extend and renewal.
-    pub main: ConnPool,
-    /// For waiters blocked in BLPOP.
-    pub wait: ConnPool,
-    pub renewer: Renewer,
+    /// The backend this client uses in the current process (for a persistent client, the
+    /// process's shared one), built on first use.
+    backend: RwLock<Option<Arc<Owner>>>,
 }
 
 /// How one lock is taken: lease, auto-renewal and fencing.
@@ -134,6 +125,7 @@ impl Client {
         LockRequest {
             client: self,
             name: name.as_ref(),
+            owner: None,
             opts: LockOptions {
                 lease: cfg.lease,
                 auto_renew: cfg.auto_renew,
@@ -168,8 +160,9 @@ impl Client {
         }
     }
 
-    /// The client's backend for this process, built on first use and again after a fork.
-    pub(crate) fn backend(&self) -> Result<Arc<Backend>, Error> {
+    /// The client's backend for this process, built (or for a persistent client, found) on
+    /// first use and again after a fork.
+    pub(crate) fn backend(&self) -> Result<Arc<Owner>, Error> {
         let pid = std::process::id();
         let stuck = || Error::internal("the client's state stayed locked (fork while rebuilding?)");
         {
@@ -194,30 +187,26 @@ impl Client {
         {
             return Ok(b.clone());
         }
-        let cfg = &self.shared.cfg;
-        let info = &self.shared.info;
-        let fresh = Arc::new(Backend {
-            pid,
-            cfg: cfg.clone(),
-            main: ConnPool::new(cfg, info, cfg.pool_size)?,
-            wait: ConnPool::new(cfg, info, cfg.max_waiters)?,
-            renewer: Renewer::new(cfg.max_renewed_locks),
-        });
-        if let Some(parents) = slot.replace(fresh.clone()) {
-            // Inherited across fork: its sockets are the parent's and its threads do not exist
-            // here. Never drop it in this process.
-            std::mem::forget(parents);
-        }
+        let (cfg, info) = (&self.shared.cfg, &self.shared.info);
+        let fresh = if cfg.persistent {
+            Owner::persistent(cfg, info)?
+        } else {
+            Owner::start(cfg, info)?
+        };
+        // An owner inherited across fork forgets the parent's backend when dropped.
+        *slot = Some(fresh.clone());
         Ok(fresh)
     }
 
     fn acquire_with(
         &self,
         name: &[u8],
+        owner: Option<&str>,
         opts: &LockOptions,
         wait: Option<Duration>,
     ) -> Result<Lock, Error> {
         check_lease(opts.lease, opts.auto_renew)?;
+        let owner = owner.map(Token::from_owner).transpose()?;
         if wait.is_some_and(|w| w > MAX_WAIT) {
             return Err(Error::invalid_argument(
                 "wait bound must be at most 30 days",
@@ -235,7 +224,10 @@ impl Client {
             }
         };
         let mut slot = reserve()?;
-        let token = Token::new(b.pid)?;
+        let token = match owner {
+            Some(token) => token,
+            None => Token::new(b.pid)?,
+        };
         let started = Instant::now();
         let grant = match try_once(&b, &keys, &token, opts)? {
             Some(grant) => Some(grant),
@@ -263,17 +255,63 @@ impl Client {
                 None => Error::held(&keys.shown()),
             });
         };
-        let state = Arc::new(LockState::new(
-            b.clone(),
+        self.held(
+            &b,
             keys,
             token,
             opts.fencing.then_some(grant.fence),
             slot,
-            opts.lease,
+            opts,
             grant.lease_from,
+        )
+    }
+
+    /// A handle for a lock that the key holds with `token` now: the lease is reset (the one
+    /// round trip), and auto-renewal starts if the options ask for it.
+    fn restore_with(&self, name: &[u8], token: &str, opts: &LockOptions) -> Result<Lock, Error> {
+        check_lease(opts.lease, opts.auto_renew)?;
+        let token = Token::from_owner(token)?;
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name)?;
+        let b = self.backend()?;
+        let slot = if opts.auto_renew {
+            Some(b.renewer.reserve()?)
+        } else {
+            None
+        };
+        let sent = Instant::now();
+        if !extend_key(&b.main, &keys, &token, opts.lease)? {
+            return Err(Error::not_held(
+                &keys.shown(),
+                "its key does not hold this owner token (released, expired or taken over)",
+            ));
+        }
+        self.held(&b, keys, token, None, slot, opts, sent)
+    }
+
+    /// The handle of a lock just granted (or restored), its renewal started.
+    #[allow(clippy::too_many_arguments)]
+    fn held(
+        &self,
+        b: &Arc<Owner>,
+        keys: LockKeys,
+        token: Token,
+        fence: Option<u64>,
+        slot: Option<crate::renewal::Slot>,
+        opts: &LockOptions,
+        lease_from: Instant,
+    ) -> Result<Lock, Error> {
+        let state = Arc::new(LockState::new(
+            b.backend().clone(),
+            keys,
+            token,
+            fence,
+            slot,
+            opts.lease,
+            lease_from,
         ));
         let lock = Lock {
             state: state.clone(),
+            _owner: b.clone(),
         };
         if state.auto_renew {
             b.renewer.watch(state)?;
@@ -341,10 +379,11 @@ fn try_once(
 pub struct LockRequest<'a> {
     client: &'a Client,
     name: &'a [u8],
+    owner: Option<&'a str>,
     opts: LockOptions,
 }
 
-impl LockRequest<'_> {
+impl<'a> LockRequest<'a> {
     /// The lease of this lock (default: the client's `lease`).
     pub fn lease(mut self, lease: Duration) -> Self {
         self.opts.lease = lease;
@@ -360,13 +399,31 @@ impl LockRequest<'_> {
         self.opts.fencing = on;
         self
     }
+    /// Acquire with this owner token instead of a fresh random one (default: random, 128
+    /// bits). For applications that name the owner themselves (Laravel's `$owner`); the token
+    /// must be 16 to 256 printable ASCII characters and as hard to guess as a password, since
+    /// whoever knows it can release the lock.
+    pub fn owner_token(mut self, token: &'a str) -> Self {
+        self.owner = Some(token);
+        self
+    }
     /// One attempt: fails with [`Error::is_held`] at once if another owner holds the lock.
     pub fn try_acquire(self) -> Result<Lock, Error> {
-        self.client.acquire_with(self.name, &self.opts, None)
+        self.client
+            .acquire_with(self.name, self.owner, &self.opts, None)
     }
     /// Waits up to `wait` for the lock (fails with [`Error::is_wait_timeout`]).
     pub fn acquire(self, wait: Duration) -> Result<Lock, Error> {
-        self.client.acquire_with(self.name, &self.opts, Some(wait))
+        self.client
+            .acquire_with(self.name, self.owner, &self.opts, Some(wait))
+    }
+    /// A handle for the lock held now with `owner_token` (from [`Lock::owner_token`] or
+    /// [`Lock::detach`], maybe in another process), to release or extend it: the lease is reset
+    /// to this request's lease, and the lock auto-renews if the request says so. Fails with
+    /// [`Error::is_not_held`] when the key does not hold that token. The handle has no fencing
+    /// token.
+    pub fn restore(self, owner_token: &str) -> Result<Lock, Error> {
+        self.client.restore_with(self.name, owner_token, &self.opts)
     }
     /// Runs `f` under the lock; see [`Client::with_lock`].
     pub fn run<R>(self, wait: Duration, f: impl FnOnce(&Lock) -> R) -> Result<R, Error> {
@@ -374,17 +431,6 @@ impl LockRequest<'_> {
         let out = f(&lock);
         lock.release()?;
         Ok(out)
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // In a forked child the backend is the parent's: never run its destructors here.
-        if let Some(backend) = self.backend.get_mut().take()
-            && backend.pid != std::process::id()
-        {
-            std::mem::forget(backend);
-        }
     }
 }
 

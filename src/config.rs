@@ -35,6 +35,27 @@ pub(crate) struct Config {
     pub max_renewed_locks: usize,
     /// PEM root certificate(s) trusted for `rediss://` instead of the system's.
     pub tls_ca_pem: Option<Vec<u8>>,
+    /// Whether the client shares the process's backend for its server and connection settings.
+    pub persistent: bool,
+}
+
+impl Config {
+    /// Whether a backend built for `self` serves a client configured with `other` exactly as
+    /// one of its own would: same server, credentials, TLS roots and connection settings. (Lock
+    /// defaults and the key prefix belong to each client, not to its backend.)
+    pub(crate) fn same_backend(&self, other: &Config) -> bool {
+        self.url == other.url
+            && self.pool_size == other.pool_size
+            && self.max_waiters == other.max_waiters
+            && self.connect_timeout == other.connect_timeout
+            && self.read_timeout == other.read_timeout
+            && self.write_timeout == other.write_timeout
+            && self.checkout_timeout == other.checkout_timeout
+            && self.recheck_interval == other.recheck_interval
+            && self.recheck_jitter == other.recheck_jitter
+            && self.max_renewed_locks == other.max_renewed_locks
+            && self.tls_ca_pem == other.tls_ca_pem
+    }
 }
 
 impl fmt::Debug for Config {
@@ -54,6 +75,7 @@ impl fmt::Debug for Config {
             .field("recheck_interval", &self.recheck_interval)
             .field("recheck_jitter", &self.recheck_jitter)
             .field("max_renewed_locks", &self.max_renewed_locks)
+            .field("persistent", &self.persistent)
             .field(
                 "tls_ca_pem",
                 &self
@@ -103,6 +125,7 @@ impl ClientBuilder {
                 recheck_jitter: 0.2,
                 max_renewed_locks: 4096,
                 tls_ca_pem: None,
+                persistent: false,
             },
         }
     }
@@ -184,6 +207,21 @@ impl ClientBuilder {
     /// [`ErrorKind::LimitReached`]: crate::ErrorKind::LimitReached
     pub fn max_renewed_locks(mut self, n: usize) -> Self {
         self.cfg.max_renewed_locks = n;
+        self
+    }
+
+    /// Whether this client shares one backend (connections, renewal threads) with every other
+    /// persistent client of this process that has the same URL and connection settings
+    /// (default false: the client has its own). A persistent backend lives until the process
+    /// exits, so making a persistent client again (in every request of a PHP-FPM worker, say)
+    /// costs no connect and starts no thread after the first; a private client's threads end,
+    /// and its connections close, when the client and its last lock are dropped. Lock defaults
+    /// and the key prefix stay each client's own. At most [`MAX_PERSISTENT_BACKENDS`] different
+    /// settings per process.
+    ///
+    /// [`MAX_PERSISTENT_BACKENDS`]: crate::MAX_PERSISTENT_BACKENDS
+    pub fn persistent(mut self, on: bool) -> Self {
+        self.cfg.persistent = on;
         self
     }
 

@@ -28,6 +28,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backend;
 mod client;
 mod config;
 mod error;
@@ -41,12 +42,14 @@ mod scripts;
 mod token;
 mod waiting;
 
+pub use backend::MAX_PERSISTENT_BACKENDS;
 pub use client::{Client, LockRequest};
 pub use config::{ClientBuilder, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use error::{Error, ErrorKind};
 pub use keys::MAX_NAME_LEN;
 pub use lock::Lock;
 pub use renewal::{IDLE_EXIT, Stats};
+pub use token::{MAX_OWNER_LEN, MIN_OWNER_LEN};
 
 /// The README's Rust examples, compiled as doc tests.
 #[doc = include_str!("../README.md")]

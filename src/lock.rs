@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::client::Backend;
+use crate::backend::{Backend, Owner};
 use crate::config::check_lease;
 use crate::error::Error;
 use crate::keys::LockKeys;
@@ -20,8 +20,10 @@ use crate::token::Token;
 pub(crate) enum Phase {
     /// Ours, as far as we know (the lease may still run out if it is not renewed).
     Held,
-    /// Released by its holder (or being released).
+    /// Released by its holder.
     Released,
+    /// Left to its lease by [`Lock::detach`]: neither renewed nor released through this handle.
+    Detached,
     /// Found lost: the key was gone or held another token, or Redis stayed unreachable until
     /// the lease ran out. The text says which.
     Lost(&'static str),
@@ -73,6 +75,28 @@ pub(crate) fn release_key(pool: &ConnPool, k: &LockKeys, token: &Token) -> Resul
     Ok(released == 1)
 }
 
+/// Runs the extend script: resets the lease to `lease` if the key holds `token`. Returns
+/// whether it did.
+pub(crate) fn extend_key(
+    pool: &ConnPool,
+    k: &LockKeys,
+    token: &Token,
+    lease: Duration,
+) -> Result<bool, Error> {
+    let ms = lease.as_millis() as u64;
+    let extended: i64 = pool.run(None, |c, _| {
+        scripts::EXTEND
+            .key(&k.lock)
+            .arg(token.as_str())
+            .arg(ms)
+            .invoke(c)
+    })?;
+    Ok(extended == 1)
+}
+
+/// What a release or extend that found the key without our token says.
+const GONE: &str = "its lease ran out or another owner took it over";
+
 /// The safety margin taken off a lease for clock drift between client and server.
 pub(crate) fn drift(lease: Duration) -> Duration {
     Duration::from_millis(2) + lease / 100
@@ -122,30 +146,70 @@ impl LockState {
         }
     }
 
-    /// Releases the lock; a second call reports [`Error::is_not_held`].
+    /// Why a lock that is not [`Phase::Held`] cannot be used.
+    fn not_held(&self, phase: Phase) -> Error {
+        let why = match phase {
+            Phase::Held => "it is held",
+            Phase::Released => "it was released already",
+            Phase::Detached => "it was detached from this handle",
+            Phase::Lost(why) => why,
+        };
+        Error::not_held(&self.keys.shown(), why)
+    }
+
+    /// Releases the lock; a second call reports [`Error::is_not_held`]. The handle's state
+    /// changes only with the server's answer: after a connection error or timeout the lock is
+    /// still held as far as this handle knows (and still renewed), so the call can be repeated.
     pub(crate) fn release(&self) -> Result<(), Error> {
         self.check_process()?;
-        let name = || self.keys.shown();
+        let phase = self.status.lock().phase;
+        if phase != Phase::Held {
+            return Err(self.not_held(phase));
+        }
+        let released = release_key(&self.backend.main, &self.keys, &self.token)?;
         {
             let mut st = self.status.lock();
-            match st.phase {
-                Phase::Held => {
-                    st.phase = Phase::Released;
-                    st.slot = None;
-                }
-                Phase::Released => return Err(Error::not_held(&name(), "it was released already")),
-                Phase::Lost(why) => return Err(Error::not_held(&name(), why)),
+            if st.phase != Phase::Held {
+                // Another thread released or detached the lock meanwhile, or renewal found it lost.
+                let phase = st.phase;
+                drop(st);
+                return if released {
+                    Ok(())
+                } else {
+                    Err(self.not_held(phase))
+                };
+            }
+            if released {
+                st.phase = Phase::Released;
+                st.slot = None;
+            } else {
+                self.mark_lost(&mut st, GONE);
             }
         }
         self.stop_renewal();
-        if release_key(&self.backend.main, &self.keys, &self.token)? {
+        if released {
             Ok(())
         } else {
-            Err(Error::not_held(
-                &name(),
-                "its lease ran out or another owner took it over",
-            ))
+            Err(Error::not_held(&self.keys.shown(), GONE))
         }
+    }
+
+    /// Stops renewing and managing the lock; the key keeps our token until its lease runs out
+    /// (or someone releases it with the token).
+    pub(crate) fn detach(&self) -> Result<(), Error> {
+        self.check_process()?;
+        {
+            let mut st = self.status.lock();
+            if st.phase != Phase::Held {
+                let phase = st.phase;
+                drop(st);
+                return Err(self.not_held(phase));
+            }
+            st.phase = Phase::Detached;
+            st.slot = None;
+        }
+        self.stop_renewal();
+        Ok(())
     }
 
     /// Marks the lock lost unless it was released meanwhile.
@@ -183,6 +247,9 @@ impl LockState {
 #[clippy::has_significant_drop]
 pub struct Lock {
     pub(crate) state: Arc<LockState>,
+    /// Keeps the client's connections and renewal threads running while the lock lives, also
+    /// after the client itself is dropped.
+    pub(crate) _owner: Arc<Owner>,
 }
 
 impl Lock {
@@ -244,22 +311,14 @@ impl Lock {
         let s = &self.state;
         check_lease(lease, s.auto_renew)?;
         s.check_process()?;
-        match s.status.lock().phase {
-            Phase::Held => {}
-            Phase::Released => return Err(Error::not_held(&s.keys.shown(), "it was released")),
-            Phase::Lost(why) => return Err(Error::not_held(&s.keys.shown(), why)),
+        let phase = s.status.lock().phase;
+        if phase != Phase::Held {
+            return Err(s.not_held(phase));
         }
         let sent = Instant::now();
-        let ms = lease.as_millis() as u64;
-        let ok: i64 = s.backend.main.run(None, |c, _| {
-            scripts::EXTEND
-                .key(&s.keys.lock)
-                .arg(s.token.as_str())
-                .arg(ms)
-                .invoke(c)
-        })?;
+        let extended = extend_key(&s.backend.main, &s.keys, &s.token, lease)?;
         let mut st = s.status.lock();
-        if ok == 1 {
+        if extended {
             if st.phase == Phase::Held {
                 st.lease = lease;
                 st.valid_until = sent + lease.saturating_sub(drift(lease));
@@ -273,19 +332,51 @@ impl Lock {
             }
             Ok(())
         } else {
-            s.mark_lost(&mut st, "its lease ran out or another owner took it over");
-            Err(Error::not_held(
-                &s.keys.shown(),
-                "its lease ran out or another owner took it over",
-            ))
+            s.mark_lost(&mut st, GONE);
+            Err(Error::not_held(&s.keys.shown(), GONE))
         }
     }
 
     /// Releases the lock. `Ok` means it was still ours and is now free (or handed to the next
     /// waiter); [`Error::is_not_held`] means it had already expired, been lost or taken over,
     /// so the protected work may have overlapped with another holder's.
+    ///
+    /// When the call fails for want of an answer (connection error, timeout), the lock may or
+    /// may not have been released; it is then no longer renewed, so it ends with its lease at
+    /// the latest.
     pub fn release(self) -> Result<(), Error> {
-        self.state.release()
+        let result = self.state.release();
+        if result.is_err() && self.state.check_process().is_ok() {
+            // This handle is gone with the call: leave the key to its lease rather than retry.
+            let _ = self.state.detach();
+        }
+        result
+    }
+
+    /// The lock's owner token: the random value its Redis key holds while the lock is ours.
+    /// It is a bearer secret (whoever knows it can release or extend the lock): hand it only to
+    /// the code that is to take the lock over, for example a queued job that
+    /// [restores](crate::LockRequest::restore) it, and never log it.
+    pub fn owner_token(&self) -> &str {
+        self.state.token.as_str()
+    }
+
+    /// Lets the lock outlive this handle: it is no longer renewed, and dropping the handle does
+    /// not release it, so it ends with its lease unless someone holding its
+    /// [owner token](Self::owner_token) releases or extends it first. Returns that token.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.lock("import:42").lease(Duration::from_secs(600)).try_acquire()?;
+    /// let owner = lock.detach()?; // hand `owner` to the job that finishes the work
+    /// // ... later, in that job, maybe in another process:
+    /// client.lock("import:42").auto_renew(false).restore(&owner)?.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn detach(self) -> Result<String, Error> {
+        self.state.detach()?;
+        Ok(self.state.token.as_str().to_owned())
     }
 }
 

@@ -1,83 +1,87 @@
-//! The r2d2 connection pools of a client, with a connection manager that sets every timeout.
+//! The connection pools of a client: connections opened on the calling thread with a connect
+//! timeout, read and write timeouts kept on every connection, and a bounded wait for a free one.
 //!
-//! redis-rs' own r2d2 manager sets no connect timeout and clears the read/write timeouts, and
-//! r2d2 PINGs on every checkout by default. This manager connects with a timeout, keeps read and
-//! write timeouts on every connection, and never PINGs on checkout: a connection that failed is
-//! marked broken and dropped by the pool instead.
+//! A pool starts no thread. (r2d2, which served here before, opens every connection on threads
+//! of its own that can be neither joined nor used after fork, and lets a caller learn of a
+//! refused connect only when its checkout times out; a connect on the caller's thread reports the
+//! refusal at once and leaves nothing running when the pool is gone.) A connection that failed
+//! with anything but an error reply is dropped instead of being returned, so no PING is needed
+//! on checkout.
 
+use std::io;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-use r2d2::{ManageConnection, Pool, PooledConnection};
+use parking_lot::{Condvar, Mutex};
 
 use crate::config::{Config, redis_client};
 use crate::error::Error;
 
-/// How long after a failed connect checkouts stay short (see [`ConnPool::get`]).
-const FAILING_FOR: Duration = Duration::from_secs(10);
-
-/// One pooled Redis connection and whether it must be thrown away.
+/// One Redis connection of a pool and whether it must be thrown away.
 pub(crate) struct Conn {
     pub redis: redis::Connection,
     broken: bool,
 }
 
-/// The last failed connect, kept until a connect succeeds: r2d2 reports only "timed out" for a
-/// checkout whose connects failed, and callers deserve the real reason (refused, bad password).
-type LastError = Arc<Mutex<Option<(Instant, redis::RedisError)>>>;
-
-/// Connects with `connect_timeout` and keeps the configured read/write timeouts.
-pub(crate) struct Manager {
-    client: redis::Client,
-    connect_timeout: Duration,
-    read_timeout: Duration,
-    write_timeout: Duration,
-    last_error: LastError,
+struct State {
+    idle: Vec<redis::Connection>,
+    /// Connections that exist or are being opened: idle, checked out, or connecting.
+    open: u32,
 }
 
-impl Manager {
-    fn open(&self) -> Result<Conn, redis::RedisError> {
-        let redis = self
-            .client
-            .get_connection_with_timeout(self.connect_timeout)?;
-        redis.set_read_timeout(Some(self.read_timeout))?;
-        redis.set_write_timeout(Some(self.write_timeout))?;
-        Ok(Conn {
-            redis,
-            broken: false,
-        })
-    }
-}
-
-impl ManageConnection for Manager {
-    type Connection = Conn;
-    type Error = redis::RedisError;
-
-    fn connect(&self) -> Result<Conn, redis::RedisError> {
-        let result = self.open();
-        *self.last_error.lock() = result.as_ref().err().map(|e| (Instant::now(), e.clone()));
-        result
-    }
-
-    fn is_valid(&self, conn: &mut Conn) -> Result<(), redis::RedisError> {
-        redis::cmd("PING").query(&mut conn.redis)
-    }
-
-    fn has_broken(&self, conn: &mut Conn) -> bool {
-        conn.broken || !redis::ConnectionLike::is_open(&conn.redis)
-    }
-}
-
-/// A pool of connections to one server, and how to reach and name it.
+/// A pool of at most `max_size` connections to one server, and how to reach and name it.
 pub(crate) struct ConnPool {
-    pool: Pool<Manager>,
+    client: redis::Client,
+    state: Mutex<State>,
+    /// Signalled when a connection comes back or a place for a new one frees up.
+    returned: Condvar,
     max_size: u32,
     checkout_timeout: Duration,
     connect_timeout: Duration,
     read_timeout: Duration,
+    write_timeout: Duration,
     server: String,
-    last_error: LastError,
+}
+
+/// A connection checked out of a pool; it goes back when dropped (or is closed, if broken).
+pub(crate) struct PooledConn<'a> {
+    pool: &'a ConnPool,
+    conn: Option<Conn>,
+}
+
+impl Deref for PooledConn<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        self.conn
+            .as_ref()
+            .expect("a pooled connection is present until dropped")
+    }
+}
+
+impl DerefMut for PooledConn<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        self.conn
+            .as_mut()
+            .expect("a pooled connection is present until dropped")
+    }
+}
+
+impl Drop for PooledConn<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        let keep = !conn.broken && redis::ConnectionLike::is_open(&conn.redis);
+        let mut st = self.pool.state.lock();
+        if keep {
+            st.idle.push(conn.redis);
+        } else {
+            st.open -= 1;
+        }
+        drop(st);
+        self.pool.returned.notify_one();
+    }
 }
 
 impl ConnPool {
@@ -87,30 +91,19 @@ impl ConnPool {
         info: &redis::ConnectionInfo,
         size: u32,
     ) -> Result<ConnPool, Error> {
-        let client = redis_client(cfg, info)?;
-        let last_error = LastError::default();
-        let manager = Manager {
-            client,
-            connect_timeout: cfg.connect_timeout,
-            read_timeout: cfg.read_timeout,
-            write_timeout: cfg.write_timeout,
-            last_error: last_error.clone(),
-        };
-        let pool = Pool::builder()
-            .max_size(size)
-            .min_idle(Some(0))
-            .test_on_check_out(false)
-            .connection_timeout(cfg.checkout_timeout)
-            .error_handler(Box::new(r2d2::NopErrorHandler))
-            .build_unchecked(manager);
         Ok(ConnPool {
-            pool,
+            client: redis_client(cfg, info)?,
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                open: 0,
+            }),
+            returned: Condvar::new(),
             max_size: size,
             checkout_timeout: cfg.checkout_timeout,
             connect_timeout: cfg.connect_timeout,
             read_timeout: cfg.read_timeout,
+            write_timeout: cfg.write_timeout,
             server: cfg.server.clone(),
-            last_error,
         })
     }
 
@@ -122,41 +115,73 @@ impl ConnPool {
         self.read_timeout
     }
 
-    /// A connection within `limit` (at most the checkout timeout). While connects keep failing,
-    /// a checkout gives up after about one connect attempt, with the connect error's own kind
-    /// (refused, timed out, authentication failed) rather than the whole checkout timeout.
-    pub(crate) fn get(&self, limit: Option<Duration>) -> Result<PooledConnection<Manager>, Error> {
-        let mut timeout = limit.map_or(self.checkout_timeout, |l| l.min(self.checkout_timeout));
-        let failing = self
-            .last_error
-            .lock()
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < FAILING_FOR);
-        if failing {
-            timeout = timeout.min(self.connect_timeout + Duration::from_millis(50));
-        }
-        self.pool
-            .get_timeout(timeout.max(Duration::from_millis(1)))
-            .map_err(|e| {
-                let last = self.last_error.lock().clone();
-                match last {
-                    Some((_, cause)) if !self.exhausted() => {
-                        Error::from_redis(&self.server, &cause)
+    /// A connection within `limit` (at most the checkout timeout): an idle one, else a new one
+    /// opened on this thread, else the first one returned. A failed connect is reported at once
+    /// with its own kind (refused, timed out, authentication failed).
+    pub(crate) fn get(&self, limit: Option<Duration>) -> Result<PooledConn<'_>, Error> {
+        let timeout = limit
+            .map_or(self.checkout_timeout, |l| l.min(self.checkout_timeout))
+            .max(Duration::from_millis(1));
+        let deadline = Instant::now() + timeout;
+        let mut st = self.state.lock();
+        loop {
+            if let Some(redis) = st.idle.pop() {
+                return Ok(self.pooled(redis));
+            }
+            if st.open < self.max_size {
+                st.open += 1;
+                drop(st);
+                let left = deadline.saturating_duration_since(Instant::now());
+                return match self.connect(self.connect_timeout.min(left)) {
+                    Ok(redis) => Ok(self.pooled(redis)),
+                    Err(e) => {
+                        self.state.lock().open -= 1;
+                        self.returned.notify_one();
+                        Err(Error::from_redis(&self.server, &e))
                     }
-                    _ => Error::connection(
-                        &self.server,
-                        format!("no connection within {} ms: {e}", timeout.as_millis()),
-                        true,
-                    ),
+                };
+            }
+            if self.returned.wait_until(&mut st, deadline).timed_out() {
+                if let Some(redis) = st.idle.pop() {
+                    return Ok(self.pooled(redis));
                 }
-            })
+                return Err(Error::connection(
+                    &self.server,
+                    format!(
+                        "no connection free within {} ms: all {} connections of the pool are in use",
+                        timeout.as_millis(),
+                        self.max_size
+                    ),
+                    true,
+                ));
+            }
+        }
+    }
+
+    fn pooled(&self, redis: redis::Connection) -> PooledConn<'_> {
+        PooledConn {
+            pool: self,
+            conn: Some(Conn {
+                redis,
+                broken: false,
+            }),
+        }
+    }
+
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        let redis = self
+            .client
+            .get_connection_with_timeout(timeout.max(Duration::from_millis(1)))?;
+        redis.set_read_timeout(Some(self.read_timeout))?;
+        redis.set_write_timeout(Some(self.write_timeout))?;
+        Ok(redis)
     }
 
     /// Whether every connection of the pool is in use (a checkout timeout then means "busy",
     /// not "unreachable").
     pub(crate) fn exhausted(&self) -> bool {
-        let s = self.pool.state();
-        s.connections >= self.max_size && s.idle_connections == 0
+        let st = self.state.lock();
+        st.open >= self.max_size && st.idle.is_empty()
     }
 
     /// Runs `op` on a pooled connection. A connection that fails with anything but an error
@@ -201,12 +226,41 @@ pub(crate) fn worth_retrying(e: &redis::RedisError) -> bool {
     if e.is_timeout() {
         return false;
     }
-    // redis-rs keeps the io::Error behind an `Arc<dyn Error>`, out of reach of a downcast.
-    let interrupted = e.is_io_error() && e.to_string().contains("Interrupted system call");
-    e.is_connection_dropped() || interrupted
+    e.is_connection_dropped() || is_interrupted(e)
+}
+
+/// Whether the call failed with EINTR, recognised by the I/O error's kind (not its text, which
+/// depends on the C library and the locale).
+pub(crate) fn is_interrupted(e: &redis::RedisError) -> bool {
+    io_error(e).is_some_and(|io| io.kind() == io::ErrorKind::Interrupted)
+}
+
+/// The I/O error behind a redis-rs error. redis-rs keeps it as an `Arc<dyn Error>`, which is
+/// what its `source()` hands out.
+fn io_error(e: &redis::RedisError) -> Option<&io::Error> {
+    std::error::Error::source(e)?
+        .downcast_ref::<Arc<dyn std::error::Error + Send + Sync>>()?
+        .downcast_ref::<io::Error>()
 }
 
 /// Marks a connection broken so the pool drops it (used by waiters after a failed BLPOP).
-pub(crate) fn mark_broken(conn: &mut PooledConnection<Manager>) {
+pub(crate) fn mark_broken(conn: &mut PooledConn<'_>) {
     conn.broken = true;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interrupted_is_recognised_by_its_kind() {
+        let eintr = redis::RedisError::from(io::Error::from(io::ErrorKind::Interrupted));
+        assert!(is_interrupted(&eintr));
+        assert!(worth_retrying(&eintr));
+        // The text alone means nothing: another kind with the same words is not EINTR.
+        let other = redis::RedisError::from(io::Error::other("Interrupted system call"));
+        assert!(!is_interrupted(&other));
+        let timeout = redis::RedisError::from(io::Error::from(io::ErrorKind::WouldBlock));
+        assert!(!worth_retrying(&timeout));
+    }
 }

@@ -8,7 +8,13 @@ use std::fmt;
 
 use crate::error::Error;
 
-/// A lock owner's token: 32 lowercase hex digits (128 random bits).
+/// The shortest owner token accepted from a caller: shorter ones are too easy to guess.
+pub const MIN_OWNER_LEN: usize = 16;
+/// The longest owner token accepted from a caller.
+pub const MAX_OWNER_LEN: usize = 256;
+
+/// A lock owner's token: 32 lowercase hex digits (128 random bits), or an owner token given by
+/// the caller (see [`Token::from_owner`]).
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Token(String);
 
@@ -16,6 +22,21 @@ impl Token {
     /// A fresh 128-bit token (`pid`: the calling process, see [`random_hex`]).
     pub(crate) fn new(pid: u32) -> Result<Token, Error> {
         random_hex::<16>(pid).map(Token)
+    }
+
+    /// A token chosen by the caller: an owner token handed over from another handle or
+    /// process, or one the application picked (Laravel's `$owner`). 16 to 256 printable ASCII
+    /// characters, no spaces.
+    pub(crate) fn from_owner(owner: &str) -> Result<Token, Error> {
+        let printable = owner.bytes().all(|b| b.is_ascii_graphic());
+        if !(MIN_OWNER_LEN..=MAX_OWNER_LEN).contains(&owner.len()) || !printable {
+            return Err(Error::invalid_argument(format!(
+                "an owner token must be {MIN_OWNER_LEN} to {MAX_OWNER_LEN} printable ASCII \
+                 characters without spaces (got {} bytes)",
+                owner.len()
+            )));
+        }
+        Ok(Token(owner.to_owned()))
     }
 
     pub(crate) fn as_str(&self) -> &str {

@@ -12,12 +12,11 @@
 
 use std::time::{Duration, Instant};
 
-use r2d2::PooledConnection;
-
-use crate::client::{Backend, LockOptions};
+use crate::backend::Backend;
+use crate::client::LockOptions;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::pool::{Manager, mark_broken, worth_retrying};
+use crate::pool::{PooledConn, mark_broken, worth_retrying};
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
@@ -48,7 +47,7 @@ pub(crate) fn wait(
     let wid = random_hex::<8>(b.pid)?;
     let signal = keys.signal(&wid);
     let mut jitter = Jitter::new(&wid);
-    let mut conn: Option<PooledConnection<Manager>> = None;
+    let mut conn: Option<PooledConn<'_>> = None;
     let mut reconnects = 0;
     let result = loop {
         let now = Instant::now();

@@ -60,12 +60,10 @@ fn password_in_the_url_works_and_no_password_is_noauth() {
     assert_eq!(e.redis_code(), Some("NOAUTH"), "{e}");
 }
 
-/// FAILS (library bug): a wrong password is a reply from Redis (WRONGPASS), and
-/// `Error::from_redis` maps redis-rs' `AuthenticationFailed` to `ErrorKind::Redis`; but the
-/// connection is opened inside r2d2, whose checkout error carries only a string, and
-/// `ConnPool::get` (src/pool.rs) turns every checkout failure into `ErrorKind::Connection` with
-/// `is_timeout()`, after waiting out the whole checkout timeout. A caller cannot tell "wrong
-/// password" from "Redis unreachable", and retrying on Connection errors retries forever.
+/// A wrong password is a reply from Redis (WRONGPASS): it must be reported as a Redis error,
+/// at once, not as a connection timeout after the whole checkout timeout; otherwise a caller
+/// cannot tell "wrong password" from "Redis unreachable", and retrying on connection errors
+/// retries forever.
 #[test]
 fn wrong_password_is_a_redis_error_not_a_timeout() {
     let srv = RedisServer::start_with(&["--requirepass", PLANTED]);

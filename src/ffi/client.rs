@@ -60,8 +60,10 @@ pub extern "C" fn redislock_client_from_config(
 }
 
 /// Frees a client. Locks acquired through it stay usable (each keeps what it needs) and must
-/// still be freed. No other thread may use the client during or after this call. NULL is a
-/// no-op.
+/// still be freed. When the client and its last lock are freed, every thread the client started
+/// has ended and been joined, and its connections are closed (unless the client is persistent:
+/// see `redislock_config_set_persistent`). No other thread may use the client during or after
+/// this call. NULL is a no-op.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_client_free(client: *mut redislock_client) {
     ffi_panic_boundary! {

@@ -82,6 +82,24 @@ pub extern "C" fn redislock_config_set_max_waiters(
     }
 }
 
+/// Whether clients built from this config share one backend (connections and renewal threads)
+/// with every other persistent client of this process that has the same URL and connection
+/// settings (default false: each client has its own, and its threads end when the client and
+/// its last lock are freed). A persistent backend lives until the process exits, so a program
+/// that makes a client per request connects and starts threads only once. Lock defaults and
+/// the key prefix stay each client's own. At most 64 different settings per process; beyond
+/// that, building fails with LIMIT_REACHED on first use.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_config_set_persistent(
+    config: *mut redislock_config,
+    on: bool,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        update(try_mut!(config), |b| b.persistent(on));
+        REDISLOCK_OK
+    }
+}
+
 /// TCP connect timeout in milliseconds (default 2000; 1 ms to 30 days).
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_config_set_connect_timeout_ms(

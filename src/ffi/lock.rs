@@ -1,5 +1,6 @@
 //! `redislock_lock`: a held (or formerly held) lock.
 
+use std::ffi::c_char;
 use std::time::Duration;
 
 use super::client::redislock_client;
@@ -195,6 +196,109 @@ pub extern "C" fn redislock_lock_fencing_token(
         // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
         // `uint64_t` (calling conventions).
         unsafe { write_out(token_out, token) };
+        REDISLOCK_OK
+    }
+}
+
+/// Acquires the lock `name` like `redislock_lock_acquire`, but with the owner token given in
+/// `owner` (`owner_len` bytes: 16 to 256 printable ASCII characters, no spaces) instead of a
+/// fresh random one: for applications that name the owner themselves. The token is a bearer
+/// secret: make it as hard to guess as a password. `wait_ms` 0 makes one attempt, which fails
+/// with HELD when another owner holds the lock.
+/// On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+/// Errors: those of `redislock_lock_try_acquire` and `redislock_lock_acquire`, and
+/// INVALID_ARGUMENT for a malformed owner token.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_acquire_as(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    owner: *const u8,
+    owner_len: usize,
+    options: *const redislock_lock_options,
+    wait_ms: u64,
+    lock_out: *mut *mut redislock_lock,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        let owner = try_rust!(owner_str(try_bytes!(owner, owner_len)));
+        try_out!(lock_out);
+        let request = request(client, name, options).owner_token(owner);
+        let lock = try_rust!(if wait_ms == 0 {
+            request.try_acquire()
+        } else {
+            request.acquire(Duration::from_millis(wait_ms))
+        });
+        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
+        REDISLOCK_OK
+    }
+}
+
+/// A handle for the lock `name` held now with the owner token `owner` (`owner_len` bytes, from
+/// `redislock_lock_owner_token`, maybe in another process), to release or extend it: the lease
+/// is reset to the options' lease (one round trip), and the lock auto-renews if they say so.
+/// The handle has no fencing token. On success `*lock_out` is a new held lock to free with
+/// `redislock_lock_free`.
+/// Errors: NOT_HELD (the key does not hold that token), INVALID_ARGUMENT, NULL_PARAMETER,
+/// CONNECTION, REDIS_ERROR, LIMIT_REACHED.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_restore(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    owner: *const u8,
+    owner_len: usize,
+    options: *const redislock_lock_options,
+    lock_out: *mut *mut redislock_lock,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        let owner = try_rust!(owner_str(try_bytes!(owner, owner_len)));
+        try_out!(lock_out);
+        let lock = try_rust!(request(client, name, options).restore(owner));
+        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
+        REDISLOCK_OK
+    }
+}
+
+/// An owner token passed from C as bytes.
+fn owner_str(owner: &[u8]) -> Result<&str, Error> {
+    std::str::from_utf8(owner)
+        .map_err(|_| Error::invalid_argument("an owner token must be printable ASCII characters"))
+}
+
+/// Writes the lock's owner token (the random value its key holds while the lock is ours) into
+/// `buf`, with the buffer convention of `redislock_last_error_message`: at most `buf_len` bytes,
+/// NUL-terminated; returns the token's whole length (0 for NULL). The token is a bearer secret:
+/// whoever knows it can release the lock. Hand it only to the code that is to take the lock
+/// over (`redislock_lock_restore`), and never log it.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_owner_token(
+    lock: *const redislock_lock,
+    buf: *mut c_char,
+    buf_len: usize,
+) -> usize {
+    ffi_panic_boundary! {
+        let lock = try_ref!(lock);
+        last_error::write_text(lock.owner_token(), buf, buf_len)
+    }
+}
+
+/// Lets the lock outlive its handle: it is no longer renewed, and freeing the handle does not
+/// release it, so it ends with its lease unless someone with its owner token releases or
+/// extends it first. The handle must still be freed; release and extend then report NOT_HELD.
+/// Errors: NOT_HELD (released, lost or detached already), FORKED, NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_detach(lock: *mut redislock_lock) -> redislock_result {
+    ffi_panic_boundary! {
+        let lock = try_ref!(lock);
+        try_rust!(lock.state.detach());
         REDISLOCK_OK
     }
 }

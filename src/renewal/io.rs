@@ -2,12 +2,11 @@
 //! due in one pipeline and hands each its reply.
 
 use std::sync::Arc;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{IDLE_EXIT, Inner, STACK_SIZE};
+use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::error::Error;
 use crate::lock::LockState;
 use crate::scripts;
@@ -47,10 +46,7 @@ pub(super) fn extend_batched(
         q.requests.push(request.clone());
         if !q.running {
             let io_inner = inner.clone();
-            thread::Builder::new()
-                .name("redislock-renew-io".into())
-                .stack_size(STACK_SIZE)
-                .spawn(move || io_loop(io_inner))
+            spawn(inner, "redislock-renew-io", move || io_loop(io_inner))
                 .map_err(|e| Error::limit(format!("cannot start the renewal I/O thread: {e}")))?;
             q.running = true;
         }
@@ -72,12 +68,17 @@ pub(super) fn extend_batched(
     })
 }
 
-/// Sends queued EXTENDs in pipelines and hands out the replies. Ends after [`IDLE_EXIT`] idle.
+/// Sends queued EXTENDs in pipelines and hands out the replies. Ends after [`IDLE_EXIT`] idle,
+/// or at shutdown (when no lock is held any more).
 fn io_loop(inner: Arc<Inner>) {
     loop {
         let batch = {
             let mut q = inner.io.lock();
             while q.requests.is_empty() {
+                if stopping(&inner) {
+                    q.running = false;
+                    return;
+                }
                 if inner.io_wake.wait_for(&mut q, IDLE_EXIT).timed_out() && q.requests.is_empty() {
                     q.running = false;
                     return;

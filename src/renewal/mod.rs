@@ -15,6 +15,10 @@
 //! thread, which sends everything due in one pipeline and hands each thread its reply. Thousands
 //! of locks renewing in the same second then cost a few round trips, not thousands of pool
 //! checkouts by threads competing for two cores.
+//!
+//! Every thread started here is recorded, and when the client's last handle is gone (the
+//! client and every lock taken through it), [`Renewer::shutdown`] wakes them all, lets them end
+//! and joins them, within a bound: nothing of a freed client keeps running.
 
 mod io;
 mod timer;
@@ -22,8 +26,8 @@ mod worker;
 
 use std::cmp::Reverse;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::thread;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -71,6 +75,60 @@ struct Inner {
     timer_wake: Condvar,
     io: Mutex<IoQueue>,
     io_wake: Condvar,
+    /// Set when the client's last handle is gone: every thread ends.
+    shutdown: AtomicBool,
+    /// Every thread started, until joined.
+    handles: Mutex<Vec<JoinHandle<()>>>,
+    /// Threads started and not yet at their end.
+    live: Arc<Live>,
+}
+
+/// Counts the renewal machinery's running threads, so that shutdown can wait for them.
+#[derive(Default)]
+struct Live {
+    count: Mutex<usize>,
+    ended: Condvar,
+}
+
+/// Held by a running thread; its drop, the thread's last act, counts the thread out.
+struct LiveGuard(Arc<Live>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        *self.0.count.lock() -= 1;
+        self.0.ended.notify_all();
+    }
+}
+
+/// Whether the renewer is shutting down: every thread ends.
+fn stopping(inner: &Inner) -> bool {
+    inner.shutdown.load(Ordering::Acquire)
+}
+
+/// Starts a named renewal thread with a small stack, recorded so that shutdown can join it.
+fn spawn(inner: &Inner, name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    let mut handles = inner.handles.lock();
+    if stopping(inner) {
+        return Err(std::io::Error::other("the client is shutting down"));
+    }
+    // Threads that ended on their own (idle for IDLE_EXIT) are joined here, as new ones start.
+    let (ended, running): (Vec<_>, Vec<_>) = handles.drain(..).partition(|h| h.is_finished());
+    *handles = running;
+    for h in ended {
+        let _ = h.join();
+    }
+    *inner.live.count.lock() += 1;
+    let guard = LiveGuard(inner.live.clone());
+    // On failure the closure, and with it the guard, is dropped: the count is back.
+    let handle = thread::Builder::new()
+        .name(name.into())
+        .stack_size(STACK_SIZE)
+        .spawn(move || {
+            let _guard = guard;
+            f();
+        })?;
+    handles.push(handle);
+    Ok(())
 }
 
 /// A place among the `max_renewed_locks`, taken before acquiring so that a refusal costs no
@@ -106,7 +164,51 @@ impl Renewer {
                 timer_wake: Condvar::new(),
                 io: Mutex::new(IoQueue::default()),
                 io_wake: Condvar::new(),
+                shutdown: AtomicBool::new(false),
+                handles: Mutex::new(Vec::new()),
+                live: Arc::new(Live::default()),
             }),
+        }
+    }
+
+    /// Ends every thread of this renewer and joins it, waiting at most `bound` for threads still
+    /// busy (one may be in the middle of a renewal round trip). Called when the client's last
+    /// handle is gone, so no lock is held through it any more. A thread that outlives the bound
+    /// is left to end on its own; so is the calling thread, if it is one of ours.
+    pub(crate) fn shutdown(&self, bound: Duration) {
+        let inner = &self.inner;
+        inner.shutdown.store(true, Ordering::Release);
+        // Each wake-up is sent with the sleeper's mutex held, so none can be missed.
+        {
+            let mut t = inner.timer.lock();
+            t.pending.clear();
+            inner.timer_wake.notify_all();
+        }
+        {
+            let _q = inner.io.lock();
+            inner.io_wake.notify_all();
+        }
+        for worker in inner.idle.lock().iter() {
+            let _job = worker.job.lock();
+            worker.cv.notify_all();
+        }
+        let me = thread::current().id();
+        let mut handles = std::mem::take(&mut *inner.handles.lock());
+        let ours = usize::from(handles.iter().any(|h| h.thread().id() == me));
+        let deadline = Instant::now() + bound;
+        let mut live = inner.live.count.lock();
+        while *live > ours {
+            if inner.live.ended.wait_until(&mut live, deadline).timed_out() {
+                break;
+            }
+        }
+        let all_ended = *live <= ours;
+        drop(live);
+        handles.retain(|h| h.thread().id() != me);
+        for h in handles {
+            if all_ended || h.is_finished() {
+                let _ = h.join();
+            }
         }
     }
 
@@ -145,10 +247,7 @@ impl Renewer {
         t.pending.insert(id, Job { lock });
         if !t.running {
             let inner = self.inner.clone();
-            let started = thread::Builder::new()
-                .name("redislock-timer".into())
-                .stack_size(STACK_SIZE)
-                .spawn(move || timer_loop(inner));
+            let started = spawn(&self.inner, "redislock-timer", move || timer_loop(inner));
             if let Err(e) = started {
                 let job = t.pending.remove(&id);
                 drop(t);

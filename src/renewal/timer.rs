@@ -5,13 +5,12 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::worker::{Job, Worker, worker_loop};
-use super::{IDLE_EXIT, Inner, STACK_SIZE};
+use super::{IDLE_EXIT, Inner, spawn, stopping};
 
 /// How long after acquiring a lock gets its renewal thread (or at its first renewal, if that
 /// comes sooner): long enough that short critical sections never need one, short enough that
@@ -33,10 +32,14 @@ pub(super) struct Timer {
 }
 
 /// Hands every lock whose first renewal is due to a renewal thread of its own. Ends after
-/// [`IDLE_EXIT`] with no lock to watch.
+/// [`IDLE_EXIT`] with no lock to watch, or at shutdown.
 pub(super) fn timer_loop(inner: Arc<Inner>) {
     let mut t = inner.timer.lock();
     loop {
+        if stopping(&inner) {
+            t.running = false;
+            return;
+        }
         let now = Instant::now();
         let mut due = Vec::new();
         while let Some(&Reverse((at, id))) = t.due.peek() {
@@ -84,10 +87,7 @@ fn attach(inner: &Arc<Inner>, job: Job) {
         cv: Condvar::new(),
     });
     let weak = Arc::downgrade(inner);
-    let started = thread::Builder::new()
-        .name("redislock-renew".into())
-        .stack_size(STACK_SIZE)
-        .spawn(move || worker_loop(worker, weak));
+    let started = spawn(inner, "redislock-renew", move || worker_loop(worker, weak));
     match started {
         Ok(_) => {
             inner.threads.fetch_add(1, Ordering::AcqRel);

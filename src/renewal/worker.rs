@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::io::extend_batched;
-use super::{IDLE_EXIT, Inner};
+use super::{IDLE_EXIT, Inner, stopping};
 use crate::lock::{LockState, Phase, drift};
 
 /// A renewal thread's mailbox.
@@ -20,8 +20,8 @@ pub(super) struct Job {
     pub(super) lock: Arc<LockState>,
 }
 
-/// Runs jobs until parked for [`IDLE_EXIT`] with nothing to do. Holds the renewer only weakly,
-/// so a dropped client lets its parked threads end.
+/// Runs jobs until parked for [`IDLE_EXIT`] with nothing to do, or until shutdown. Holds the
+/// renewer only weakly, so it never keeps the client's renewal state alive by itself.
 pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
     loop {
         let job = me.job.lock().take();
@@ -31,11 +31,18 @@ pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
         let Some(inner) = renewer.upgrade() else {
             return;
         };
+        if stopping(&inner) {
+            inner.threads.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
         inner.idle.lock().push(me.clone());
         let mut slot = me.job.lock();
         let deadline = Instant::now() + IDLE_EXIT;
         while slot.is_none() {
-            if me.cv.wait_until(&mut slot, deadline).timed_out() && slot.is_none() {
+            // The flag is read with the mailbox locked, and shutdown notifies with it locked:
+            // a shutdown cannot slip in between this check and the wait.
+            let ended = stopping(&inner) || me.cv.wait_until(&mut slot, deadline).timed_out();
+            if ended && slot.is_none() {
                 let mut idle = inner.idle.lock();
                 if let Some(pos) = idle.iter().position(|w| Arc::ptr_eq(w, &me)) {
                     idle.swap_remove(pos);
