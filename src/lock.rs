@@ -162,11 +162,31 @@ impl LockState {
     /// still held as far as this handle knows (and still renewed), so the call can be repeated.
     pub(crate) fn release(&self) -> Result<(), Error> {
         self.check_process()?;
-        let phase = self.status.lock().phase;
-        if phase != Phase::Held {
-            return Err(self.not_held(phase));
+        {
+            let mut st = self.status.lock();
+            if st.phase != Phase::Held {
+                let phase = st.phase;
+                drop(st);
+                return Err(self.not_held(phase));
+            }
+            // The place among the renewed locks is given back before the release is sent: the
+            // waiter it hands the lock to may claim one the moment it wakes.
+            st.slot = None;
         }
-        let released = release_key(&self.backend.main, &self.keys, &self.token)?;
+        let released = match release_key(&self.backend.main, &self.keys, &self.token) {
+            Ok(released) => released,
+            Err(e) => {
+                // Still ours as far as we know, and still renewed: take a place again if one is
+                // free (the bound may be exceeded by this one lock until it is released).
+                if self.auto_renew {
+                    let mut st = self.status.lock();
+                    if st.phase == Phase::Held && st.slot.is_none() {
+                        st.slot = self.backend.renewer.reserve().ok();
+                    }
+                }
+                return Err(e);
+            }
+        };
         {
             let mut st = self.status.lock();
             if st.phase != Phase::Held {

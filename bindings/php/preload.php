@@ -62,6 +62,7 @@ $classes = [
     Redislock\Library::class,
     Redislock\Client::class,
     Redislock\Lock::class,
+    Redislock\RequestEnd::class,
 ];
 foreach (glob(__DIR__ . '/src/Exception/*.php') ?: [] as $file) {
     $classes[] = 'Redislock\\Exception\\' . basename($file, '.php');

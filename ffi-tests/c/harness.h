@@ -112,7 +112,10 @@ const char *h_code_name(redislock_result code);
     X(server_down)                                                                             \
     X(threads_oversell)                                                                        \
     X(forked_processes_oversell)                                                               \
-    X(lock_inherited_across_fork)
+    X(lock_inherited_across_fork)                                                              \
+    X(private_client_threads_end_with_it)                                                      \
+    X(persistent_clients_share_a_backend)                                                      \
+    X(owner_tokens)
 
 #define H_DECLARE(name) void test_##name(void);
 H_TESTS(H_DECLARE)

@@ -100,6 +100,11 @@ impl Drop for LiveGuard {
     }
 }
 
+thread_local! {
+    /// Whether this thread is one of the renewal machinery's.
+    static ON_RENEWAL_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Whether the renewer is shutting down: every thread ends.
 fn stopping(inner: &Inner) -> bool {
     inner.shutdown.load(Ordering::Acquire)
@@ -125,6 +130,7 @@ fn spawn(inner: &Inner, name: &str, f: impl FnOnce() + Send + 'static) -> std::i
         .stack_size(STACK_SIZE)
         .spawn(move || {
             let _guard = guard;
+            ON_RENEWAL_THREAD.with(|on| on.set(true));
             f();
         })?;
     handles.push(handle);
@@ -192,9 +198,13 @@ impl Renewer {
             let _job = worker.job.lock();
             worker.cv.notify_all();
         }
-        let me = thread::current().id();
+        // Only a thread of ours asks for its own id: `thread::current()` on a thread the library
+        // did not start (a C program's main thread) would allocate a handle that is never freed.
+        let me = ON_RENEWAL_THREAD
+            .with(|on| on.get())
+            .then(|| thread::current().id());
         let mut handles = std::mem::take(&mut *inner.handles.lock());
-        let ours = usize::from(handles.iter().any(|h| h.thread().id() == me));
+        let ours = usize::from(handles.iter().any(|h| Some(h.thread().id()) == me));
         let deadline = Instant::now() + bound;
         let mut live = inner.live.count.lock();
         while *live > ours {
@@ -204,7 +214,7 @@ impl Renewer {
         }
         let all_ended = *live <= ours;
         drop(live);
-        handles.retain(|h| h.thread().id() != me);
+        handles.retain(|h| Some(h.thread().id()) != me);
         for h in handles {
             if all_ended || h.is_finished() {
                 let _ = h.join();

@@ -26,8 +26,12 @@ use Redislock\Exception\LockException;
  * });
  * ```
  *
- * Under PHP-FPM, make the client in the request (or lazily in a worker), never in the
- * `opcache.preload` script: the preloading master process forks the workers.
+ * Clients are persistent by default, like phpredis' `pconnect`: every client made in a process
+ * with the same URL and connection options shares one set of connections and renewal threads,
+ * which outlives the request. Under PHP-FPM, make the client in the request as often as you
+ * like: only the worker's first request connects. (`['persistent' => false]` makes a private
+ * client whose connections and threads end when it is freed.) A lock still held when the
+ * request ends is released then, whatever ended it (see {@see Lock}).
  */
 final class Client
 {
@@ -49,6 +53,7 @@ final class Client
         'recheck_interval_ms' => ['redislock_config_set_recheck_interval_ms', 'u64'],
         'recheck_jitter' => ['redislock_config_set_recheck_jitter', 'float'],
         'max_renewed_locks' => ['redislock_config_set_max_renewed_locks', 'u64'],
+        'persistent' => ['redislock_config_set_persistent', 'bool'],
     ];
 
     private const U32_MAX = 4294967295;
@@ -75,25 +80,33 @@ final class Client
     /** `redislock_lock_options*`: its address, as passed to the C calls. */
     private ?CData $optionsAddr = null;
 
+    /**
+     * Clients made in this request, so that the end of the request frees those whose destructor
+     * will not run (after a fatal error).
+     *
+     * @var \WeakMap<Client, true>|null
+     */
+    private static ?\WeakMap $ofRequest = null;
+
     private function __construct(FFI $ffi, CData $handle)
     {
         $this->ffi = $ffi;
         $this->handle = $handle;
         $this->lockOut = $ffi->new('redislock_lock*[1]');
+        self::$ofRequest ??= new \WeakMap();
+        self::$ofRequest[$this] = true;
+        RequestEnd::watch();
     }
 
     /**
-     * A client with the library's defaults for `redis://[user:password@]host:port/db`.
+     * A persistent client with the library's defaults for
+     * `redis://[user:password@]host:port/db`: the same as `fromOptions($url)`.
      *
      * @throws InvalidArgumentException for an invalid URL
      */
     public static function fromUrl(string $url): self
     {
-        $ffi = Library::ffi();
-        $out = $ffi->new('redislock_client*');
-        Library::check($ffi->redislock_client_new(Library::cString($url, 'URL'), FFI::addr($out)));
-
-        return new self($ffi, $out);
+        return self::fromOptions($url);
     }
 
     /**
@@ -114,7 +127,12 @@ final class Client
      * | recheck_interval_ms | int    | 1000            |
      * | recheck_jitter      | float  | 0.2             |
      * | max_renewed_locks   | int    | 4096            |
+     * | persistent          | bool   | true            |
      *
+     * `persistent` (unlike in C and Rust, on by default here): share the connections and renewal
+     * threads of every persistent client of this process with the same URL and connection
+     * options; they outlive the request, so a client made in every request connects only once.
+     * Lock defaults (`lease_ms`, `auto_renew`, `fencing`) and `key_prefix` stay this client's.
      * ```php
      * $client = Redislock\Client::fromOptions('redis://127.0.0.1:6379/0', [
      *     'key_prefix' => 'shop:',
@@ -140,6 +158,7 @@ final class Client
             }
             self::checkOption((string) $key, self::OPTIONS[$key][1], $value);
         }
+        $options += ['persistent' => true];
         $ffi = Library::ffi();
         $config = $ffi->new('redislock_config*');
         Library::check($ffi->redislock_config_new(Library::cString($url, 'URL'), FFI::addr($config)));
@@ -200,6 +219,8 @@ final class Client
      * @param int|null  $leaseMs   lease in milliseconds
      * @param bool|null $autoRenew whether a renewal thread keeps the lock alive (lease >= 100 ms)
      * @param bool|null $fencing   whether the grant gets a fencing token
+     * @param string|null $owner   the owner token to acquire with (16 to 256 printable ASCII
+     *                             characters, a bearer secret) instead of a random one
      *
      * @throws LockException
      */
@@ -207,8 +228,12 @@ final class Client
         string $name,
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
-        ?bool $fencing = null
+        ?bool $fencing = null,
+        ?string $owner = null
     ): Lock {
+        if ($owner !== null) {
+            return $this->acquireAs($name, $owner, 0, $leaseMs, $autoRenew, $fencing);
+        }
         // The hot path stays inline: no options struct when the defaults apply (NULL), the name
         // passed as a PHP string (`const char *` + length), the out cell reused.
         $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
@@ -244,10 +269,23 @@ final class Client
         int $waitMs,
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
-        ?bool $fencing = null
+        ?bool $fencing = null,
+        ?string $owner = null
     ): Lock {
         if ($waitMs < 0) {
             Library::unsigned($waitMs, 'wait bound (ms)');
+        }
+        if ($owner !== null) {
+            if ($waitMs === 0) {
+                // One attempt that fails with WaitTimeoutException, as without an owner.
+                try {
+                    return $this->acquireAs($name, $owner, 0, $leaseMs, $autoRenew, $fencing);
+                } catch (Exception\LockHeldException $e) {
+                    throw new Exception\WaitTimeoutException($e->getMessage(), Result::WAIT_TIMEOUT, $e);
+                }
+            }
+
+            return $this->acquireAs($name, $owner, $waitMs, $leaseMs, $autoRenew, $fencing);
         }
         // As tryAcquire(): NULL options for the defaults, the name as is, the out cell reused.
         $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
@@ -269,6 +307,59 @@ final class Client
         }
 
         return new Lock($this, $this->ffi, $handle, $name);
+    }
+
+    /**
+     * A handle for the lock `$name` that is held now with `$ownerToken` (from
+     * {@see Lock::ownerToken()} or {@see Lock::detach()}, maybe in another process or an earlier
+     * request), to release or extend it: its lease is reset to `$leaseMs` (default: the
+     * client's), and it auto-renews only if `$autoRenew` says so (default false: a restored lock
+     * usually just gets released). It has no fencing token.
+     *
+     * @throws Exception\NotHeldException when the key does not hold that token (released,
+     *                                    expired or taken over)
+     * @throws LockException
+     */
+    public function restore(string $name, string $ownerToken, ?int $leaseMs = null, bool $autoRenew = false): Lock
+    {
+        $out = $this->ffi->new('redislock_lock*');
+        Library::check($this->ffi->redislock_lock_restore(
+            $this->handle(),
+            $name,
+            strlen($name),
+            $ownerToken,
+            strlen($ownerToken),
+            $this->lockOptions($leaseMs, $autoRenew, false),
+            FFI::addr($out)
+        ));
+
+        return new Lock($this, $this->ffi, $out, $name);
+    }
+
+    /** An acquire with a given owner token: one attempt when `$waitMs` is 0. */
+    private function acquireAs(
+        string $name,
+        string $owner,
+        int $waitMs,
+        ?int $leaseMs,
+        ?bool $autoRenew,
+        ?bool $fencing
+    ): Lock {
+        $out = $this->ffi->new('redislock_lock*');
+        Library::check($this->ffi->redislock_lock_acquire_as(
+            $this->handle(),
+            $name,
+            strlen($name),
+            $owner,
+            strlen($owner),
+            $leaseMs === null && $autoRenew === null && $fencing === null
+                ? null
+                : $this->lockOptions($leaseMs, $autoRenew, $fencing),
+            $waitMs,
+            FFI::addr($out)
+        ));
+
+        return new Lock($this, $this->ffi, $out, $name);
     }
 
     /**
@@ -379,6 +470,22 @@ final class Client
             $this->ffi->redislock_client_free($this->handle);
             $this->handle = null;
         }
+    }
+
+    /**
+     * At the end of a request that a fatal error ended (no destructor runs then): frees the
+     * clients made in it, so that a private client's threads end too.
+     *
+     * @internal called by {@see RequestEnd}
+     */
+    public static function endOfRequest(bool $fatal): void
+    {
+        if ($fatal && self::$ofRequest !== null) {
+            foreach (self::$ofRequest as $client => $_) {
+                $client->__destruct();
+            }
+        }
+        self::$ofRequest = null;
     }
 
     /** A copy would free the same C handle twice: share the one instance instead. */

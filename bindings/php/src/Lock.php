@@ -22,6 +22,12 @@ use Redislock\Result;
  * $lock->release(); // NotHeldException if the lease ran out or the lock was lost meanwhile
  * ```
  *
+ * A lock still held when the request ends is released then, however the request ends: by its
+ * destructor normally, and by the package's shutdown function after a fatal error or
+ * `max_execution_time` (when PHP runs no destructor). A lock that must outlive the request (one
+ * handed to a queued job, say) is {@see Lock::detach() detached}: it is then left to its lease,
+ * and whoever has its owner token can {@see Client::restore() restore} and release it.
+ *
  * After `pcntl_fork()` the child's copy of a lock is not the child's: `release()` and `extend()`
  * throw {@see Exception\ForkedException}, `isHeld()` is false, and destroying it in the child
  * leaves the parent's lock alone.
@@ -35,6 +41,17 @@ final class Lock
     private ?CData $handle;
     private string $name;
     private bool $releaseCalled = false;
+    /** Released by the end of the request: a later release() has nothing left to do. */
+    private bool $releasedAtRequestEnd = false;
+    /** Detached: the request's end leaves it alone. */
+    private bool $detached = false;
+
+    /**
+     * The locks taken in this request, so that the request's end can release those still held.
+     *
+     * @var \WeakMap<Lock, true>|null
+     */
+    private static ?\WeakMap $ofRequest = null;
 
     /** @internal made by {@see Client} */
     public function __construct(Client $client, FFI $ffi, CData $handle, string $name)
@@ -43,6 +60,8 @@ final class Lock
         $this->ffi = $ffi;
         $this->handle = $handle;
         $this->name = $name;
+        self::$ofRequest ??= new \WeakMap();
+        self::$ofRequest[$this] = true;
     }
 
     /** The lock's name, without the client's key prefix. */
@@ -62,11 +81,50 @@ final class Lock
      */
     public function release(): void
     {
-        $this->releaseCalled = true;
+        if ($this->releasedAtRequestEnd) {
+            return;
+        }
         $code = $this->ffi->redislock_lock_release($this->handle ?? $this->freed());
         if ($code !== 0) {
+            // A connection error or timeout leaves the lock held as far as the handle knows:
+            // release() may be called again.
+            if ($code !== Result::CONNECTION) {
+                $this->releaseCalled = true;
+            }
             Library::check($code);
         }
+        $this->releaseCalled = true;
+    }
+
+    /**
+     * Lets the lock outlive this object and this request: it is no longer renewed and is not
+     * released when the object is destroyed or the request ends, so it ends with its lease
+     * unless someone with its owner token releases or extends it first. Returns that token,
+     * for example for a queued job to {@see Client::restore()} and release the lock.
+     *
+     * @throws Exception\NotHeldException when the lock was released, lost or detached already
+     * @throws LockException
+     */
+    public function detach(): string
+    {
+        $token = $this->ownerToken();
+        Library::check($this->ffi->redislock_lock_detach($this->handle()));
+        $this->detached = true;
+
+        return $token;
+    }
+
+    /**
+     * The lock's owner token: the random value its key holds while the lock is ours. A bearer
+     * secret (whoever has it can release the lock): hand it only to the code that takes the
+     * lock over, never log it.
+     */
+    public function ownerToken(): string
+    {
+        $buf = $this->ffi->new('char[257]');
+        $len = (int) $this->ffi->redislock_lock_owner_token($this->handle(), $buf, 257);
+
+        return FFI::string($buf, min($len, 256));
     }
 
     /**
@@ -135,6 +193,32 @@ final class Lock
     private function freed(): never
     {
         throw new Exception\InternalException('the lock was freed');
+    }
+
+    /**
+     * At the end of the request: releases every lock of it that is still held and not
+     * detached; after a fatal error also frees their handles (no destructor runs then).
+     *
+     * @internal called by {@see RequestEnd}
+     */
+    public static function endOfRequest(bool $fatal): void
+    {
+        if (self::$ofRequest === null) {
+            return;
+        }
+        foreach (self::$ofRequest as $lock => $_) {
+            if (!isset($lock->handle) || $lock->detached) {
+                continue;
+            }
+            if ($lock->ffi->redislock_lock_is_held($lock->handle)) {
+                $lock->ffi->redislock_lock_release($lock->handle);
+                $lock->releasedAtRequestEnd = true;
+            }
+            if ($fatal) {
+                $lock->__destruct();
+            }
+        }
+        self::$ofRequest = null;
     }
 
     /** Frees the handle, which releases the lock if still held (not in a forked child). */

@@ -1,0 +1,144 @@
+/* What a client leaves running: threads end with the last handle of a private client; a
+ * persistent client made per "request" shares one backend; owner tokens (detach, restore, a
+ * given owner). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+/* Threads of this process named redislock-timer / redislock-renew*: the library's. */
+static int library_threads(void) {
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    if (d == NULL) return -1;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], name[64] = "";
+        FILE *f;
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        f = fopen(path, "r");
+        if (f == NULL) continue;
+        if (fgets(name, sizeof name, f) != NULL &&
+            (strncmp(name, "redislock-timer", 15) == 0 || strncmp(name, "redislock-renew", 15) == 0))
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static redislock_client *client_with(bool persistent, uint64_t lease_ms) {
+    redislock_config *cfg = NULL;
+    redislock_client *c = NULL;
+    CHECK_RC(redislock_config_new(h_url(), &cfg), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_persistent(cfg, persistent), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_lease_ms(cfg, lease_ms), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_OK);
+    redislock_config_free(cfg);
+    return c;
+}
+
+void test_private_client_threads_end_with_it(void) {
+    char name[128];
+    redislock_client *c;
+    redislock_lock *l = NULL;
+    int before = library_threads(), during;
+    h_name(name, sizeof name, "private");
+    c = client_with(false, 300);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    h_sleep_ms(250); /* past its first renewal: a renewal thread has it */
+    during = library_threads();
+    CHECK(during > before);
+    redislock_client_free(c); /* the lock keeps the backend running */
+    CHECK(redislock_lock_is_held(l));
+    CHECK_RC(redislock_lock_release(l), REDISLOCK_OK);
+    redislock_lock_free(l);
+    /* Ended and joined when the last handle went. */
+    CHECK(library_threads() <= before);
+}
+
+void test_persistent_clients_share_a_backend(void) {
+    /* A persistent backend lives until the process exits: run it in a child, whose threads
+     * the leak check of valgrind must not count against the parent. */
+    int failures = h_failures();
+    int pid = h_fork();
+    if (pid == 0) {
+        char name[128];
+        int i, most = 0;
+        h_name(name, sizeof name, "persistent");
+        for (i = 0; i < 200; i++) {
+            redislock_client *c = client_with(true, 300);
+            redislock_lock *l = NULL;
+            int n;
+            CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+            if (i % 50 == 0) h_sleep_ms(150);
+            CHECK_RC(redislock_lock_release(l), REDISLOCK_OK);
+            redislock_lock_free(l);
+            redislock_client_free(c);
+            n = library_threads();
+            if (n > most) most = n;
+        }
+        CHECK(most <= 3);
+        h_child_exit(failures);
+    }
+    h_wait_child(pid);
+}
+
+void test_owner_tokens(void) {
+    char name[128], token[300], again[300];
+    redislock_client *c = h_client();
+    redislock_lock *l = NULL, *r = NULL, *o = NULL;
+    redislock_lock_options fixed = {2000, false, false};
+    size_t n;
+    h_name(name, sizeof name, "owner");
+    if (c == NULL) return;
+
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    n = redislock_lock_owner_token(l, token, sizeof token);
+    CHECK(n == 32 && strlen(token) == 32);
+    CHECK(redislock_lock_owner_token(l, NULL, 0) == 32);
+    CHECK(redislock_lock_owner_token(NULL, token, sizeof token) == 0);
+    /* Detached: freeing the handle leaves the lock to its lease. */
+    CHECK_RC(redislock_lock_detach(l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_detach(l), REDISLOCK_NOT_HELD);
+    CHECK_RC(redislock_lock_release(l), REDISLOCK_NOT_HELD);
+    redislock_lock_owner_token(l, again, sizeof again);
+    redislock_lock_free(l);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_HELD);
+
+    /* Restored by its token (another "process" would do the same) and released. */
+    CHECK_RC(redislock_lock_restore(c, NAME(name), (const uint8_t *)again, strlen(again), &fixed, &r),
+             REDISLOCK_OK);
+    CHECK(redislock_lock_is_held(r));
+    CHECK_RC(redislock_lock_release(r), REDISLOCK_OK);
+    redislock_lock_free(r);
+    r = NULL;
+    CHECK_RC(redislock_lock_restore(c, NAME(name), (const uint8_t *)again, strlen(again), &fixed, &r),
+             REDISLOCK_NOT_HELD);
+    CHECK(r == NULL);
+    CHECK(strstr(h_last_error(), again) == NULL);
+
+    /* A given owner token. */
+    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("order-42-0123456789"), NULL, 0, &o),
+             REDISLOCK_OK);
+    redislock_lock_owner_token(o, token, sizeof token);
+    CHECK(strcmp(token, "order-42-0123456789") == 0);
+    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("someone-else-0123456789"), NULL, 0, &l),
+             REDISLOCK_HELD);
+    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("someone-else-0123456789"), NULL, 50, &l),
+             REDISLOCK_WAIT_TIMEOUT);
+    CHECK_RC(redislock_lock_release(o), REDISLOCK_OK);
+    redislock_lock_free(o);
+    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("short"), NULL, 0, &l),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NULL, 5, NULL, 0, &l), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_lock_restore(c, NAME(name), NULL, 5, NULL, &l), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_lock_detach(NULL), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_config_set_persistent(NULL, true), REDISLOCK_NULL_PARAMETER);
+    redislock_client_free(c);
+}
