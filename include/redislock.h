@@ -213,6 +213,29 @@ redislock_result redislock_client_default_lock_options(const redislock_client *c
                                                        redislock_lock_options *options_out);
 
 /**
+ * Releases the lock `name` whoever holds it (or hands it to the oldest waiter): an operator's
+ * last resort for a holder that is gone. `*released_out` tells whether a holder was there.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (name), CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_force_release(const redislock_client *client,
+                                         const uint8_t *name,
+                                         size_t name_len,
+                                         bool *released_out);
+
+/**
+ * Writes to `*owned_out` whether the lock `name` is held now with the owner token `owner`
+ * (`owner_len` bytes); one round trip. The token is compared inside the library: no caller
+ * learns another holder's token.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (name), CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_is_owned_by(const redislock_client *client,
+                                       const uint8_t *name,
+                                       size_t name_len,
+                                       const uint8_t *owner,
+                                       size_t owner_len,
+                                       bool *owned_out);
+
+/**
  * Starts a configuration for the Redis server at `url`,
  * `redis://[user:password@]host:port/db` (also `rediss://` and `unix://`), with every setting
  * at its default. The URL is checked, with all settings, by `redislock_client_from_config`.

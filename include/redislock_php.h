@@ -45,6 +45,18 @@ void redislock_client_free(redislock_client *client);
 redislock_result redislock_client_default_lock_options(const redislock_client *client,
                                                        redislock_lock_options *options_out);
 
+redislock_result redislock_force_release(const redislock_client *client,
+                                         const char *name,
+                                         size_t name_len,
+                                         bool *released_out);
+
+redislock_result redislock_is_owned_by(const redislock_client *client,
+                                       const char *name,
+                                       size_t name_len,
+                                       const char *owner,
+                                       size_t owner_len,
+                                       bool *owned_out);
+
 redislock_result redislock_config_new(const char *url, redislock_config **config_out);
 
 void redislock_config_free(redislock_config *config);

@@ -134,6 +134,40 @@ impl Client {
         }
     }
 
+    /// Releases the lock `name` whoever holds it (or hands it to the oldest waiter), as an
+    /// operator's last resort for a holder that is gone. Returns whether a holder was there.
+    /// The holder is not told; its next release or extend reports [`Error::is_not_held`].
+    pub fn force_release(&self, name: impl AsRef<[u8]>) -> Result<bool, Error> {
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        // The release script acts only for the token it is given: read the holder's, then
+        // release it. A new holder in between keeps its lock (and we report it as released by
+        // its own holder, which it soon will be).
+        for _ in 0..3 {
+            let holder: Option<String> = b
+                .main
+                .run(None, |c, _| redis::cmd("GET").arg(&keys.lock).query(c))?;
+            let Some(holder) = holder else {
+                return Ok(false);
+            };
+            if release_key(&b.main, &keys, &Token::from_held(holder))? {
+                return Ok(true);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the lock `name` is held now with `owner_token` (one round trip). The token is
+    /// compared here, not returned: no caller learns another holder's token.
+    pub fn is_owned_by(&self, name: impl AsRef<[u8]>, owner_token: &str) -> Result<bool, Error> {
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        let holder: Option<Vec<u8>> = b
+            .main
+            .run(None, |c, _| redis::cmd("GET").arg(&keys.lock).query(c))?;
+        Ok(holder.is_some_and(|h| crate::token::same(&h, owner_token.as_bytes())))
+    }
+
     /// The lease locks get unless a request sets its own.
     pub fn default_lease(&self) -> Duration {
         self.shared.cfg.lease

@@ -39,6 +39,11 @@ impl Token {
         Ok(Token(owner.to_owned()))
     }
 
+    /// The token a key holds now (read by [`Client::force_release`](crate::Client)).
+    pub(crate) fn from_held(value: String) -> Token {
+        Token(value)
+    }
+
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
@@ -48,6 +53,11 @@ impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Token({}…)", &self.0[..4])
     }
+}
+
+/// Compares two tokens in time independent of where they differ.
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Bytes fetched from the OS generator ahead of use, so that a token costs no system call most

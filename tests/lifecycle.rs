@@ -228,7 +228,20 @@ fn an_owner_token_can_be_given() {
             .unwrap_err()
             .is_held()
     );
+    assert!(client.is_owned_by(&name, owner).unwrap());
+    assert!(
+        !client
+            .is_owned_by(&name, "someone-else-0123456789")
+            .unwrap()
+    );
     lock.release().unwrap();
+    assert!(!client.is_owned_by(&name, owner).unwrap());
+    // force_release frees a lock whoever holds it; the holder learns it on release.
+    let held = client.try_acquire(&name).unwrap();
+    assert!(client.force_release(&name).unwrap());
+    assert!(!exists(&mut con, &name));
+    assert!(!client.force_release(&name).unwrap());
+    assert!(held.release().unwrap_err().is_not_held());
     for bad in [
         "short",
         "has a space in it 0123",

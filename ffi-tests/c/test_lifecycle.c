@@ -132,7 +132,21 @@ void test_owner_tokens(void) {
              REDISLOCK_HELD);
     CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("someone-else-0123456789"), NULL, 50, &l),
              REDISLOCK_WAIT_TIMEOUT);
-    CHECK_RC(redislock_lock_release(o), REDISLOCK_OK);
+    {
+        bool owned = false, released = false;
+        CHECK_RC(redislock_is_owned_by(c, NAME(name), NAME("order-42-0123456789"), &owned), REDISLOCK_OK);
+        CHECK(owned);
+        CHECK_RC(redislock_is_owned_by(c, NAME(name), NAME("someone-else-0123456789"), &owned),
+                 REDISLOCK_OK);
+        CHECK(!owned);
+        CHECK_RC(redislock_force_release(c, NAME(name), &released), REDISLOCK_OK);
+        CHECK(released);
+        CHECK_RC(redislock_force_release(c, NAME(name), &released), REDISLOCK_OK);
+        CHECK(!released);
+        CHECK_RC(redislock_lock_release(o), REDISLOCK_NOT_HELD);
+        CHECK_RC(redislock_force_release(NULL, NAME(name), &released), REDISLOCK_NULL_PARAMETER);
+        CHECK_RC(redislock_is_owned_by(c, NAME(name), NULL, 3, &owned), REDISLOCK_NULL_PARAMETER);
+    }
     redislock_lock_free(o);
     CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("short"), NULL, 0, &l),
              REDISLOCK_INVALID_ARGUMENT);

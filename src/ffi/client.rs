@@ -96,3 +96,52 @@ pub extern "C" fn redislock_client_default_lock_options(
         REDISLOCK_OK
     }
 }
+
+/// Releases the lock `name` whoever holds it (or hands it to the oldest waiter): an operator's
+/// last resort for a holder that is gone. `*released_out` tells whether a holder was there.
+/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (name), CONNECTION, REDIS_ERROR.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_force_release(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    released_out: *mut bool,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        try_out!(released_out);
+        let released = try_rust!(client.force_release(name));
+        // SAFETY: `released_out` is not NULL (checked above) and points to writable memory for
+        // a `bool` (calling conventions).
+        unsafe { write_out(released_out, released) };
+        REDISLOCK_OK
+    }
+}
+
+/// Writes to `*owned_out` whether the lock `name` is held now with the owner token `owner`
+/// (`owner_len` bytes); one round trip. The token is compared inside the library: no caller
+/// learns another holder's token.
+/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (name), CONNECTION, REDIS_ERROR.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_is_owned_by(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    owner: *const u8,
+    owner_len: usize,
+    owned_out: *mut bool,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        let owner = try_bytes!(owner, owner_len);
+        try_out!(owned_out);
+        let owner = String::from_utf8_lossy(owner);
+        let owned = try_rust!(client.is_owned_by(name, &owner));
+        // SAFETY: `owned_out` is not NULL (checked above) and points to writable memory for a
+        // `bool` (calling conventions).
+        unsafe { write_out(owned_out, owned) };
+        REDISLOCK_OK
+    }
+}
