@@ -128,6 +128,48 @@ typedef uint32_t redislock_result;
 #endif // __cplusplus
 
 /**
+ * How important a log record is. Lost locks, late or failing renewals: WARN; reconnects:
+ * INFO; handoffs and failed connects: DEBUG. No record holds a lock token or a password.
+ */
+enum redislock_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * No records (as a `max_level`).
+   */
+  REDISLOCK_LOG_OFF = 0,
+  /**
+   * Failures of the library itself (a panicking callback).
+   */
+  REDISLOCK_LOG_ERROR = 1,
+  /**
+   * Lost locks, late or failing renewals.
+   */
+  REDISLOCK_LOG_WARN = 2,
+  /**
+   * Reconnects.
+   */
+  REDISLOCK_LOG_INFO = 3,
+  /**
+   * Handoffs to waiters, failed connects.
+   */
+  REDISLOCK_LOG_DEBUG = 4,
+  /**
+   * Everything.
+   */
+  REDISLOCK_LOG_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum redislock_log_level redislock_log_level;
+#else
+typedef uint32_t redislock_log_level;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A Redis lock client: a pool of connections to one server and the renewal threads of its
  * locks. Thread-safe: create one per process (and server) and share it between all threads.
  * It connects lazily, so creating it never touches the network. After fork() a child can keep
@@ -168,6 +210,25 @@ typedef struct {
    */
   bool fencing;
 } redislock_lock_options;
+
+/**
+ * A lost-lock callback: `user_data` as given to `redislock_lock_on_lost`, the lock's name
+ * (`name_len` bytes, without the key prefix) and why it was lost (NUL-terminated); both valid
+ * only during the call.
+ */
+typedef void (*redislock_lost_callback)(void *user_data,
+                                        const uint8_t *name,
+                                        size_t name_len,
+                                        const char *reason);
+
+/**
+ * A log callback: `user_data` as given to `redislock_set_log_callback`, the record's level,
+ * and its text (NUL-terminated, valid only during the call). Called on whichever thread logs,
+ * often a library thread: it must not block for long and must not call back into the library.
+ */
+typedef void (*redislock_log_callback)(void *user_data,
+                                       redislock_log_level level,
+                                       const char *message);
 
 #ifdef __cplusplus
 extern "C" {
@@ -471,11 +532,36 @@ size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t 
 redislock_result redislock_lock_detach(redislock_lock *lock);
 
 /**
+ * Has `callback` called once if the lock is found lost: renewal found its key gone or taken
+ * over, or could not reach Redis before the lease ran out (also when an extend or release finds
+ * it gone; never for a release or detach). It runs on the thread that found the loss — usually
+ * a library thread — so it must not block, and must not release, extend or free this lock
+ * (it may set a flag, write to a pipe, signal a condition variable). When the lock is lost
+ * already, it runs at once on this thread. NULL removes a callback set before.
+ * Errors: NULL_PARAMETER (`lock`).
+ */
+redislock_result redislock_lock_on_lost(const redislock_lock *lock,
+                                        redislock_lost_callback callback,
+                                        void *user_data);
+
+/**
  * Frees the handle, releasing the lock first if it is still held (one round trip; errors are
  * ignored: call `redislock_lock_release` first to learn them). In a child process after fork()
  * it only frees the handle: the parent's lock is left alone. NULL is a no-op.
  */
 void redislock_lock_free(redislock_lock *lock);
+
+/**
+ * Sends the library's log records up to `max_level` to `callback` (NULL, or
+ * REDISLOCK_LOG_OFF, turns logging off again; a later call replaces the callback). `user_data`
+ * is passed back to every call, from any thread, until replaced. Records never hold a lock
+ * token or a password.
+ * Errors: INTERNAL when the process has another logger of the Rust `log` facade installed
+ * (only possible in a Rust program that also uses this C API).
+ */
+redislock_result redislock_set_log_callback(redislock_log_callback callback,
+                                            void *user_data,
+                                            redislock_log_level max_level);
 
 /**
  * Writes the static text of `code` into `buf` ("unknown result code" for a number that is no

@@ -21,6 +21,17 @@ enum redislock_result
 };
 typedef uint32_t redislock_result;
 
+enum redislock_log_level
+ {
+  REDISLOCK_LOG_OFF = 0,
+  REDISLOCK_LOG_ERROR = 1,
+  REDISLOCK_LOG_WARN = 2,
+  REDISLOCK_LOG_INFO = 3,
+  REDISLOCK_LOG_DEBUG = 4,
+  REDISLOCK_LOG_TRACE = 5,
+};
+typedef uint32_t redislock_log_level;
+
 typedef struct redislock_client redislock_client;
 
 typedef struct redislock_config redislock_config;
@@ -32,6 +43,15 @@ typedef struct {
   bool auto_renew;
   bool fencing;
 } redislock_lock_options;
+
+typedef void (*redislock_lost_callback)(void *user_data,
+                                        const char *name,
+                                        size_t name_len,
+                                        const char *reason);
+
+typedef void (*redislock_log_callback)(void *user_data,
+                                       redislock_log_level level,
+                                       const char *message);
 
 const char *redislock_version(void);
 
@@ -137,6 +157,14 @@ size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t 
 
 redislock_result redislock_lock_detach(redislock_lock *lock);
 
+redislock_result redislock_lock_on_lost(const redislock_lock *lock,
+                                        redislock_lost_callback callback,
+                                        void *user_data);
+
 void redislock_lock_free(redislock_lock *lock);
+
+redislock_result redislock_set_log_callback(redislock_log_callback callback,
+                                            void *user_data,
+                                            redislock_log_level max_level);
 
 size_t redislock_result_message(redislock_result code, char *buf, size_t buf_len);

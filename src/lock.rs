@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::backend::{Backend, Owner};
 use crate::config::check_lease;
@@ -57,7 +57,12 @@ pub(crate) struct LockState {
     pub status: Mutex<Status>,
     /// Wakes the renewal thread when the lock is released or extended.
     pub wake: Condvar,
+    /// Called once when the lock is found lost ([`Lock::on_lost`]).
+    pub on_lost: Mutex<Option<LostCallback>>,
 }
+
+/// What [`Lock::on_lost`] calls.
+pub(crate) type LostCallback = Box<dyn FnOnce(&Error) + Send>;
 
 /// Runs the release script: frees the lock (or hands it to the oldest waiter) if the key holds
 /// `token`. Returns whether it did.
@@ -135,6 +140,7 @@ impl LockState {
                 slot,
             }),
             wake: Condvar::new(),
+            on_lost: Mutex::new(None),
         }
     }
 
@@ -203,7 +209,7 @@ impl LockState {
                 st.phase = Phase::Released;
                 st.slot = None;
             } else {
-                self.mark_lost(&mut st, GONE);
+                self.mark_lost(st, GONE);
             }
         }
         self.stop_renewal();
@@ -232,11 +238,28 @@ impl LockState {
         Ok(())
     }
 
-    /// Marks the lock lost unless it was released meanwhile.
-    pub(crate) fn mark_lost(&self, st: &mut Status, why: &'static str) {
-        if st.phase == Phase::Held {
-            st.phase = Phase::Lost(why);
-            st.slot = None;
+    /// Marks the lock lost unless it was released meanwhile; then, with the status unlocked,
+    /// logs it and calls the holder's [`Lock::on_lost`] callback on this thread.
+    pub(crate) fn mark_lost(&self, mut st: MutexGuard<'_, Status>, why: &'static str) {
+        if st.phase != Phase::Held {
+            return;
+        }
+        st.phase = Phase::Lost(why);
+        st.slot = None;
+        drop(st);
+        log::warn!("lock {} lost: {why}", self.keys.shown());
+        let callback = self.on_lost.lock().take();
+        if let Some(callback) = callback {
+            let error = Error::not_held(&self.keys.shown(), why);
+            // A panicking callback must not take the renewal thread down with it.
+            let called =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| callback(&error)));
+            if called.is_err() {
+                log::error!(
+                    "the on_lost callback of lock {} panicked",
+                    self.keys.shown()
+                );
+            }
         }
     }
 
@@ -352,7 +375,7 @@ impl Lock {
             }
             Ok(())
         } else {
-            s.mark_lost(&mut st, GONE);
+            s.mark_lost(st, GONE);
             Err(Error::not_held(&s.keys.shown(), GONE))
         }
     }
@@ -371,6 +394,40 @@ impl Lock {
             let _ = self.state.detach();
         }
         result
+    }
+
+    /// Calls `f` once if the lock is found lost: renewal found its key gone or held by another
+    /// owner, or could not reach Redis before the lease ran out (also when an extend or release
+    /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
+    /// thread that found it, usually a renewal thread: it must not block, and must not release
+    /// or extend this lock. A release or detach never calls it. When the lock is lost already,
+    /// `f` runs at once on this thread. A second call replaces the first callback.
+    ///
+    /// ```no_run
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.acquire("payments:batch", Duration::from_secs(5))?;
+    /// let (lost_tx, lost_rx) = mpsc::channel();
+    /// lock.on_lost(move |e| {
+    ///     let _ = lost_tx.send(e.to_string());
+    /// });
+    /// // ... between steps of the work: stop at once if the lock was lost
+    /// if let Ok(why) = lost_rx.try_recv() {
+    ///     eprintln!("stopping: {why}");
+    /// }
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
+        let s = &self.state;
+        let st = s.status.lock();
+        if let Phase::Lost(why) = st.phase {
+            drop(st);
+            f(&Error::not_held(&s.keys.shown(), why));
+            return;
+        }
+        // Stored with the status locked: a loss found after this sees the callback.
+        *s.on_lost.lock() = Some(Box::new(f));
     }
 
     /// The lock's owner token: the random value its Redis key holds while the lock is ours.

@@ -135,6 +135,7 @@ impl ConnPool {
                 return match self.connect(self.connect_timeout.min(left)) {
                     Ok(redis) => Ok(self.pooled(redis)),
                     Err(e) => {
+                        log::debug!("connecting to {} failed: {e}", self.server);
                         self.state.lock().open -= 1;
                         self.returned.notify_one();
                         Err(Error::from_redis(&self.server, &e))
@@ -208,6 +209,7 @@ impl ConnPool {
                         conn.broken = true;
                     }
                     if attempt <= self.max_size && worth_retrying(&e) {
+                        log::info!("retrying on another connection to {}: {e}", self.server);
                         attempt += 1;
                         continue;
                     }

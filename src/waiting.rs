@@ -75,7 +75,10 @@ pub(crate) fn wait(
             left,
             &mut jitter,
         ) {
-            Ok(Some(grant)) => return Ok(Some(grant)),
+            Ok(Some(grant)) => {
+                log::debug!("lock {} granted to a waiter", keys.shown());
+                return Ok(Some(grant));
+            }
             Ok(None) => {}
             Err(e) => {
                 mark_broken(c);
@@ -88,6 +91,11 @@ pub(crate) fn wait(
                 // Signals may come often and end nothing; dropped connections are counted.
                 if worth_retrying(&e) && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
                 {
+                    log::info!(
+                        "waiter for lock {} reconnects to {}: {e}",
+                        keys.shown(),
+                        b.wait.server()
+                    );
                     reconnects += u32::from(e.is_connection_dropped());
                     continue;
                 }

@@ -175,3 +175,34 @@ fn waiter_blocked_during_restart_does_not_hang() {
         }
     });
 }
+
+#[test]
+fn on_lost_is_called_once_with_the_reason() {
+    let srv = RedisServer::start();
+    let name = unique_name("lost-callback");
+    let c = renewing_client(&srv);
+    let l = c.try_acquire(&name).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx2 = tx.clone();
+    l.on_lost(move |e| tx.send((e.kind(), e.to_string())).unwrap());
+    let mut con = srv.conn();
+    let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    let (kind, text) = rx.recv_timeout(DETECT).expect("on_lost was not called");
+    assert_eq!(kind, ErrorKind::NotHeld);
+    assert!(text.contains(&name) && text.contains("gone"), "{text}");
+    assert!(!text.contains(l.owner_token()), "token in {text}");
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "called twice"
+    );
+    assert!(l.is_lost());
+    // Set on a lock that is lost already: called at once, on this thread.
+    l.on_lost(move |e| tx2.send((e.kind(), e.to_string())).unwrap());
+    assert!(rx.try_recv().is_ok());
+    // A release or a detach never calls it.
+    let held = c.try_acquire(&name).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    held.on_lost(move |_| tx.send(()).unwrap());
+    held.release().unwrap();
+    assert!(rx.recv_timeout(Duration::from_millis(300)).is_err());
+}

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,5 +155,83 @@ void test_owner_tokens(void) {
     CHECK_RC(redislock_lock_restore(c, NAME(name), NULL, 5, NULL, &l), REDISLOCK_NULL_PARAMETER);
     CHECK_RC(redislock_lock_detach(NULL), REDISLOCK_NULL_PARAMETER);
     CHECK_RC(redislock_config_set_persistent(NULL, true), REDISLOCK_NULL_PARAMETER);
+    redislock_client_free(c);
+}
+
+/* What the callbacks below saw. */
+struct seen {
+    pthread_mutex_t mu;
+    int calls;
+    char name[128];
+    char text[512];
+};
+
+static void on_lost(void *user_data, const uint8_t *name, size_t name_len, const char *reason) {
+    struct seen *s = user_data;
+    pthread_mutex_lock(&s->mu);
+    s->calls++;
+    snprintf(s->name, sizeof s->name, "%.*s", (int)name_len, (const char *)name);
+    snprintf(s->text, sizeof s->text, "%s", reason);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void on_log(void *user_data, redislock_log_level level, const char *message) {
+    struct seen *s = user_data;
+    pthread_mutex_lock(&s->mu);
+    if (level == REDISLOCK_LOG_WARN && strstr(message, "lost") != NULL) {
+        s->calls++;
+        snprintf(s->text, sizeof s->text, "%s", message);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int calls(struct seen *s) {
+    int n;
+    pthread_mutex_lock(&s->mu);
+    n = s->calls;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void test_lost_lock_callback_and_log(void) {
+    static struct seen lost = {PTHREAD_MUTEX_INITIALIZER, 0, "", ""};
+    static struct seen logged = {PTHREAD_MUTEX_INITIALIZER, 0, "", ""};
+    char name[128], token[64];
+    const char *del[2];
+    resp_conn rc;
+    resp_reply r;
+    redislock_client *c = client_with(false, 300);
+    redislock_lock *l = NULL;
+    long long deadline;
+    h_name(name, sizeof name, "lost-callback");
+    CHECK_RC(redislock_set_log_callback(on_log, &logged, REDISLOCK_LOG_WARN), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_on_lost(l, on_lost, &lost), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_on_lost(NULL, on_lost, &lost), REDISLOCK_NULL_PARAMETER);
+    redislock_lock_owner_token(l, token, sizeof token);
+    if (h_resp(&rc) == 0) {
+        del[0] = "DEL";
+        del[1] = name;
+        CHECK(resp_command_str(&rc, &r, 2, del) == 0);
+        resp_close(&rc);
+    }
+    /* Renewal (every 100 ms) finds the key gone and calls back on its thread. */
+    deadline = h_now_ms() + 3000;
+    while (calls(&lost) == 0 && h_now_ms() < deadline) h_sleep_ms(10);
+    CHECK(calls(&lost) == 1);
+    CHECK(strcmp(lost.name, name) == 0);
+    CHECK(strstr(lost.text, "gone") != NULL);
+    CHECK(strstr(lost.text, token) == NULL);
+    CHECK(!redislock_lock_is_held(l));
+    CHECK_RC(redislock_lock_release(l), REDISLOCK_NOT_HELD);
+    CHECK(calls(&lost) == 1); /* once */
+    /* Set on a lock lost already: called at once. */
+    CHECK_RC(redislock_lock_on_lost(l, on_lost, &lost), REDISLOCK_OK);
+    CHECK(calls(&lost) == 2);
+    CHECK(calls(&logged) >= 1);
+    CHECK(strstr(logged.text, name) != NULL);
+    CHECK(strstr(logged.text, token) == NULL);
+    CHECK_RC(redislock_set_log_callback(NULL, NULL, REDISLOCK_LOG_OFF), REDISLOCK_OK);
+    redislock_lock_free(l);
     redislock_client_free(c);
 }

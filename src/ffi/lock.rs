@@ -1,6 +1,6 @@
 //! `redislock_lock`: a held (or formerly held) lock.
 
-use std::ffi::c_char;
+use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
 use super::client::redislock_client;
@@ -299,6 +299,64 @@ pub extern "C" fn redislock_lock_detach(lock: *mut redislock_lock) -> redislock_
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
         try_rust!(lock.state.detach());
+        REDISLOCK_OK
+    }
+}
+
+/// A lost-lock callback: `user_data` as given to `redislock_lock_on_lost`, the lock's name
+/// (`name_len` bytes, without the key prefix) and why it was lost (NUL-terminated); both valid
+/// only during the call.
+pub type redislock_lost_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        name: *const u8,
+        name_len: usize,
+        reason: *const c_char,
+    ),
+>;
+
+/// A C callback and its user data, moved to the thread that finds the lock lost.
+struct LostCall {
+    callback: unsafe extern "C" fn(*mut c_void, *const u8, usize, *const c_char),
+    user_data: *mut c_void,
+    name: Vec<u8>,
+}
+
+// SAFETY: the user data is only handed back to the C callback, on the thread that finds the
+// lock lost; the caller of redislock_lock_on_lost promises that this is allowed.
+unsafe impl Send for LostCall {}
+
+/// Has `callback` called once if the lock is found lost: renewal found its key gone or taken
+/// over, or could not reach Redis before the lease ran out (also when an extend or release finds
+/// it gone; never for a release or detach). It runs on the thread that found the loss — usually
+/// a library thread — so it must not block, and must not release, extend or free this lock
+/// (it may set a flag, write to a pipe, signal a condition variable). When the lock is lost
+/// already, it runs at once on this thread. NULL removes a callback set before.
+/// Errors: NULL_PARAMETER (`lock`).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_on_lost(
+    lock: *const redislock_lock,
+    callback: redislock_lost_callback,
+    user_data: *mut c_void,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let lock = try_ref!(lock);
+        match callback {
+            None => *lock.state.on_lost.lock() = None,
+            Some(callback) => {
+                let call = LostCall { callback, user_data, name: lock.name().to_vec() };
+                lock.on_lost(move |e| {
+                    let call = call;
+                    let reason = std::ffi::CString::new(e.message().replace('\0', " "))
+                        .unwrap_or_default();
+                    // SAFETY: the callback and user data come from the C caller, who promised
+                    // they may be called on another thread; the name and reason outlive the call.
+                    unsafe {
+                        (call.callback)(call.user_data, call.name.as_ptr(), call.name.len(), reason.as_ptr())
+                    };
+                });
+            }
+        }
         REDISLOCK_OK
     }
 }

@@ -29,6 +29,7 @@ pub mod client;
 pub mod config;
 pub mod last_error;
 pub mod lock;
+pub mod log;
 pub mod result;
 
 pub use client::redislock_client;

@@ -94,10 +94,7 @@ fn attach(inner: &Arc<Inner>, job: Job) {
         }
         Err(_) => {
             // No thread, no renewal: say so rather than let the lease run out unnoticed.
-            lock.mark_lost(
-                &mut lock.status.lock(),
-                "no renewal thread could be started",
-            );
+            lock.mark_lost(lock.status.lock(), "no renewal thread could be started");
             inner.lost.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -74,10 +74,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             }
             let now = Instant::now();
             if now >= st.valid_until {
-                lock.mark_lost(
-                    &mut st,
-                    "its lease ran out before renewal could reach Redis",
-                );
+                lock.mark_lost(st, "its lease ran out before renewal could reach Redis");
                 count(|i| &i.lost);
                 return;
             }
@@ -91,8 +88,15 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
         drop(st);
 
         let sent = Instant::now();
-        if sent.saturating_duration_since(due) > lease / 6 {
+        let late = sent.saturating_duration_since(due);
+        if late > lease / 6 {
             count(|i| &i.late);
+            log::warn!(
+                "renewal of lock {} sent {} ms late (lease {} ms)",
+                lock.keys.shown(),
+                late.as_millis(),
+                lease.as_millis()
+            );
         }
         let ms = lease.as_millis() as u64;
         let left = valid_until.saturating_duration_since(sent);
@@ -112,17 +116,19 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
                 count(|i| &i.renewals);
             }
             Ok(_) => {
-                lock.mark_lost(
-                    &mut st,
-                    "renewal found the key gone or held by another owner",
-                );
+                lock.mark_lost(st, "renewal found the key gone or held by another owner");
                 count(|i| &i.lost);
                 return;
             }
-            Err(_) => {
+            Err(e) => {
                 // Unreachable or an error reply: try again soon, until the lease runs out.
                 let retry =
                     (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(200));
+                log::warn!(
+                    "renewal of lock {} failed, retrying in {} ms: {e}",
+                    lock.keys.shown(),
+                    retry.as_millis()
+                );
                 st.next_renewal = Instant::now() + retry;
             }
         }

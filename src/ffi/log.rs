@@ -1,0 +1,131 @@
+//! `redislock_set_log_callback`: the library's log records (the `log` facade) handed to a C
+//! function.
+
+use std::ffi::{CString, c_char, c_void};
+use std::sync::{OnceLock, RwLock};
+
+use super::result::redislock_result::{self, REDISLOCK_INTERNAL, REDISLOCK_OK};
+
+/// How important a log record is. Lost locks, late or failing renewals: WARN; reconnects:
+/// INFO; handoffs and failed connects: DEBUG. No record holds a lock token or a password.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum redislock_log_level {
+    /// No records (as a `max_level`).
+    REDISLOCK_LOG_OFF = 0,
+    /// Failures of the library itself (a panicking callback).
+    REDISLOCK_LOG_ERROR = 1,
+    /// Lost locks, late or failing renewals.
+    REDISLOCK_LOG_WARN = 2,
+    /// Reconnects.
+    REDISLOCK_LOG_INFO = 3,
+    /// Handoffs to waiters, failed connects.
+    REDISLOCK_LOG_DEBUG = 4,
+    /// Everything.
+    REDISLOCK_LOG_TRACE = 5,
+}
+
+/// A log callback: `user_data` as given to `redislock_set_log_callback`, the record's level,
+/// and its text (NUL-terminated, valid only during the call). Called on whichever thread logs,
+/// often a library thread: it must not block for long and must not call back into the library.
+pub type redislock_log_callback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        level: redislock_log_level,
+        message: *const c_char,
+    ),
+>;
+
+struct Sink {
+    callback: unsafe extern "C" fn(*mut c_void, redislock_log_level, *const c_char),
+    user_data: *mut c_void,
+    max: redislock_log_level,
+}
+
+// SAFETY: the user data pointer is only handed back to the C callback, on any thread; the
+// caller of redislock_set_log_callback promises that this is allowed (documented there).
+unsafe impl Send for Sink {}
+// SAFETY: as above; the sink itself is never changed in place.
+unsafe impl Sync for Sink {}
+
+static SINK: RwLock<Option<Sink>> = RwLock::new(None);
+/// Whether the library's logger got installed (the `log` facade takes one per process).
+static INSTALLED: OnceLock<bool> = OnceLock::new();
+
+struct CLogger;
+
+fn level_of(level: log::Level) -> redislock_log_level {
+    use redislock_log_level::*;
+    match level {
+        log::Level::Error => REDISLOCK_LOG_ERROR,
+        log::Level::Warn => REDISLOCK_LOG_WARN,
+        log::Level::Info => REDISLOCK_LOG_INFO,
+        log::Level::Debug => REDISLOCK_LOG_DEBUG,
+        log::Level::Trace => REDISLOCK_LOG_TRACE,
+    }
+}
+
+impl log::Log for CLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.target().starts_with("redislock")
+            && SINK
+                .read()
+                .ok()
+                .and_then(|s| s.as_ref().map(|s| level_of(metadata.level()) <= s.max))
+                .unwrap_or(false)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let Ok(sink) = SINK.read() else { return };
+        let Some(sink) = sink.as_ref() else { return };
+        let text = record.args().to_string().replace('\0', " ");
+        let Ok(text) = CString::new(text) else { return };
+        // SAFETY: the callback and its user data were given by the C caller, who promised they
+        // can be called from any thread until replaced; the text lives during the call.
+        unsafe { (sink.callback)(sink.user_data, level_of(record.level()), text.as_ptr()) };
+    }
+
+    fn flush(&self) {}
+}
+
+/// Sends the library's log records up to `max_level` to `callback` (NULL, or
+/// REDISLOCK_LOG_OFF, turns logging off again; a later call replaces the callback). `user_data`
+/// is passed back to every call, from any thread, until replaced. Records never hold a lock
+/// token or a password.
+/// Errors: INTERNAL when the process has another logger of the Rust `log` facade installed
+/// (only possible in a Rust program that also uses this C API).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_set_log_callback(
+    callback: redislock_log_callback,
+    user_data: *mut c_void,
+    max_level: redislock_log_level,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let installed = *INSTALLED.get_or_init(|| {
+            static LOGGER: CLogger = CLogger;
+            let ok = log::set_logger(&LOGGER).is_ok();
+            if ok {
+                log::set_max_level(log::LevelFilter::Trace);
+            }
+            ok
+        });
+        if !installed {
+            return super::last_error::fail(&crate::Error::internal(
+                "another logger of the Rust log facade is installed in this process",
+            ));
+        }
+        let sink = callback
+            .filter(|_| max_level != redislock_log_level::REDISLOCK_LOG_OFF)
+            .map(|callback| Sink { callback, user_data, max: max_level });
+        match SINK.write() {
+            Ok(mut slot) => {
+                *slot = sink;
+                REDISLOCK_OK
+            }
+            Err(_) => REDISLOCK_INTERNAL,
+        }
+    }
+}
