@@ -21,7 +21,7 @@
 #
 # test: for each lock variant (Redislock\Client; Symfony LockFactory on RedislockStore; Symfony's
 #   own RedisStore; phpredis pconnect + SET NX PX + compare-and-delete), the stock is seeded with
-#   --stock units and --requests requests are sent; then, once every worker is idle, one line
+#   --stock units and --requests requests are sent (--peer-requests to the last two); then, once every worker is idle, one line
 #     run variant=V requests=.. non2xx=.. sold=.. stock=.. negative=.. keys_left=..
 #         threads_max=.. threads_after=.. workers=.. pids_seen=.. rps=.. p50_us=.. p99_us=..
 #   (sold = units sold by the app's count, stock = what is left, keys_left = keys in Redis other
@@ -47,6 +47,8 @@
 #   --variants LIST       comma-separated, from client, symfony-redislock, symfony-redis,
 #                         phpredis, nolock (default: all, in that order for test; bench
 #                         nolock,phpredis,client,symfony-redislock,symfony-redis)
+#   --peer-requests N     test: requests to the comparison endpoints symfony-redis and phpredis
+#                         (default 2000; Symfony's RedisStore polls every 100 ms when held)
 #   --nolock-requests N   test: requests to the no-lock endpoint (default 2000)
 #   --rounds R            bench: runs per endpoint (default 3)
 #   --cap SECONDS         longest wrk run (default 120)
@@ -72,6 +74,7 @@ WORKERS=8
 STOCK=
 VARIANTS=
 NOLOCK_REQUESTS=2000
+PEER_REQUESTS=2000
 ROUNDS=3
 CAP=120
 OUT=
@@ -84,6 +87,7 @@ while [ $# -gt 0 ]; do
     --stock) STOCK=$2; shift ;;
     --variants) VARIANTS=$2; shift ;;
     --nolock-requests) NOLOCK_REQUESTS=$2; shift ;;
+    --peer-requests) PEER_REQUESTS=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --cap) CAP=$2; shift ;;
     --out) OUT=$2; shift ;;
@@ -432,13 +436,16 @@ if [ "$MODE" = test ]; then
   sampler_start session 100
   SESSION_SAMPLER=$SAMPLER_PID
   for v in "${VARIANT_LIST[@]}"; do
-    if [ "$v" = nolock ]; then
-      log "nolock: $NOLOCK_REQUESTS requests at concurrency $CONCURRENCY, stock $((NOLOCK_REQUESTS / 2))"
-      run nolock "$NOLOCK_REQUESTS" $((NOLOCK_REQUESTS / 2)) "test-nolock"
-    else
-      log "$v: $REQUESTS requests at concurrency $CONCURRENCY, stock $STOCK"
-      run "$v" "$REQUESTS" "$STOCK" "test-$v"
-    fi
+    case "$v" in
+      nolock) n=$NOLOCK_REQUESTS ;;
+      symfony-redis|phpredis) n=$PEER_REQUESTS ;;
+      *) n=$REQUESTS ;;
+    esac
+    # The stock runs out before the requests do: the last ones race at zero.
+    if [ "$n" = "$REQUESTS" ]; then stock=$STOCK; else stock=$((n * 3 / 4)); fi
+    [ "$v" = nolock ] && stock=$((n / 2))
+    log "$v: $n requests at concurrency $CONCURRENCY, stock $stock"
+    run "$v" "$n" "$stock" "test-$v"
   done
 
   log "die.php: requests that end while holding the stock's lock"
