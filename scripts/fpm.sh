@@ -58,7 +58,8 @@
 # scripts/setup.sh installs them on Debian.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export PATH="$HOME/.cargo/bin:$PATH"
+# php-fpm8.2 and nginx live in /usr/sbin, which a plain user's PATH may lack.
+export PATH="$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin"
 
 MODE=${1:-}
 case "$MODE" in

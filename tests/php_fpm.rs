@@ -24,14 +24,16 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// On PATH, or in /usr/sbin (php-fpm8.2 and nginx, which a plain user's PATH may lack).
 fn on_path(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    Path::new("/usr/sbin").join(tool).is_file()
+        || Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
 }
 
 fn env_number(name: &str, default: u64) -> u64 {
