@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 
 use crate::backend::{Backend, Owner};
+use crate::cancel::Cancel;
 use crate::config::{ClientBuilder, Config, MAX_WAIT, check_lease, mask_url};
 use crate::error::Error;
 use crate::keys::LockKeys;
@@ -126,6 +127,7 @@ impl Client {
             client: self,
             name: name.as_ref(),
             owner: None,
+            cancel: None,
             opts: LockOptions {
                 lease: cfg.lease,
                 auto_renew: cfg.auto_renew,
@@ -236,6 +238,7 @@ impl Client {
         &self,
         name: &[u8],
         owner: Option<&str>,
+        cancel: Option<&Cancel>,
         opts: &LockOptions,
         wait: Option<Duration>,
     ) -> Result<Lock, Error> {
@@ -247,6 +250,9 @@ impl Client {
             ));
         }
         let keys = LockKeys::new(&self.shared.cfg.key_prefix, name)?;
+        if cancel.is_some_and(Cancel::is_cancelled) {
+            return Err(Error::cancelled(&keys.shown()));
+        }
         let b = self.backend()?;
         // A place among the renewed locks is taken before the first attempt, so that a refusal
         // costs no round trip; a waiter gives it back while it waits.
@@ -268,7 +274,8 @@ impl Client {
             None => match wait {
                 Some(w) if !w.is_zero() => {
                     drop(slot.take());
-                    let grant = waiting::wait(&b, &keys, &token, opts, started + w)?;
+                    let grant =
+                        waiting::wait(b.backend(), &keys, &token, opts, started + w, cancel)?;
                     if grant.is_some() {
                         slot = match reserve() {
                             Ok(slot) => slot,
@@ -414,6 +421,7 @@ pub struct LockRequest<'a> {
     client: &'a Client,
     name: &'a [u8],
     owner: Option<&'a str>,
+    cancel: Option<&'a Cancel>,
     opts: LockOptions,
 }
 
@@ -444,12 +452,18 @@ impl<'a> LockRequest<'a> {
     /// One attempt: fails with [`Error::is_held`] at once if another owner holds the lock.
     pub fn try_acquire(self) -> Result<Lock, Error> {
         self.client
-            .acquire_with(self.name, self.owner, &self.opts, None)
+            .acquire_with(self.name, self.owner, self.cancel, &self.opts, None)
     }
     /// Waits up to `wait` for the lock (fails with [`Error::is_wait_timeout`]).
     pub fn acquire(self, wait: Duration) -> Result<Lock, Error> {
         self.client
-            .acquire_with(self.name, self.owner, &self.opts, Some(wait))
+            .acquire_with(self.name, self.owner, self.cancel, &self.opts, Some(wait))
+    }
+    /// Lets `cancel` end this acquire's wait from another thread: the acquire then fails with
+    /// [`Error::is_cancelled`], leaving no queue entry and no lock behind (see [`Cancel`]).
+    pub fn cancel_on(mut self, cancel: &'a Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
     }
     /// A handle for the lock held now with `owner_token` (from [`Lock::owner_token`] or
     /// [`Lock::detach`], maybe in another process), to release or extend it: the lease is reset

@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod cancel;
 mod client;
 mod config;
 mod error;
@@ -43,6 +44,7 @@ mod token;
 mod waiting;
 
 pub use backend::MAX_PERSISTENT_BACKENDS;
+pub use cancel::Cancel;
 pub use client::{Client, LockRequest};
 pub use config::{ClientBuilder, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use error::{Error, ErrorKind};

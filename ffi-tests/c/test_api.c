@@ -14,6 +14,7 @@ static const redislock_result all_codes[] = {
     REDISLOCK_NOT_HELD,     REDISLOCK_INVALID_ARGUMENT, REDISLOCK_CONNECTION,
     REDISLOCK_REDIS_ERROR,  REDISLOCK_FORKED,        REDISLOCK_LIMIT_REACHED,
     REDISLOCK_INTERNAL,     REDISLOCK_NULL_PARAMETER, REDISLOCK_PANIC,
+    REDISLOCK_CANCELLED,
 };
 
 /* The value of a key as text ("" and 0 if it does not exist); returns 1 if it exists. */
