@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Error;
+use crate::topology::SentinelSpec;
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -37,6 +38,8 @@ pub(crate) struct Config {
     pub tls_ca_pem: Option<Vec<u8>>,
     /// Whether the client shares the process's backend for its server and connection settings.
     pub persistent: bool,
+    /// For a `redis-sentinel://` URL: the sentinels and the master's name.
+    pub sentinel: Option<SentinelSpec>,
 }
 
 impl Config {
@@ -126,6 +129,7 @@ impl ClientBuilder {
                 max_renewed_locks: 4096,
                 tls_ca_pem: None,
                 persistent: false,
+                sentinel: None,
             },
         }
     }
@@ -237,8 +241,24 @@ impl ClientBuilder {
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
         let mut cfg = self.cfg;
-        let info = parse_url(&cfg.url)?;
-        cfg.server = format!("{}/{}", info.addr(), info.redis_settings().db());
+        let (info, sentinel) = parse_url(&cfg.url)?;
+        let db = info.redis_settings().db();
+        cfg.server = match &sentinel {
+            None => format!("{}/{db}", info.addr()),
+            Some(spec) => {
+                let hosts: Vec<String> = spec
+                    .sentinels
+                    .iter()
+                    .map(|(h, p)| format!("{h}:{p}"))
+                    .collect();
+                format!(
+                    "master {:?} of sentinels {}/{db}",
+                    spec.master_name,
+                    hosts.join(",")
+                )
+            }
+        };
+        cfg.sentinel = sentinel;
         let positive = |what: &str, d: Duration| {
             if d.is_zero() || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
@@ -336,21 +356,88 @@ pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error
     Ok(())
 }
 
-/// Parses a `redis://` (or `rediss://`, `unix://`) URL; the error never repeats the URL.
-pub(crate) fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
+/// Parses a `redis://` (or `rediss://`, `unix://`) URL, or a Sentinel URL
+/// `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
+/// for TLS to the data nodes); the error never repeats the URL's secrets. For a Sentinel URL
+/// the connection info is the data nodes' (credentials, database, TLS) at the first sentinel's
+/// address, which is replaced by the master's when connecting.
+pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Option<SentinelSpec>), Error> {
     use redis::IntoConnectionInfo;
-    let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
-        .iter()
-        .any(|s| url.starts_with(s));
-    if !scheme_ok {
-        return Err(Error::invalid_argument(
-            "Redis URL must look like redis://[user:password@]host:port/db",
-        ));
+    let usage = "Redis URL must look like redis://[user:password@]host:port/db or \
+                 redis-sentinel://[user:password@]host:port,host:port[/db]#master";
+    let (url, sentinel) = match sentinel_url(url) {
+        Some(parsed) => {
+            let (plain, spec) = parsed?;
+            (plain, Some(spec))
+        }
+        None => {
+            let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+                .iter()
+                .any(|s| url.starts_with(s));
+            if !scheme_ok {
+                return Err(Error::invalid_argument(usage));
+            }
+            (url.to_owned(), None)
+        }
+    };
+    let info = url.as_str().into_connection_info().map_err(|e| {
+        let detail = scrub(&e.to_string(), &url);
+        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(&url)))
+    })?;
+    Ok((info, sentinel))
+}
+
+/// For a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes (at
+/// the first sentinel's address) and the Sentinel part. `None` for other URLs.
+fn sentinel_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-sentinel://") {
+        ("rediss", rest)
+    } else {
+        return None;
+    };
+    let bad = |what: &str| {
+        Some(Err(Error::invalid_argument(format!(
+            "invalid Sentinel URL {}: {what}",
+            mask_url(url)
+        ))))
+    };
+    let Some((rest, master_name)) = rest.rsplit_once('#') else {
+        return bad("the master's name is missing (…#mymaster)");
+    };
+    if master_name.is_empty() {
+        return bad("the master's name is empty");
     }
-    url.into_connection_info().map_err(|e| {
-        let detail = scrub(&e.to_string(), url);
-        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(url)))
-    })
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',') {
+        let (h, p) = match host.rsplit_once(':') {
+            Some((h, p)) => match p.parse::<u16>() {
+                Ok(p) if p > 0 => (h, p),
+                _ => return bad("a sentinel's port is not a number from 1 to 65535"),
+            },
+            None => (host, 26379),
+        };
+        if h.is_empty() {
+            return bad("a sentinel's host is empty");
+        }
+        sentinels.push((h.to_owned(), p));
+    }
+    let (first_host, first_port) = sentinels[0].clone();
+    let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
+    Some(Ok((
+        plain,
+        SentinelSpec {
+            sentinels,
+            master_name: master_name.to_owned(),
+        },
+    )))
 }
 
 /// The byte ranges of a URL that hold secrets: the password of its user info (everything after

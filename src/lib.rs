@@ -41,6 +41,7 @@ mod pool;
 mod renewal;
 mod scripts;
 mod token;
+mod topology;
 mod waiting;
 
 pub use backend::MAX_PERSISTENT_BACKENDS;

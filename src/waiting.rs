@@ -19,7 +19,7 @@ use crate::client::LockOptions;
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::release_key;
-use crate::pool::{PooledConn, mark_broken, worth_retrying};
+use crate::pool::{PooledConn, mark_broken};
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
@@ -163,7 +163,8 @@ fn wait_queued(
                 // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
                 // connection; our queue entry is still there, so the place in line is kept.
                 // Signals may come often and end nothing; dropped connections are counted.
-                if worth_retrying(&e) && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
+                if b.wait.retryable(&e)
+                    && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
                         "waiter for lock {} reconnects to {}: {e}",
