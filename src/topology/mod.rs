@@ -24,10 +24,12 @@ pub(crate) struct SentinelSpec {
     pub master_name: String,
 }
 
-/// The servers a backend's pools connect to.
+/// The servers a backend's pools connect to. One per backend, behind an `Arc`: the size of a
+/// variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Topology {
     Single(single::Single),
-    Sentinel(Box<sentinel::Sentinel>),
+    Sentinel(sentinel::Sentinel),
 }
 
 impl Topology {
