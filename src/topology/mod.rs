@@ -37,9 +37,7 @@ impl Topology {
     pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Topology, Error> {
         Ok(match &cfg.sentinel {
             None => Topology::Single(single::Single::new(cfg, info)?),
-            Some(spec) => {
-                Topology::Sentinel(Box::new(sentinel::Sentinel::new(cfg, info, spec.clone())?))
-            }
+            Some(spec) => Topology::Sentinel(sentinel::Sentinel::new(cfg, info, spec.clone())?),
         })
     }
 
