@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::{Lock, LockState, extend_key, release_key};
 use crate::renewal::Stats;
+use crate::replication;
 use crate::scripts;
 use crate::token::Token;
 use crate::waiting::{self, Grant};
@@ -320,7 +321,7 @@ impl Client {
             None
         };
         let sent = Instant::now();
-        if !extend_key(&b.main, &keys, &token, opts.lease)? {
+        if !extend_key(&b.main, &b.cfg, &keys, &token, opts.lease)? {
             return Err(Error::not_held(
                 &keys.shown(),
                 "its key does not hold this owner token (released, expired or taken over)",
@@ -372,19 +373,31 @@ fn try_once(
     let ms = opts.lease.as_millis() as u64;
     let mut sent = false;
     let mut sent_at = Instant::now();
+    // Set while a grant waits for its replicas' acknowledgement (min_replicas).
+    let mut unacknowledged = false;
     let result = b.main.run(None, |c, attempt| {
         sent = true;
         sent_at = Instant::now();
         // A retry (after the connection dropped mid-call) uses the script, which also accepts
         // the key already holding our token: the first SET may have been applied.
         if !opts.fencing && attempt == 0 {
-            let set: Option<String> = redis::cmd("SET")
+            let mut pipe = redis::pipe();
+            pipe.cmd("SET")
                 .arg(&keys.lock)
                 .arg(token.as_str())
                 .arg("NX")
                 .arg("PX")
-                .arg(ms)
-                .query(c)?;
+                .arg(ms);
+            if replication::add_wait(&mut pipe, &b.cfg) {
+                let (set, acks): (Option<String>, i64) = pipe.query(c)?;
+                if set.is_some() {
+                    unacknowledged = true;
+                    replication::check(acks, &b.cfg)?;
+                    unacknowledged = false;
+                }
+                return Ok(set.map(|_| 0));
+            }
+            let (set,): (Option<String>,) = pipe.query(c)?;
             Ok(set.map(|_| 0))
         } else {
             let (ok, fence): (i64, i64) = scripts::ACQUIRE
@@ -394,6 +407,11 @@ fn try_once(
                 .arg(ms)
                 .arg(if opts.fencing { "1" } else { "0" })
                 .invoke(c)?;
+            if ok == 1 {
+                unacknowledged = true;
+                replication::wait(c, &b.cfg)?;
+                unacknowledged = false;
+            }
             Ok((ok == 1).then_some(fence.max(0) as u64))
         }
     });
@@ -403,9 +421,10 @@ fn try_once(
             lease_from: sent_at,
         })),
         Err(e) => {
-            if sent && e.is_timeout() {
-                // The SET may have been applied before the reply was lost: the lock may be held
-                // with our token. Remove it if so; never assume either way.
+            if unacknowledged || (sent && e.is_timeout()) {
+                // Not acknowledged by enough replicas: not a grant. Or the SET may have been
+                // applied before the reply was lost: the lock may be held with our token.
+                // Remove it if so; never assume either way.
                 let _ = release_key(&b.main, keys, token);
             }
             Err(e)

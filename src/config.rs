@@ -40,6 +40,10 @@ pub(crate) struct Config {
     pub persistent: bool,
     /// For a `redis-sentinel://` URL: the sentinels and the master's name.
     pub sentinel: Option<SentinelSpec>,
+    /// Replicas that must acknowledge a lock write (WAIT) before it counts.
+    pub min_replicas: u32,
+    /// How long a lock write waits for those acknowledgements.
+    pub replica_timeout: Duration,
 }
 
 impl Config {
@@ -58,6 +62,8 @@ impl Config {
             && self.recheck_jitter == other.recheck_jitter
             && self.max_renewed_locks == other.max_renewed_locks
             && self.tls_ca_pem == other.tls_ca_pem
+            && self.min_replicas == other.min_replicas
+            && self.replica_timeout == other.replica_timeout
     }
 }
 
@@ -79,6 +85,8 @@ impl fmt::Debug for Config {
             .field("recheck_jitter", &self.recheck_jitter)
             .field("max_renewed_locks", &self.max_renewed_locks)
             .field("persistent", &self.persistent)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .field(
                 "tls_ca_pem",
                 &self
@@ -130,6 +138,8 @@ impl ClientBuilder {
                 tls_ca_pem: None,
                 persistent: false,
                 sentinel: None,
+                min_replicas: 0,
+                replica_timeout: Duration::from_millis(500),
             },
         }
     }
@@ -229,6 +239,24 @@ impl ClientBuilder {
         self
     }
 
+    /// Replicas that must acknowledge every lock write — acquire (with its fencing counter),
+    /// handoff, extend, renewal — before it counts (default 0: none). Each such write is
+    /// followed by `WAIT n timeout`; an acquire that fewer replicas acknowledge in time is
+    /// released again and fails with a connection error that says how many did, and a renewal
+    /// that fewer acknowledge is retried like an unreachable server. With a Sentinel group and
+    /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
+    /// of a replica; without it, a failover can lose a lock the old master had not replicated.
+    pub fn min_replicas(mut self, n: u32) -> Self {
+        self.cfg.min_replicas = n;
+        self
+    }
+    /// How long a lock write waits for [`min_replicas`](Self::min_replicas) acknowledgements
+    /// (default 500 ms; 1 ms up to, not including, the read timeout).
+    pub fn replica_timeout(mut self, d: Duration) -> Self {
+        self.cfg.replica_timeout = d;
+        self
+    }
+
     /// For `rediss://` URLs: trust these PEM root certificates (for example a private CA)
     /// instead of the system's (default: the system's). The server certificate is always
     /// verified, host name included. Needs the `tls` feature (on by default).
@@ -287,6 +315,18 @@ impl ClientBuilder {
         if !(0.0..=1.0).contains(&cfg.recheck_jitter) {
             return Err(Error::invalid_argument(
                 "recheck_jitter must be between 0 and 1",
+            ));
+        }
+        if cfg.min_replicas > 100 {
+            return Err(Error::invalid_argument(
+                "min_replicas must be between 0 and 100",
+            ));
+        }
+        let replica_timeout_ok = !cfg.replica_timeout.is_zero()
+            && (cfg.min_replicas == 0 || cfg.replica_timeout < cfg.read_timeout);
+        if !replica_timeout_ok {
+            return Err(Error::invalid_argument(
+                "replica_timeout must be at least 1 ms and less than read_timeout",
             ));
         }
         if cfg.max_renewed_locks > 1_000_000 {

@@ -39,6 +39,7 @@ mod keys;
 mod lock;
 mod pool;
 mod renewal;
+mod replication;
 mod scripts;
 mod token;
 mod topology;

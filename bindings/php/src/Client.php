@@ -54,6 +54,8 @@ final class Client
         'recheck_jitter' => ['redislock_config_set_recheck_jitter', 'float'],
         'max_renewed_locks' => ['redislock_config_set_max_renewed_locks', 'u64'],
         'persistent' => ['redislock_config_set_persistent', 'bool'],
+        'min_replicas' => ['redislock_config_set_min_replicas', 'u32'],
+        'replica_timeout_ms' => ['redislock_config_set_replica_timeout_ms', 'u64'],
     ];
 
     private const U32_MAX = 4294967295;
@@ -128,6 +130,8 @@ final class Client
      * | recheck_jitter      | float  | 0.2             |
      * | max_renewed_locks   | int    | 4096            |
      * | persistent          | bool   | true            |
+     * | min_replicas        | int    | 0               |
+     * | replica_timeout_ms  | int    | 500             |
      *
      * `persistent` (unlike in C and Rust, on by default here): share the connections and renewal
      * threads of every persistent client of this process with the same URL and connection
