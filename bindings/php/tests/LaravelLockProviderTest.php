@@ -251,11 +251,11 @@ final class LaravelLockProviderTest extends RedislockTestCase
     public function testRestoreLockReleasesWhatAnotherProcessTook(): void
     {
         $redis = $this->redis();
-        foreach (['take' => 60.0, 'take-drop' => 60.0] as $action => $seconds) {
+        foreach (['take' => 0, 'take-drop' => 0, 'take-fatal' => 255] as $action => $exitCode) {
             $name = "job-$action";
-            // A "request": takes the lock and ends while holding it (the lock in a global, or
-            // its object dropped first); the lock stays.
-            $out = $this->runScript([$action, $name, (string) $seconds]);
+            // A "request": takes the lock and ends while holding it (the lock in a global, its
+            // object dropped first, or a fatal error); the lock stays.
+            $out = strtok($this->runScript([$action, $name, '60'], '', $exitCode), "\n");
             $this->assertMatchesRegularExpression('/^owner [0-9a-f]{32}$/', $out);
             $owner = substr($out, strlen('owner '));
             $this->assertSame($owner, $redis->get($this->key($name)), "$action: the lock did not outlive the request");
@@ -426,12 +426,12 @@ final class LaravelLockProviderTest extends RedislockTestCase
     }
 
     /**
-     * Runs tests/fixtures/laravel_lock.php (a separate PHP process) and returns its output;
-     * `$stdin` goes to its standard input.
+     * Runs tests/fixtures/laravel_lock.php (a separate PHP process), which must exit with
+     * `$exitCode`, and returns its output; `$stdin` goes to its standard input.
      *
      * @param list<string> $args
      */
-    private function runScript(array $args, string $stdin = ''): string
+    private function runScript(array $args, string $stdin = '', int $exitCode = 0): string
     {
         $cmd = array_merge(
             [PHP_BINARY, __DIR__ . '/fixtures/laravel_lock.php', self::server()->url(), $this->prefix()],
@@ -444,8 +444,10 @@ final class LaravelLockProviderTest extends RedislockTestCase
         $out = (string) stream_get_contents($pipes[1]);
         $err = (string) stream_get_contents($pipes[2]);
         $code = proc_close($process);
-        $this->assertSame(0, $code, "stdout: $out\nstderr: $err");
-        $this->assertSame('', $err);
+        $this->assertSame($exitCode, $code, "stdout: $out\nstderr: $err");
+        if ($exitCode === 0) {
+            $this->assertSame('', $err);
+        }
 
         return trim($out);
     }
