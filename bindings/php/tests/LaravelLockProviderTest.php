@@ -69,6 +69,22 @@ final class LaravelLockProviderTest extends RedislockTestCase
         $this->assertTrue($other->release());
     }
 
+    public function testHeldLockGivesTheLibrarysLockWhileHeld(): void
+    {
+        $locks = $this->locks(['fencing' => true]);
+        $lock = $locks->lock('fenced', 10);
+        $this->assertNull($lock->heldLock());
+        $this->assertTrue($lock->get());
+        $first = $lock->heldLock()->fencingToken();
+        $this->assertIsInt($first);
+        $this->assertGreaterThan(9000, $lock->heldLock()->remainingMs());
+        $this->assertTrue($lock->release());
+        $this->assertNull($lock->heldLock());
+        $this->assertTrue($lock->block(1));
+        $this->assertGreaterThan($first, $lock->heldLock()->fencingToken());
+        $this->assertTrue($lock->release());
+    }
+
     public function testGetWithACallbackRunsItUnderTheLockAndReleases(): void
     {
         $locks = $this->locks();

@@ -348,7 +348,7 @@ final class RedislockLock extends LaravelLock
         }
     }
 
-    /** A lock left from an earlier grant belongs to the original; the copy holds nothing. */
+    /** A copy holds nothing: the lock stays with the original (the copy can release it by owner). */
     public function __clone()
     {
         $this->held = null;
