@@ -233,7 +233,7 @@ final class Client
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
         ?bool $fencing = null,
-        ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null
     ): Lock {
         if ($owner !== null) {
             return $this->acquireAs($name, $owner, 0, $leaseMs, $autoRenew, $fencing);
@@ -274,7 +274,7 @@ final class Client
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
         ?bool $fencing = null,
-        ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null
     ): Lock {
         if ($waitMs < 0) {
             Library::unsigned($waitMs, 'wait bound (ms)');
@@ -324,8 +324,12 @@ final class Client
      *                                    expired or taken over)
      * @throws LockException
      */
-    public function restore(string $name, string $ownerToken, ?int $leaseMs = null, bool $autoRenew = false): Lock
-    {
+    public function restore(
+        string $name,
+        #[\SensitiveParameter] string $ownerToken,
+        ?int $leaseMs = null,
+        bool $autoRenew = false
+    ): Lock {
         $out = $this->ffi->new('redislock_lock*');
         Library::check($this->ffi->redislock_lock_restore(
             $this->handle(),
@@ -340,10 +344,45 @@ final class Client
         return new Lock($this, $this->ffi, $out, $name);
     }
 
+    /**
+     * Releases the lock `$name` whoever holds it (or hands it to the oldest waiter): an
+     * operator's last resort for a holder that is gone. Returns whether a holder was there.
+     *
+     * @throws LockException for connection and Redis errors
+     */
+    public function forceRelease(string $name): bool
+    {
+        $released = $this->ffi->new('bool[1]');
+        Library::check($this->ffi->redislock_force_release($this->handle(), $name, strlen($name), $released));
+
+        return (bool) $released[0];
+    }
+
+    /**
+     * Whether the lock `$name` is held now with `$ownerToken` (one round trip). The library
+     * compares: no caller learns another holder's token.
+     *
+     * @throws LockException for connection and Redis errors
+     */
+    public function isOwnedBy(string $name, #[\SensitiveParameter] string $ownerToken): bool
+    {
+        $owned = $this->ffi->new('bool[1]');
+        Library::check($this->ffi->redislock_is_owned_by(
+            $this->handle(),
+            $name,
+            strlen($name),
+            $ownerToken,
+            strlen($ownerToken),
+            $owned
+        ));
+
+        return (bool) $owned[0];
+    }
+
     /** An acquire with a given owner token: one attempt when `$waitMs` is 0. */
     private function acquireAs(
         string $name,
-        string $owner,
+        #[\SensitiveParameter] string $owner,
         int $waitMs,
         ?int $leaseMs,
         ?bool $autoRenew,

@@ -12,7 +12,6 @@ use Redislock\Exception\LockException;
 use Redislock\Exception\LockHeldException;
 use Redislock\Exception\NotHeldException;
 use Redislock\Exception\WaitTimeoutException;
-use Redislock\Library;
 use Redislock\Lock;
 
 /**
@@ -202,13 +201,8 @@ final class RedislockLock extends LaravelLock
      */
     public function forceRelease()
     {
-        $ffi = Library::ffi();
-        Library::check($ffi->redislock_force_release(
-            $this->client->handle(),
-            $this->name,
-            strlen($this->name),
-            $ffi->new('bool[1]') // whether a holder was there: Laravel's forceRelease() says nothing
-        ));
+        // Whether a holder was there: Laravel's forceRelease() says nothing.
+        $this->client->forceRelease($this->name);
         $this->letGo();
     }
 
@@ -220,18 +214,7 @@ final class RedislockLock extends LaravelLock
      */
     public function isOwnedByCurrentProcess()
     {
-        $ffi = Library::ffi();
-        $owned = $ffi->new('bool[1]');
-        Library::check($ffi->redislock_is_owned_by(
-            $this->client->handle(),
-            $this->name,
-            strlen($this->name),
-            $this->owner,
-            strlen($this->owner),
-            $owned
-        ));
-
-        return (bool) $owned[0];
+        return $this->client->isOwnedBy($this->name, $this->owner);
     }
 
     /**
