@@ -28,6 +28,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acquire;
 mod backend;
 mod cancel;
 mod client;
