@@ -170,23 +170,25 @@ fn try_once(
         // A retry (after the connection dropped mid-call) uses the script, which also accepts
         // the key already holding our token: the first SET may have been applied.
         if !opts.fencing && attempt == 0 {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SET")
-                .arg(&keys.lock)
+            let mut set = redis::cmd("SET");
+            set.arg(&keys.lock)
                 .arg(token.as_str())
                 .arg("NX")
                 .arg("PX")
                 .arg(ms);
-            if replication::add_wait(&mut pipe, &b.cfg) {
-                let (set, acks): (Option<String>, i64) = pipe.query(c)?;
-                if set.is_some() {
-                    unacknowledged = true;
-                    replication::check(acks, &b.cfg)?;
-                    unacknowledged = false;
-                }
+            if b.cfg.min_replicas == 0 {
+                let set: Option<String> = set.query(c)?;
                 return Ok(set.map(|_| 0));
             }
-            let (set,): (Option<String>,) = pipe.query(c)?;
+            // With min_replicas the WAIT goes in the same round trip.
+            let mut pipe = redis::pipe();
+            replication::add_wait(pipe.add_command(set), &b.cfg);
+            let (set, acks): (Option<String>, i64) = pipe.query(c)?;
+            if set.is_some() {
+                unacknowledged = true;
+                replication::check(acks, &b.cfg)?;
+                unacknowledged = false;
+            }
             Ok(set.map(|_| 0))
         } else {
             let (ok, fence): (i64, i64) = scripts::ACQUIRE
