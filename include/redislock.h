@@ -118,6 +118,10 @@ enum redislock_result
    * A panic inside redislock was caught at the C boundary (a bug; please report it).
    */
   REDISLOCK_PANIC = 11,
+  /**
+   * A waiting acquire was cancelled through its `redislock_cancel`.
+   */
+  REDISLOCK_CANCELLED = 12,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -168,6 +172,13 @@ typedef enum redislock_log_level redislock_log_level;
 typedef uint32_t redislock_log_level;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
+
+/**
+ * A cancel handle: `redislock_cancel_cancel` ends every `redislock_lock_acquire_cancellable`
+ * given it that is waiting, and fails later ones at once, with REDISLOCK_CANCELLED. Thread-safe:
+ * cancel from any thread while others wait with it. Once cancelled it stays cancelled.
+ */
+typedef struct redislock_cancel redislock_cancel;
 
 /**
  * A Redis lock client: a pool of connections to one server and the renewal threads of its
@@ -238,6 +249,43 @@ extern "C" {
  * The library version as a static NUL-terminated string, such as `"0.1.0"`. Never free it.
  */
 const char *redislock_version(void);
+
+/**
+ * A new cancel handle, not cancelled. On success `*cancel_out` is to be freed with
+ * `redislock_cancel_free` once no acquire uses it. Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_cancel_new(redislock_cancel **cancel_out);
+
+/**
+ * Cancels: every acquire waiting with this handle returns REDISLOCK_CANCELLED within about a
+ * round trip, leaving no queue entry and no lock behind (a lock handed to it meanwhile is
+ * passed on); later acquires with it fail at once. Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_cancel_cancel(const redislock_cancel *cancel);
+
+/**
+ * Whether `redislock_cancel_cancel` was called (false for NULL).
+ */
+bool redislock_cancel_is_cancelled(const redislock_cancel *cancel);
+
+/**
+ * Frees a cancel handle; no acquire may be using it. NULL is a no-op.
+ */
+void redislock_cancel_free(redislock_cancel *cancel);
+
+/**
+ * `redislock_lock_acquire` that `cancel` can end from another thread: then it fails with
+ * REDISLOCK_CANCELLED, leaving no queue entry and no lock behind. `cancel` NULL: the same as
+ * `redislock_lock_acquire`. On success `*lock_out` is a new held lock to free with
+ * `redislock_lock_free`. Errors: CANCELLED, and those of `redislock_lock_acquire`.
+ */
+redislock_result redislock_lock_acquire_cancellable(const redislock_client *client,
+                                                    const uint8_t *name,
+                                                    size_t name_len,
+                                                    const redislock_lock_options *options,
+                                                    uint64_t wait_ms,
+                                                    const redislock_cancel *cancel,
+                                                    redislock_lock **lock_out);
 
 /**
  * A client with default settings for `url`, `redis://[user:password@]host:port/db`.
@@ -333,6 +381,20 @@ redislock_result redislock_config_set_max_waiters(redislock_config *config, uint
  * that, building fails with LIMIT_REACHED on first use.
  */
 redislock_result redislock_config_set_persistent(redislock_config *config, bool on);
+
+/**
+ * Replicas that must acknowledge every lock write (acquire with its fencing counter, handoff,
+ * extend, renewal) before it counts (default 0; 0 to 100): each such write is followed by
+ * WAIT. An acquire that fewer replicas acknowledge in time is released again and fails with
+ * CONNECTION. With Sentinel, an acknowledged lock survives the promotion of a replica.
+ */
+redislock_result redislock_config_set_min_replicas(redislock_config *config, uint32_t n);
+
+/**
+ * How long a lock write waits for the min_replicas acknowledgements, in milliseconds (default
+ * 500; at least 1 and less than the read timeout).
+ */
+redislock_result redislock_config_set_replica_timeout_ms(redislock_config *config, uint64_t ms);
 
 /**
  * TCP connect timeout in milliseconds (default 2000; 1 ms to 30 days).

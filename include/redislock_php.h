@@ -18,6 +18,7 @@ enum redislock_result
   REDISLOCK_INTERNAL = 9,
   REDISLOCK_NULL_PARAMETER = 10,
   REDISLOCK_PANIC = 11,
+  REDISLOCK_CANCELLED = 12,
 };
 typedef uint32_t redislock_result;
 
@@ -31,6 +32,8 @@ enum redislock_log_level
   REDISLOCK_LOG_TRACE = 5,
 };
 typedef uint32_t redislock_log_level;
+
+typedef struct redislock_cancel redislock_cancel;
 
 typedef struct redislock_client redislock_client;
 
@@ -54,6 +57,22 @@ typedef void (*redislock_log_callback)(void *user_data,
                                        const char *message);
 
 const char *redislock_version(void);
+
+redislock_result redislock_cancel_new(redislock_cancel **cancel_out);
+
+redislock_result redislock_cancel_cancel(const redislock_cancel *cancel);
+
+bool redislock_cancel_is_cancelled(const redislock_cancel *cancel);
+
+void redislock_cancel_free(redislock_cancel *cancel);
+
+redislock_result redislock_lock_acquire_cancellable(const redislock_client *client,
+                                                    const char *name,
+                                                    size_t name_len,
+                                                    const redislock_lock_options *options,
+                                                    uint64_t wait_ms,
+                                                    const redislock_cancel *cancel,
+                                                    redislock_lock **lock_out);
 
 redislock_result redislock_client_new(const char *url, redislock_client **client_out);
 
@@ -86,6 +105,10 @@ redislock_result redislock_config_set_pool_size(redislock_config *config, uint32
 redislock_result redislock_config_set_max_waiters(redislock_config *config, uint32_t n);
 
 redislock_result redislock_config_set_persistent(redislock_config *config, bool on);
+
+redislock_result redislock_config_set_min_replicas(redislock_config *config, uint32_t n);
+
+redislock_result redislock_config_set_replica_timeout_ms(redislock_config *config, uint64_t ms);
 
 redislock_result redislock_config_set_connect_timeout_ms(redislock_config *config, uint64_t ms);
 

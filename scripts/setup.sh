@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
-# phpredis, Symfony Lock and PHPUnit, PHP-FPM, nginx, wrk and curl (the PHP-FPM test and
-# benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the headers.
+# phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
+# (the PHP-FPM test and benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the
+# headers.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,9 @@ command -v valgrind >/dev/null || need+=(valgrind)
 command -v php >/dev/null || need+=(php-cli)
 if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)
+for component in cache config container redis; do   # Laravel 8, for Redislock\Laravel and its tests
+  [ -f "/usr/share/php/Illuminate/${component^}/autoload.php" ] || need+=("php-illuminate-$component")
+done
 command -v phpunit >/dev/null || need+=(phpunit)
 { command -v php-fpm8.2 || [ -x /usr/sbin/php-fpm8.2 ]; } >/dev/null || need+=(php8.2-fpm)
 { command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null || need+=(nginx)

@@ -23,7 +23,7 @@
 
 static const char *CODE_NAMES[NCODES] = {
     "OK", "HELD", "WAIT_TIMEOUT", "NOT_HELD", "INVALID_ARGUMENT", "CONNECTION",
-    "REDIS_ERROR", "FORKED", "LIMIT_REACHED", "INTERNAL", "NULL_PARAMETER", "PANIC"};
+    "REDIS_ERROR", "FORKED", "LIMIT_REACHED", "INTERNAL", "NULL_PARAMETER", "PANIC", "CANCELLED"};
 
 static redislock_client *client;
 static const char *file_path, *lock_name;

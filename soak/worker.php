@@ -17,7 +17,7 @@ const WAIT_MS = 2000;
 const LEASE_MS = 1500;
 const MAX_ITERATIONS = 10000000;
 const CODE_NAMES = ['OK', 'HELD', 'WAIT_TIMEOUT', 'NOT_HELD', 'INVALID_ARGUMENT', 'CONNECTION',
-    'REDIS_ERROR', 'FORKED', 'LIMIT_REACHED', 'INTERNAL', 'NULL_PARAMETER', 'PANIC'];
+    'REDIS_ERROR', 'FORKED', 'LIMIT_REACHED', 'INTERNAL', 'NULL_PARAMETER', 'PANIC', 'CANCELLED'];
 
 /** The fencing-checked resource (see soak/src/main.rs); null when the token is stale. */
 function resource(string $path, int $token, ?int $newValue): ?int

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Error;
+use crate::topology::SentinelSpec;
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -37,6 +38,12 @@ pub(crate) struct Config {
     pub tls_ca_pem: Option<Vec<u8>>,
     /// Whether the client shares the process's backend for its server and connection settings.
     pub persistent: bool,
+    /// For a `redis-sentinel://` URL: the sentinels and the master's name.
+    pub sentinel: Option<SentinelSpec>,
+    /// Replicas that must acknowledge a lock write (WAIT) before it counts.
+    pub min_replicas: u32,
+    /// How long a lock write waits for those acknowledgements.
+    pub replica_timeout: Duration,
 }
 
 impl Config {
@@ -55,6 +62,8 @@ impl Config {
             && self.recheck_jitter == other.recheck_jitter
             && self.max_renewed_locks == other.max_renewed_locks
             && self.tls_ca_pem == other.tls_ca_pem
+            && self.min_replicas == other.min_replicas
+            && self.replica_timeout == other.replica_timeout
     }
 }
 
@@ -76,6 +85,8 @@ impl fmt::Debug for Config {
             .field("recheck_jitter", &self.recheck_jitter)
             .field("max_renewed_locks", &self.max_renewed_locks)
             .field("persistent", &self.persistent)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .field(
                 "tls_ca_pem",
                 &self
@@ -126,6 +137,9 @@ impl ClientBuilder {
                 max_renewed_locks: 4096,
                 tls_ca_pem: None,
                 persistent: false,
+                sentinel: None,
+                min_replicas: 0,
+                replica_timeout: Duration::from_millis(500),
             },
         }
     }
@@ -225,6 +239,24 @@ impl ClientBuilder {
         self
     }
 
+    /// Replicas that must acknowledge every lock write — acquire (with its fencing counter),
+    /// handoff, extend, renewal — before it counts (default 0: none). Each such write is
+    /// followed by `WAIT n timeout`; an acquire that fewer replicas acknowledge in time is
+    /// released again and fails with a connection error that says how many did, and a renewal
+    /// that fewer acknowledge is retried like an unreachable server. With a Sentinel group and
+    /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
+    /// of a replica; without it, a failover can lose a lock the old master had not replicated.
+    pub fn min_replicas(mut self, n: u32) -> Self {
+        self.cfg.min_replicas = n;
+        self
+    }
+    /// How long a lock write waits for [`min_replicas`](Self::min_replicas) acknowledgements
+    /// (default 500 ms; 1 ms up to, not including, the read timeout).
+    pub fn replica_timeout(mut self, d: Duration) -> Self {
+        self.cfg.replica_timeout = d;
+        self
+    }
+
     /// For `rediss://` URLs: trust these PEM root certificates (for example a private CA)
     /// instead of the system's (default: the system's). The server certificate is always
     /// verified, host name included. Needs the `tls` feature (on by default).
@@ -237,8 +269,24 @@ impl ClientBuilder {
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
         let mut cfg = self.cfg;
-        let info = parse_url(&cfg.url)?;
-        cfg.server = format!("{}/{}", info.addr(), info.redis_settings().db());
+        let (info, sentinel) = parse_url(&cfg.url)?;
+        let db = info.redis_settings().db();
+        cfg.server = match &sentinel {
+            None => format!("{}/{db}", info.addr()),
+            Some(spec) => {
+                let hosts: Vec<String> = spec
+                    .sentinels
+                    .iter()
+                    .map(|(h, p)| format!("{h}:{p}"))
+                    .collect();
+                format!(
+                    "master {:?} of sentinels {}/{db}",
+                    spec.master_name,
+                    hosts.join(",")
+                )
+            }
+        };
+        cfg.sentinel = sentinel;
         let positive = |what: &str, d: Duration| {
             if d.is_zero() || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
@@ -267,6 +315,18 @@ impl ClientBuilder {
         if !(0.0..=1.0).contains(&cfg.recheck_jitter) {
             return Err(Error::invalid_argument(
                 "recheck_jitter must be between 0 and 1",
+            ));
+        }
+        if cfg.min_replicas > 100 {
+            return Err(Error::invalid_argument(
+                "min_replicas must be between 0 and 100",
+            ));
+        }
+        let replica_timeout_ok = !cfg.replica_timeout.is_zero()
+            && (cfg.min_replicas == 0 || cfg.replica_timeout < cfg.read_timeout);
+        if !replica_timeout_ok {
+            return Err(Error::invalid_argument(
+                "replica_timeout must be at least 1 ms and less than read_timeout",
             ));
         }
         if cfg.max_renewed_locks > 1_000_000 {
@@ -336,21 +396,88 @@ pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error
     Ok(())
 }
 
-/// Parses a `redis://` (or `rediss://`, `unix://`) URL; the error never repeats the URL.
-pub(crate) fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
+/// Parses a `redis://` (or `rediss://`, `unix://`) URL, or a Sentinel URL
+/// `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
+/// for TLS to the data nodes); the error never repeats the URL's secrets. For a Sentinel URL
+/// the connection info is the data nodes' (credentials, database, TLS) at the first sentinel's
+/// address, which is replaced by the master's when connecting.
+pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Option<SentinelSpec>), Error> {
     use redis::IntoConnectionInfo;
-    let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
-        .iter()
-        .any(|s| url.starts_with(s));
-    if !scheme_ok {
-        return Err(Error::invalid_argument(
-            "Redis URL must look like redis://[user:password@]host:port/db",
-        ));
+    let usage = "Redis URL must look like redis://[user:password@]host:port/db or \
+                 redis-sentinel://[user:password@]host:port,host:port[/db]#master";
+    let (url, sentinel) = match sentinel_url(url) {
+        Some(parsed) => {
+            let (plain, spec) = parsed?;
+            (plain, Some(spec))
+        }
+        None => {
+            let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+                .iter()
+                .any(|s| url.starts_with(s));
+            if !scheme_ok {
+                return Err(Error::invalid_argument(usage));
+            }
+            (url.to_owned(), None)
+        }
+    };
+    let info = url.as_str().into_connection_info().map_err(|e| {
+        let detail = scrub(&e.to_string(), &url);
+        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(&url)))
+    })?;
+    Ok((info, sentinel))
+}
+
+/// For a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes (at
+/// the first sentinel's address) and the Sentinel part. `None` for other URLs.
+fn sentinel_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-sentinel://") {
+        ("rediss", rest)
+    } else {
+        return None;
+    };
+    let bad = |what: &str| {
+        Some(Err(Error::invalid_argument(format!(
+            "invalid Sentinel URL {}: {what}",
+            mask_url(url)
+        ))))
+    };
+    let Some((rest, master_name)) = rest.rsplit_once('#') else {
+        return bad("the master's name is missing (…#mymaster)");
+    };
+    if master_name.is_empty() {
+        return bad("the master's name is empty");
     }
-    url.into_connection_info().map_err(|e| {
-        let detail = scrub(&e.to_string(), url);
-        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(url)))
-    })
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',') {
+        let (h, p) = match host.rsplit_once(':') {
+            Some((h, p)) => match p.parse::<u16>() {
+                Ok(p) if p > 0 => (h, p),
+                _ => return bad("a sentinel's port is not a number from 1 to 65535"),
+            },
+            None => (host, 26379),
+        };
+        if h.is_empty() {
+            return bad("a sentinel's host is empty");
+        }
+        sentinels.push((h.to_owned(), p));
+    }
+    let (first_host, first_port) = sentinels[0].clone();
+    let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
+    Some(Ok((
+        plain,
+        SentinelSpec {
+            sentinels,
+            master_name: master_name.to_owned(),
+        },
+    )))
 }
 
 /// The byte ranges of a URL that hold secrets: the password of its user info (everything after

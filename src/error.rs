@@ -30,6 +30,8 @@ pub enum ErrorKind {
     LimitReached,
     /// A bug in this library or an impossible reply; please report it.
     Internal,
+    /// A waiting acquire was cancelled through its [`Cancel`](crate::Cancel) handle.
+    Cancelled,
 }
 
 /// An error from any operation of this library: a kind and a message for humans.
@@ -111,6 +113,13 @@ impl Error {
         Error::new(ErrorKind::LimitReached, format!("limit reached: {what}"))
     }
 
+    pub(crate) fn cancelled(name: &str) -> Error {
+        Error::new(
+            ErrorKind::Cancelled,
+            format!("acquire of lock {name} was cancelled"),
+        )
+    }
+
     pub(crate) fn internal(what: impl fmt::Display) -> Error {
         Error::new(ErrorKind::Internal, format!("internal error: {what}"))
     }
@@ -183,6 +192,10 @@ impl Error {
     /// A handle was used in a forked child.
     pub fn is_forked(&self) -> bool {
         self.kind == ErrorKind::Forked
+    }
+    /// A waiting acquire was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.kind == ErrorKind::Cancelled
     }
 }
 

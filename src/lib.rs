@@ -28,7 +28,9 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acquire;
 mod backend;
+mod cancel;
 mod client;
 mod config;
 mod error;
@@ -38,11 +40,14 @@ mod keys;
 mod lock;
 mod pool;
 mod renewal;
+mod replication;
 mod scripts;
 mod token;
+mod topology;
 mod waiting;
 
 pub use backend::MAX_PERSISTENT_BACKENDS;
+pub use cancel::Cancel;
 pub use client::{Client, LockRequest};
 pub use config::{ClientBuilder, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use error::{Error, ErrorKind};

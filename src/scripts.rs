@@ -71,7 +71,8 @@ pub(crate) static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
 end
 local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  return granted(tonumber(redis.call('LPOP', KEYS[5]) or redis.call('GET', KEYS[2]) or '0'))
+  local popped = tonumber(redis.call('LPOP', KEYS[5]) or '')
+  return granted(popped or tonumber(redis.call('GET', KEYS[2]) or '0'))
 end
 if not cur then
   local f = 0
@@ -130,8 +131,8 @@ return 1"
 /// CANCEL: a waiter whose wait bound ran out leaves the queue.
 ///
 /// KEYS[1] lock key, KEYS[2] queue, KEYS[3] entries, KEYS[4] this waiter's signal list,
-/// KEYS[5] fencing counter (read when the grant was popped by an abandoned BLPOP: the counter
-/// cannot have moved since, as the lock is ours).
+/// KEYS[5] fencing counter (read when the grant was popped by an abandoned BLPOP, or the list's
+/// head is a cancel mark: the counter cannot have moved since, as the lock is ours).
 /// ARGV[1] token, ARGV[2] waiter id.
 /// Returns {1, fence, pttl} when a release had handed the lock to this waiter after all (it is
 /// ours), else {0, 0, 0}.
@@ -139,13 +140,27 @@ pub(crate) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "redis.call('ZREM', KEYS[2], ARGV[2])
 redis.call('HDEL', KEYS[3], ARGV[2])
-local f = redis.call('LPOP', KEYS[4])
+local f = tonumber(redis.call('LPOP', KEYS[4]) or '')
 redis.call('DEL', KEYS[4])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  f = f or redis.call('GET', KEYS[5]) or '0'
-  return {1, tonumber(f), redis.call('PTTL', KEYS[1])}
+  f = f or tonumber(redis.call('GET', KEYS[5]) or '0')
+  return {1, f, redis.call('PTTL', KEYS[1])}
 end
 return {0, 0, 0}",
+    )
+});
+
+/// SIGNAL_CANCEL: wakes a blocked waiter that is being cancelled (`Cancel::cancel`) by pushing
+/// the cancel mark onto its signal list.
+///
+/// KEYS[1] the waiter's signal list. ARGV[1] the mark, ARGV[2] lifetime of the list in ms (so a
+/// mark for a waiter that is gone does not stay).
+/// Returns 1.
+pub(crate) static SIGNAL_CANCEL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1",
     )
 });
 

@@ -10,13 +10,16 @@
 //! lifetime. Waiters block on connections of their own pool, so any number of them never starve
 //! releases and renewals of connections.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::Backend;
+use crate::cancel::{CANCEL_MARK, Cancel};
 use crate::client::LockOptions;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::pool::{PooledConn, mark_broken, worth_retrying};
+use crate::lock::{extend_key, release_key};
+use crate::pool::{PooledConn, mark_broken};
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
@@ -36,75 +39,86 @@ pub(crate) struct Grant {
     pub lease_from: Instant,
 }
 
-/// Waits until `deadline` for the lock. `Ok(None)` means the wait bound ran out.
+/// What woke a waiter.
+enum Wake {
+    /// The lock is ours.
+    Granted(Grant),
+    /// The re-check time came (or the wait bound): look again.
+    Recheck,
+    /// A [`Cancel`] pushed its mark.
+    Cancelled,
+}
+
+/// Waits until `deadline` for the lock. `Ok(None)` means the wait bound ran out. With `cancel`,
+/// a cancel ends the wait with [`Error::is_cancelled`] and leaves no queue entry and no lock.
+/// With `min_replicas`, a grant counts once enough replicas acknowledge it.
 pub(crate) fn wait(
-    b: &Backend,
+    b: &Arc<Backend>,
     keys: &LockKeys,
     token: &Token,
     opts: &LockOptions,
     deadline: Instant,
+    cancel: Option<&Cancel>,
+) -> Result<Option<Grant>, Error> {
+    let grant = wait_for_grant(b, keys, token, opts, deadline, cancel)?;
+    if grant.is_some() && b.cfg.min_replicas > 0 {
+        // The handoff was written by the releaser's connection: a write of ours after it (the
+        // lease reset) and WAIT cover it, as replicas apply the stream in order.
+        let sent = Instant::now();
+        match extend_key(&b.main, &b.cfg, keys, token, opts.lease) {
+            Ok(true) => {
+                return Ok(Some(Grant {
+                    fence: grant.map_or(0, |g| g.fence),
+                    lease_from: sent,
+                }));
+            }
+            Ok(false) => {
+                return Err(Error::not_held(
+                    &keys.shown(),
+                    "it was lost during its handoff",
+                ));
+            }
+            Err(e) => {
+                let _ = release_key(&b.main, keys, token);
+                return Err(e);
+            }
+        }
+    }
+    Ok(grant)
+}
+
+/// [`wait`] before replica acknowledgement.
+fn wait_for_grant(
+    b: &Arc<Backend>,
+    keys: &LockKeys,
+    token: &Token,
+    opts: &LockOptions,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
     let wid = random_hex::<8>(b.pid)?;
     let signal = keys.signal(&wid);
-    let mut jitter = Jitter::new(&wid);
-    let mut conn: Option<PooledConn<'_>> = None;
-    let mut reconnects = 0;
-    let result = loop {
-        let now = Instant::now();
-        if now >= deadline {
-            break Ok(None);
+    if let Some(c) = cancel
+        && !c.block(b, &signal)
+    {
+        return Err(Error::cancelled(&keys.shown()));
+    }
+    let result = wait_queued(b, keys, token, opts, deadline, cancel, &wid, &signal);
+    if let Some(c) = cancel {
+        c.unblock(&signal);
+    }
+    let cancelled = cancel.is_some_and(Cancel::is_cancelled);
+    let result = match result {
+        Ok(Some(grant)) if !cancelled => {
+            log::debug!("lock {} granted to a waiter", keys.shown());
+            return Ok(Some(grant));
         }
-        let left = deadline - now;
-        let c = match conn.as_mut() {
-            Some(c) => c,
-            None => match b.wait.get(Some(left)) {
-                Ok(c) => conn.insert(c),
-                // Every waiter connection is in use: wait for one until the deadline.
-                Err(_) if b.wait.exhausted() => continue,
-                Err(e) => break Err(e),
-            },
-        };
-        match wait_once(
-            b,
-            &mut c.redis,
-            keys,
-            token,
-            opts,
-            &wid,
-            &signal,
-            left,
-            &mut jitter,
-        ) {
-            Ok(Some(grant)) => {
-                log::debug!("lock {} granted to a waiter", keys.shown());
-                return Ok(Some(grant));
-            }
-            Ok(None) => {}
-            Err(e) => {
-                mark_broken(c);
-                conn = None;
-                if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
-                    break Ok(None);
-                }
-                // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
-                // connection; our queue entry is still there, so the place in line is kept.
-                // Signals may come often and end nothing; dropped connections are counted.
-                if worth_retrying(&e) && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
-                {
-                    log::info!(
-                        "waiter for lock {} reconnects to {}: {e}",
-                        keys.shown(),
-                        b.wait.server()
-                    );
-                    reconnects += u32::from(e.is_connection_dropped());
-                    continue;
-                }
-                break Err(Error::from_redis(b.wait.server(), &e));
-            }
-        }
+        // Granted, but cancelled meanwhile: pass the lock on below.
+        Ok(Some(_)) => Ok(None),
+        other => other,
     };
     // Leave the queue. A release may have handed us the lock in the meantime: then it is ours.
-    let cancelled: Result<(i64, i64, i64), Error> = b.main.run(None, |c, _| {
+    let left: Result<(i64, i64, i64), Error> = b.main.run(None, |c, _| {
         scripts::CANCEL
             .key(&keys.lock)
             .key(&keys.queue)
@@ -115,7 +129,14 @@ pub(crate) fn wait(
             .arg(&wid)
             .invoke(c)
     });
-    match cancelled {
+    if cancelled {
+        // The leaving script finds the lock ours also when the grant was popped already.
+        if matches!(left, Ok((1, _, _))) {
+            release_key(&b.main, keys, token)?;
+        }
+        return Err(Error::cancelled(&keys.shown()));
+    }
+    match left {
         Ok((1, fence, pttl)) => Ok(Some(grant_from_pttl(
             fence,
             pttl,
@@ -126,8 +147,78 @@ pub(crate) fn wait(
     }
 }
 
+/// The waiting loop, with the waiter queued under `wid`.
+#[allow(clippy::too_many_arguments)]
+fn wait_queued(
+    b: &Backend,
+    keys: &LockKeys,
+    token: &Token,
+    opts: &LockOptions,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+    wid: &str,
+    signal: &[u8],
+) -> Result<Option<Grant>, Error> {
+    let mut jitter = Jitter::new(wid);
+    let mut conn: Option<PooledConn<'_>> = None;
+    let mut reconnects = 0;
+    loop {
+        let now = Instant::now();
+        if now >= deadline || cancel.is_some_and(Cancel::is_cancelled) {
+            return Ok(None);
+        }
+        let left = deadline - now;
+        let c = match conn.as_mut() {
+            Some(c) => c,
+            None => match b.wait.get(Some(left)) {
+                Ok(c) => conn.insert(c),
+                // Every waiter connection is in use: wait for one until the deadline.
+                Err(_) if b.wait.exhausted() => continue,
+                Err(e) => return Err(e),
+            },
+        };
+        match wait_once(
+            b,
+            &mut c.redis,
+            keys,
+            token,
+            opts,
+            wid,
+            signal,
+            left,
+            &mut jitter,
+        ) {
+            Ok(Wake::Granted(grant)) => return Ok(Some(grant)),
+            Ok(Wake::Recheck) => {}
+            Ok(Wake::Cancelled) => return Ok(None),
+            Err(e) => {
+                mark_broken(c);
+                conn = None;
+                if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
+                    return Ok(None);
+                }
+                // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
+                // connection; our queue entry is still there, so the place in line is kept.
+                // Signals may come often and end nothing; dropped connections are counted.
+                if b.wait.retryable(&e)
+                    && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
+                {
+                    log::info!(
+                        "waiter for lock {} reconnects to {}: {e}",
+                        keys.shown(),
+                        b.wait.server()
+                    );
+                    reconnects += u32::from(e.is_connection_dropped());
+                    continue;
+                }
+                return Err(Error::from_redis(b.wait.server(), &e));
+            }
+        }
+    }
+}
+
 /// One round: take the lock or queue up, then block until a release hands it over or the
-/// re-check time comes. `Ok(None)`: not granted yet.
+/// re-check time comes, or a cancel.
 #[allow(clippy::too_many_arguments)]
 fn wait_once(
     b: &Backend,
@@ -139,7 +230,7 @@ fn wait_once(
     signal: &[u8],
     left: Duration,
     jitter: &mut Jitter,
-) -> redis::RedisResult<Option<Grant>> {
+) -> redis::RedisResult<Wake> {
     let cfg = &b.cfg;
     let entry_ttl = left.min(cfg.recheck_interval) + ENTRY_GRACE;
     let sent = Instant::now();
@@ -156,7 +247,9 @@ fn wait_once(
         .arg(entry_ttl.as_millis() as u64)
         .invoke(c)?;
     if granted == 1 {
-        return Ok(Some(grant_from_pttl(fence, pttl, opts.lease, sent)));
+        return Ok(Wake::Granted(grant_from_pttl(
+            fence, pttl, opts.lease, sent,
+        )));
     }
     let mut block = left.min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter));
     if pttl > 0 {
@@ -173,7 +266,7 @@ fn wait_once(
         b.wait.read_timeout()
     };
     c.set_read_timeout(Some(block + slack))?;
-    let popped: Option<(Vec<u8>, u64)> = redis::cmd("BLPOP")
+    let popped: Option<(Vec<u8>, Vec<u8>)> = redis::cmd("BLPOP")
         .arg(signal)
         .arg(format!("{:.3}", block.as_secs_f64()))
         .query(c)?;
@@ -181,7 +274,17 @@ fn wait_once(
     // Redis sets the key and answers this BLPOP in the same event-loop turn, so the lease is
     // counted from the reply less a millisecond for its way here. (The send of the BLPOP is no
     // useful bound: the waiter may have blocked for most of a lease before the handoff.)
-    Ok(popped.map(|(_, fence)| Grant {
+    let Some((_, value)) = popped else {
+        return Ok(Wake::Recheck);
+    };
+    if value == CANCEL_MARK {
+        return Ok(Wake::Cancelled);
+    }
+    let fence = std::str::from_utf8(&value)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    Ok(Wake::Granted(Grant {
         fence,
         lease_from: Instant::now() - Duration::from_millis(1),
     }))

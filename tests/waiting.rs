@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind};
-use support::{RedisServer, eventually, get, unique_name};
+use support::{RedisServer, eventually, exists, get, unique_name};
 
 /// The waiter queue of a lock whose key has no hash tag.
 fn queue_key(name: &str) -> String {
@@ -403,4 +403,53 @@ fn blocked_waiters_do_not_starve_release_and_renewal() {
     assert_eq!(*done.lock().unwrap(), 4);
     assert!(c.stats().renewals >= 3);
     assert_eq!(get(&mut con, &name), None);
+}
+
+#[test]
+fn a_cancelled_waiter_returns_at_once_and_leaves_nothing_behind() {
+    let srv = RedisServer::start();
+    let name = unique_name("cancel");
+    let client = Client::open(&srv.url()).unwrap();
+    let holder = client.try_acquire(&name).unwrap();
+    let cancel = redislock::Cancel::new();
+    let mut con = srv.conn();
+    let (waited, result) = thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let t = Instant::now();
+            let r = client
+                .lock(&name)
+                .cancel_on(&cancel)
+                .acquire(Duration::from_secs(30));
+            (t.elapsed(), r)
+        });
+        wait_queued(&mut con, &name, 1);
+        thread::sleep(Duration::from_millis(100));
+        cancel.cancel();
+        waiter.join().unwrap()
+    });
+    let e = result.unwrap_err();
+    assert!(e.is_cancelled(), "{e}");
+    assert_eq!(e.kind(), ErrorKind::Cancelled);
+    // Woken by the cancel, not by a re-check (1 s) or the wait bound (30 s).
+    assert!(waited < Duration::from_millis(900), "{waited:?}");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{name}*"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(keys, vec![name.clone()], "only the held lock's key is left");
+    // The holder's release hands the lock to nobody.
+    holder.release().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("*{name}*"))
+        .query(&mut con)
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    // Cancelled stays cancelled: a later acquire fails at once, without touching Redis.
+    let e = client
+        .lock(&name)
+        .cancel_on(&cancel)
+        .acquire(Duration::from_secs(30))
+        .unwrap_err();
+    assert!(e.is_cancelled());
+    assert!(!exists(&mut con, &name));
 }

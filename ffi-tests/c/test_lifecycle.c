@@ -235,3 +235,93 @@ void test_lost_lock_callback_and_log(void) {
     redislock_lock_free(l);
     redislock_client_free(c);
 }
+
+struct cancel_args {
+    redislock_client *client;
+    const char *name;
+    redislock_cancel *cancel;
+    redislock_result rc;
+    long long took_ms;
+};
+
+static void *wait_cancellable(void *p) {
+    struct cancel_args *a = p;
+    redislock_lock *l = NULL;
+    long long t = h_now_ms();
+    a->rc = redislock_lock_acquire_cancellable(a->client, NAME(a->name), NULL, 30000, a->cancel, &l);
+    a->took_ms = h_now_ms() - t;
+    redislock_lock_free(l);
+    return NULL;
+}
+
+void test_cancel_a_waiting_acquire(void) {
+    char name[128];
+    redislock_client *c = h_client();
+    redislock_lock *held = NULL, *l = NULL;
+    redislock_cancel *cancel = NULL;
+    struct cancel_args args;
+    pthread_t t;
+    if (c == NULL) return;
+    h_name(name, sizeof name, "cancel");
+    CHECK_RC(redislock_cancel_new(&cancel), REDISLOCK_OK);
+    CHECK(!redislock_cancel_is_cancelled(cancel));
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &held), REDISLOCK_OK);
+    args.client = c;
+    args.name = name;
+    args.cancel = cancel;
+    args.rc = REDISLOCK_OK;
+    args.took_ms = 0;
+    CHECK(pthread_create(&t, NULL, wait_cancellable, &args) == 0);
+    h_sleep_ms(300);
+    CHECK_RC(redislock_cancel_cancel(cancel), REDISLOCK_OK);
+    pthread_join(t, NULL);
+    CHECK(args.rc == REDISLOCK_CANCELLED);
+    CHECK(args.took_ms < 5000);
+    CHECK(redislock_cancel_is_cancelled(cancel));
+    /* Later acquires with it fail at once; without it, the wait works as usual. */
+    CHECK_RC(redislock_lock_acquire_cancellable(c, NAME(name), NULL, 1000, cancel, &l),
+             REDISLOCK_CANCELLED);
+    CHECK_RC(redislock_lock_acquire_cancellable(c, NAME(name), NULL, 50, NULL, &l),
+             REDISLOCK_WAIT_TIMEOUT);
+    CHECK_RC(redislock_lock_release(held), REDISLOCK_OK);
+    redislock_lock_free(held);
+    CHECK_RC(redislock_cancel_cancel(NULL), REDISLOCK_NULL_PARAMETER);
+    CHECK(!redislock_cancel_is_cancelled(NULL));
+    CHECK_RC(redislock_cancel_new(NULL), REDISLOCK_NULL_PARAMETER);
+    redislock_cancel_free(cancel);
+    redislock_cancel_free(NULL);
+    redislock_client_free(c);
+}
+
+void test_min_replicas_without_replicas(void) {
+    char name[128];
+    redislock_config *cfg = NULL;
+    redislock_client *c = NULL;
+    redislock_lock *l = NULL;
+    h_name(name, sizeof name, "min-replicas");
+    CHECK_RC(redislock_config_new(h_url(), &cfg), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_min_replicas(cfg, 1), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 50), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_OK);
+    /* The test server has no replica: no write is acknowledged, no lock is granted. */
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_CONNECTION);
+    CHECK(strstr(h_last_error(), "replicas") != NULL);
+    redislock_client_free(c);
+    c = NULL;
+    /* Nothing was left behind: a client without min_replicas takes the lock at once. */
+    c = h_client();
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(l), REDISLOCK_OK);
+    redislock_lock_free(l);
+    redislock_client_free(c);
+    c = NULL;
+    /* Out of range settings. */
+    CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 5000), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 100), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_min_replicas(cfg, 101), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_config_set_min_replicas(NULL, 1), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_config_set_replica_timeout_ms(NULL, 1), REDISLOCK_NULL_PARAMETER);
+    redislock_config_free(cfg);
+}

@@ -47,7 +47,7 @@ struct RawOptions {
 }
 
 /// A lock request for `name` with `options`, or with the client's defaults.
-fn request<'a>(
+pub(super) fn request<'a>(
     client: &'a Client,
     name: &'a [u8],
     options: *const redislock_lock_options,

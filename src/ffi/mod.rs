@@ -25,6 +25,7 @@
 mod panic;
 #[macro_use]
 mod handle;
+pub mod cancel;
 pub mod client;
 pub mod config;
 pub mod last_error;

@@ -38,6 +38,8 @@ pub enum redislock_result {
     REDISLOCK_NULL_PARAMETER = 10,
     /// A panic inside redislock was caught at the C boundary (a bug; please report it).
     REDISLOCK_PANIC = 11,
+    /// A waiting acquire was cancelled through its `redislock_cancel`.
+    REDISLOCK_CANCELLED = 12,
 }
 
 use redislock_result::*;
@@ -56,11 +58,12 @@ impl redislock_result {
             ErrorKind::Forked => REDISLOCK_FORKED,
             ErrorKind::LimitReached => REDISLOCK_LIMIT_REACHED,
             ErrorKind::Internal => REDISLOCK_INTERNAL,
+            ErrorKind::Cancelled => REDISLOCK_CANCELLED,
         }
     }
 
     /// Every code, in numeric order.
-    pub(crate) fn all() -> [redislock_result; 12] {
+    pub(crate) fn all() -> [redislock_result; 13] {
         [
             REDISLOCK_OK,
             REDISLOCK_HELD,
@@ -74,6 +77,7 @@ impl redislock_result {
             REDISLOCK_INTERNAL,
             REDISLOCK_NULL_PARAMETER,
             REDISLOCK_PANIC,
+            REDISLOCK_CANCELLED,
         ]
     }
 
@@ -101,6 +105,7 @@ impl redislock_result {
             REDISLOCK_INTERNAL => "internal error in redislock (please report it)",
             REDISLOCK_NULL_PARAMETER => "a required pointer parameter was NULL",
             REDISLOCK_PANIC => "a panic was caught inside redislock (please report it)",
+            REDISLOCK_CANCELLED => "the acquire was cancelled",
         }
     }
 }

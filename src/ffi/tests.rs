@@ -51,6 +51,7 @@ fn every_kind_has_a_distinct_code_and_text() {
         ErrorKind::Forked,
         ErrorKind::LimitReached,
         ErrorKind::Internal,
+        ErrorKind::Cancelled,
     ];
     let codes: Vec<_> = kinds
         .iter()
@@ -64,7 +65,7 @@ fn every_kind_has_a_distinct_code_and_text() {
         assert_eq!(*code as u32, n as u32, "codes are numbered in order");
         assert_eq!(redislock_result::from_u32(n as u32), Some(*code));
     }
-    assert_eq!(redislock_result::from_u32(12), None);
+    assert_eq!(redislock_result::from_u32(13), None);
 }
 
 #[test]

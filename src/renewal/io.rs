@@ -9,6 +9,7 @@ use parking_lot::{Condvar, Mutex};
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::error::Error;
 use crate::lock::LockState;
+use crate::replication;
 use crate::scripts;
 
 /// The most EXTENDs sent in one pipeline.
@@ -112,7 +113,13 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
                     .arg(r.lock.token.as_str())
                     .arg(r.lease_ms);
             }
-            let replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+            let waits = replication::add_wait(&mut pipe, &batch[0].lock.backend.cfg);
+            let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+            if waits {
+                // Renewals count only once enough replicas acknowledged them (min_replicas).
+                let acks = replies.pop().unwrap_or(Ok(0))?;
+                replication::check(acks, &batch[0].lock.backend.cfg)?;
+            }
             let noscript = replies.iter().any(|r| {
                 r.as_ref().is_err_and(|e| {
                     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)

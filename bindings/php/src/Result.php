@@ -22,6 +22,7 @@ final class Result
     public const INTERNAL = 9;
     public const NULL_PARAMETER = 10;
     public const PANIC = 11;
+    public const CANCELLED = 12;
 
     /** The C enumerator name of each code, as in the header. */
     public const NAMES = [
@@ -37,6 +38,7 @@ final class Result
         self::INTERNAL => 'REDISLOCK_INTERNAL',
         self::NULL_PARAMETER => 'REDISLOCK_NULL_PARAMETER',
         self::PANIC => 'REDISLOCK_PANIC',
+        self::CANCELLED => 'REDISLOCK_CANCELLED',
     ];
 
     private function __construct()

@@ -36,6 +36,7 @@ class LockException extends \RuntimeException
         Result::INTERNAL => InternalException::class,
         Result::NULL_PARAMETER => InternalException::class,
         Result::PANIC => InternalException::class,
+        Result::CANCELLED => CancelledException::class,
     ];
 
     /**
