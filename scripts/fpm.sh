@@ -21,8 +21,9 @@
 #
 # test: for each lock variant (Redislock\Client; Symfony LockFactory on RedislockStore; Symfony's
 #   own RedisStore; phpredis pconnect + SET NX PX + compare-and-delete), the stock is seeded with
-#   --stock units and --requests requests are sent (--peer-requests to the last two); then, once every worker is idle, one line
-#     run variant=V requests=.. non2xx=.. sold=.. stock=.. negative=.. keys_left=..
+#   --stock units and --requests requests are sent to the Client endpoint (--peer-requests to
+#   the others); then, once every worker is idle, one line
+#     run variant=V asked=.. requests=.. non2xx=.. sold=.. stock=.. negative=.. keys_left=..
 #         threads_max=.. threads_after=.. workers=.. pids_seen=.. rps=.. p50_us=.. p99_us=..
 #   (sold = units sold by the app's count, stock = what is left, keys_left = keys in Redis other
 #   than the shop's data, threads = the library's threads per worker, sampled every 25 ms during
@@ -47,8 +48,9 @@
 #   --variants LIST       comma-separated, from client, symfony-redislock, symfony-redis,
 #                         phpredis, nolock (default: all, in that order for test; bench
 #                         nolock,phpredis,client,symfony-redislock,symfony-redis)
-#   --peer-requests N     test: requests to the comparison endpoints symfony-redis and phpredis
-#                         (default 2000; Symfony's RedisStore polls every 100 ms when held)
+#   --peer-requests N     test: requests to the other lock variants, symfony-redislock,
+#                         symfony-redis and phpredis (default 3000; Symfony's RedisStore polls
+#                         every 100 ms while the lock is held, so it is slow under load)
 #   --nolock-requests N   test: requests to the no-lock endpoint (default 2000)
 #   --rounds R            bench: runs per endpoint (default 3)
 #   --cap SECONDS         longest wrk run (default 120)
@@ -75,7 +77,7 @@ WORKERS=8
 STOCK=
 VARIANTS=
 NOLOCK_REQUESTS=2000
-PEER_REQUESTS=2000
+PEER_REQUESTS=3000
 ROUNDS=3
 CAP=120
 OUT=
@@ -419,8 +421,8 @@ run() {
   negative=$(rcli get fpm:negative)
   left=$(keys_left | wc -l)
   echo "$w" >> "$DIR/results.jsonl"
-  printf 'run variant=%s requests=%s non2xx=%s errors=%s sold=%s stock=%s negative=%s keys_left=%s threads_max=%s threads_after=%s workers=%s pids_seen=%s rps=%s p50_us=%s p99_us=%s initial_stock=%s answered_sold=%s answered_soldout=%s\n' \
-    "$variant" "$(json_field "$w" responses)" "$(json_field "$w" non2xx)" \
+  printf 'run variant=%s asked=%s requests=%s non2xx=%s errors=%s sold=%s stock=%s negative=%s keys_left=%s threads_max=%s threads_after=%s workers=%s pids_seen=%s rps=%s p50_us=%s p99_us=%s initial_stock=%s answered_sold=%s answered_soldout=%s\n' \
+    "$variant" "$requests" "$(json_field "$w" responses)" "$(json_field "$w" non2xx)" \
     "$(( $(json_field "$w" errors_connect) + $(json_field "$w" errors_read) + $(json_field "$w" errors_write) + $(json_field "$w" errors_timeout) ))" \
     "${sold:-0}" "${stock_now:-?}" "${negative:-0}" "$left" \
     "$(json_field "$t" max)" "$(json_field "$t" after)" "$(json_field "$t" workers_last)" "$(json_field "$t" pids_seen)" \
@@ -439,7 +441,7 @@ if [ "$MODE" = test ]; then
   for v in "${VARIANT_LIST[@]}"; do
     case "$v" in
       nolock) n=$NOLOCK_REQUESTS ;;
-      symfony-redis|phpredis) n=$PEER_REQUESTS ;;
+      symfony-redislock|symfony-redis|phpredis) n=$PEER_REQUESTS ;;
       *) n=$REQUESTS ;;
     esac
     # The stock runs out before the requests do: the last ones race at zero.
