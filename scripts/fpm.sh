@@ -27,11 +27,14 @@
 #         threads_max=.. threads_after=.. workers=.. pids_seen=.. rps=.. p50_us=.. p99_us=..
 #   (sold = units sold by the app's count, stock = what is left, keys_left = keys in Redis other
 #   than the shop's data, threads = the library's threads per worker, sampled every 25 ms during
-#   the run and once after it); the same without a lock (variant=nolock, --nolock-requests)
-#   to show the race is real; then die.php ends requests while they hold the stock's lock, by a
-#   fatal error, max_execution_time, an uncaught exception, exit() and the end of the script, through
-#   Redislock\Client and through the Symfony store, each followed at once by a look at Redis and
-#   by one purchase on stock-client.php (2 s wait for the lock):
+#   the run and once after it); hold.php (variant=hold, --hold-requests): each request holds an
+#   auto-renewed lock of its worker (300 ms lease) for 350 ms, so renewal threads run, and answers
+#   "renewed" if the lock was still held (answered_other counts those); the same purchase
+#   without a lock (variant=nolock, --nolock-requests) to show the race is real; then die.php
+#   ends requests while they hold the stock's lock, by a fatal error, max_execution_time, an
+#   uncaught exception, exit() and the end of the script, through Redislock\Client and through
+#   the Symfony store (and, as the control, detaches one), each followed at once by a look at
+#   Redis and by one purchase on stock-client.php (2 s wait for the lock):
 #     die via=client how=fatal status=500 keys_left=0 next_status=200 next=sold
 #   and last a line "threads ..." for the whole session and "fpm: done".
 # bench: a warm-up of 2,000 requests per endpoint, then for each endpoint (no lock, phpredis,
@@ -40,18 +43,19 @@
 #   per run as above and a markdown table of the medians of requests/s, p50 and p99.
 #
 # Options:
-#   --requests N          requests per run (default 20000)
+#   --requests N          requests per run (default 20000 for test, 10000 for bench)
 #   --concurrency C       wrk connections (default 32)
 #   --wrk-threads T       wrk threads (default 2)
 #   --workers W           PHP-FPM workers (default 8)
 #   --stock S             test: initial stock (default 3/4 of --requests)
 #   --variants LIST       comma-separated, from client, symfony-redislock, symfony-redis,
-#                         phpredis, nolock (default: all, in that order for test; bench
+#                         phpredis, hold, nolock (default: all, in that order, for test; bench
 #                         nolock,phpredis,client,symfony-redislock,symfony-redis)
 #   --peer-requests N     test: requests to the other lock variants, symfony-redislock,
 #                         symfony-redis and phpredis (default 3000; Symfony's RedisStore polls
 #                         every 100 ms while the lock is held, so it is slow under load)
 #   --nolock-requests N   test: requests to the no-lock endpoint (default 2000)
+#   --hold-requests N     test: requests to hold.php (default 100)
 #   --rounds R            bench: runs per endpoint (default 3)
 #   --cap SECONDS         longest wrk run (default 120)
 #   --out DIR             keep configs, logs and results (JSON lines) in DIR
@@ -70,13 +74,14 @@ case "$MODE" in
   *) echo "fpm.sh: unknown mode $MODE (test, bench or serve; see --help)" >&2; exit 2 ;;
 esac
 
-REQUESTS=20000
+REQUESTS=
 CONCURRENCY=32
 WRK_THREADS=2
 WORKERS=8
 STOCK=
 VARIANTS=
 NOLOCK_REQUESTS=2000
+HOLD_REQUESTS=100
 PEER_REQUESTS=3000
 ROUNDS=3
 CAP=120
@@ -90,6 +95,7 @@ while [ $# -gt 0 ]; do
     --stock) STOCK=$2; shift ;;
     --variants) VARIANTS=$2; shift ;;
     --nolock-requests) NOLOCK_REQUESTS=$2; shift ;;
+    --hold-requests) HOLD_REQUESTS=$2; shift ;;
     --peer-requests) PEER_REQUESTS=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --cap) CAP=$2; shift ;;
@@ -98,12 +104,15 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+if [ -z "$REQUESTS" ]; then
+  if [ "$MODE" = bench ]; then REQUESTS=10000; else REQUESTS=20000; fi
+fi
 STOCK=${STOCK:-$((REQUESTS * 3 / 4))}
 if [ -z "$VARIANTS" ]; then
   if [ "$MODE" = bench ]; then
     VARIANTS=nolock,phpredis,client,symfony-redislock,symfony-redis
   else
-    VARIANTS=client,symfony-redislock,symfony-redis,phpredis,nolock
+    VARIANTS=client,symfony-redislock,symfony-redis,phpredis,hold,nolock
   fi
 fi
 IFS=, read -r -a VARIANT_LIST <<< "$VARIANTS"
@@ -118,7 +127,8 @@ endpoint() {
     symfony-redis) echo stock-symfony-redis.php ;;
     phpredis) echo stock-phpredis.php ;;
     nolock) echo nolock.php ;;
-    *) die "unknown variant $1 (client, symfony-redislock, symfony-redis, phpredis, nolock)" ;;
+    hold) echo 'hold.php?ms=350' ;;
+    *) die "unknown variant $1 (client, symfony-redislock, symfony-redis, phpredis, nolock, hold)" ;;
   esac
 }
 for v in "${VARIANT_LIST[@]}"; do endpoint "$v" >/dev/null; done
@@ -421,13 +431,13 @@ run() {
   negative=$(rcli get fpm:negative)
   left=$(keys_left | wc -l)
   echo "$w" >> "$DIR/results.jsonl"
-  printf 'run variant=%s asked=%s requests=%s non2xx=%s errors=%s sold=%s stock=%s negative=%s keys_left=%s threads_max=%s threads_after=%s workers=%s pids_seen=%s rps=%s p50_us=%s p99_us=%s initial_stock=%s answered_sold=%s answered_soldout=%s\n' \
+  printf 'run variant=%s asked=%s requests=%s non2xx=%s errors=%s sold=%s stock=%s negative=%s keys_left=%s threads_max=%s threads_after=%s workers=%s pids_seen=%s rps=%s p50_us=%s p99_us=%s initial_stock=%s answered_sold=%s answered_soldout=%s answered_other=%s\n' \
     "$variant" "$requests" "$(json_field "$w" responses)" "$(json_field "$w" non2xx)" \
     "$(( $(json_field "$w" errors_connect) + $(json_field "$w" errors_read) + $(json_field "$w" errors_write) + $(json_field "$w" errors_timeout) ))" \
     "${sold:-0}" "${stock_now:-?}" "${negative:-0}" "$left" \
     "$(json_field "$t" max)" "$(json_field "$t" after)" "$(json_field "$t" workers_last)" "$(json_field "$t" pids_seen)" \
     "$(json_field "$w" rps)" "$(json_field "$w" lat_p50_us)" "$(json_field "$w" lat_p99_us)" \
-    "$stock" "$(json_field "$w" sold)" "$(json_field "$w" soldout)" | tee -a "$DIR/runs.txt"
+    "$stock" "$(json_field "$w" sold)" "$(json_field "$w" soldout)" "$(json_field "$w" other)" | tee -a "$DIR/runs.txt"
   if [ "$left" -gt 0 ]; then
     log "keys left after $variant: $(keys_left | head -5 | tr '\n' ' ')"
     drop_keys_left
@@ -441,6 +451,7 @@ if [ "$MODE" = test ]; then
   for v in "${VARIANT_LIST[@]}"; do
     case "$v" in
       nolock) n=$NOLOCK_REQUESTS ;;
+      hold) n=$HOLD_REQUESTS ;;
       symfony-redislock|symfony-redis|phpredis) n=$PEER_REQUESTS ;;
       *) n=$REQUESTS ;;
     esac

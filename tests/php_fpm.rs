@@ -12,7 +12,8 @@
 //! - without a lock the same endpoint oversells (the race is real, so the checks above can fail);
 //! - the library's threads per worker stay within `REDISLOCK_FPM_THREAD_BOUND` (default 3: renewal
 //!   timer, renewal I/O, one renewal thread, for a worker that holds one lock at a time) during
-//!   and after the load, sampled every 25 ms, and no worker dies;
+//!   and after the load, sampled every 25 ms, also when every request holds an auto-renewed lock
+//!   past its lease (which renewal keeps), and no worker dies;
 //! - a request that ends while holding the stock's lock (fatal error, `max_execution_time`,
 //!   uncaught exception, `exit()`, end of script; through `Client` and through the Symfony store)
 //!   leaves no key behind by the time its response arrives, and the next purchase gets the lock;
@@ -178,6 +179,27 @@ fn php_fpm_under_nginx() {
         assert_eq!(r.num("workers"), workers, "{what}");
         assert_eq!(r.num("pids_seen"), workers, "a worker died, {what}");
     }
+
+    // Locks held past their lease (hold.php: 300 ms lease, held 350 ms, one lock per worker):
+    // renewal threads run in every worker, and still stay within the bound.
+    let hold = runs.get("hold").expect("no run of hold");
+    let what = format!("hold: {:?}", hold.fields);
+    assert!(hold.num("requests") >= hold.num("asked"), "{what}");
+    assert_eq!(hold.num("non2xx"), 0, "a lock was lost, {what}");
+    assert_eq!(hold.num("errors"), 0, "{what}");
+    assert_eq!(
+        hold.num("answered_other"),
+        hold.num("requests"),
+        "not every answer was \"renewed\", {what}"
+    );
+    assert_eq!(hold.num("keys_left"), 0, "{what}");
+    assert!(
+        hold.num("threads_max") >= 2,
+        "no renewal thread seen: the bound was not put to the test, {what}"
+    );
+    assert!(hold.num("threads_max") <= bound, "{what}");
+    assert!(hold.num("threads_after") <= bound, "{what}");
+    assert_eq!(hold.num("pids_seen"), workers, "a worker died, {what}");
 
     // Without a lock the same read-modify-write oversells: the checks above can fail.
     let nolock = runs.get("nolock").expect("no run of nolock");
