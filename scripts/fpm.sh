@@ -6,7 +6,8 @@
 #   scripts/fpm.sh bench [options]   requests/s and latency per endpoint, one sitting
 #   scripts/fpm.sh serve [options]   start the stack, print its URL, wait for Ctrl-C
 #
-# The stack, all in a temporary directory and on free 127.0.0.1 ports (never 6379):
+# The stack, all in a temporary directory and on free 127.0.0.1 ports (never 6379), serving a
+# copy of tests/fpm/app, bindings/php and the PHP header made there (readable by every user):
 #   redis-server (--save '' --appendonly no);
 #   php-fpm8.2 (Debian's php8.2-fpm) in the foreground: one pool, pm=static with --workers
 #     workers, opcache.enable=1, ffi.enable=preload, opcache.preload=bindings/php/preload.php.
@@ -158,28 +159,9 @@ if [ -z "${REDISLOCK_LIB:-}" ]; then
 fi
 [ -f "$REDISLOCK_LIB" ] || die "REDISLOCK_LIB=$REDISLOCK_LIB does not exist"
 BUILT_LIB=$(realpath "$REDISLOCK_LIB")
-APP="$ROOT/tests/fpm/app"
 
 ROOT_USER=0
 [ "$(id -u)" -eq 0 ] && ROOT_USER=1
-if [ "$ROOT_USER" = 1 ]; then
-  # The workers (and the preloading) run as nobody: everything they read must be readable by
-  # other users, every directory on the way searchable.
-  for path in "$APP/common.php" "$ROOT/bindings/php/preload.php" "$ROOT/bindings/php/src/Client.php" \
-              "$ROOT/include/redislock_php.h"; do
-    p=$path
-    while [ "$p" != / ]; do
-      perm=$(stat -c %a "$p")
-      other=${perm: -1}
-      if [ -d "$p" ]; then
-        (( (other & 5) == 5 )) || die "$p is not readable by other users, but the PHP-FPM workers run as nobody"
-      else
-        (( (other & 4) == 4 )) || die "$p is not readable by other users, but the PHP-FPM workers run as nobody"
-      fi
-      p=$(dirname "$p")
-    done
-  done
-fi
 
 # ---- the temporary directory and the clean-up
 DIR=$(mktemp -d /tmp/redislock-fpm.XXXXXX)
@@ -188,6 +170,16 @@ chmod 755 "$DIR"
 REDISLOCK_LIB="$DIR/libredislock.so"
 cp "$BUILT_LIB" "$REDISLOCK_LIB"
 chmod 755 "$REDISLOCK_LIB"
+# What the workers read, copied into a tree of the same shape readable by every user: as root
+# they (and the preloading) run as nobody, who may not be able to read the checkout.
+TREE="$DIR/tree"
+mkdir -p "$TREE/tests/fpm" "$TREE/bindings/php" "$TREE/include"
+cp -r "$ROOT/tests/fpm/app" "$TREE/tests/fpm/"
+cp -r "$ROOT/bindings/php/autoload.php" "$ROOT/bindings/php/preload.php" "$ROOT/bindings/php/src" \
+  "$TREE/bindings/php/"
+cp "$ROOT/include/redislock_php.h" "$TREE/include/"
+chmod -R a+rX "$TREE"
+APP="$TREE/tests/fpm/app"
 PIDS=()
 cleanup() {
   local rc=$?
@@ -257,11 +249,11 @@ rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 wait_for 10 redis-server "$REDIS_PID" rcli ping
 
 # ---- php-fpm
-FPM_INI=(-d opcache.enable=1 -d ffi.enable=preload -d "opcache.preload=$ROOT/bindings/php/preload.php")
+FPM_INI=(-d opcache.enable=1 -d ffi.enable=preload -d "opcache.preload=$TREE/bindings/php/preload.php")
 FPM_ENV=()
 POOL_USER=
 if [ "$ROOT_USER" = 1 ]; then
-  sed "s|^#define FFI_LIB .*|#define FFI_LIB \"$REDISLOCK_LIB\"|" "$ROOT/include/redislock_php.h" \
+  sed "s|^#define FFI_LIB .*|#define FFI_LIB \"$REDISLOCK_LIB\"|" "$TREE/include/redislock_php.h" \
     > "$DIR/redislock_php.h"
   chmod 644 "$DIR/redislock_php.h"
   FPM_INI+=(-d "ffi.preload=$DIR/redislock_php.h" -d opcache.preload_user=nobody)
