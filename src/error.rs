@@ -7,29 +7,53 @@
 
 use std::fmt;
 
-/// What kind of failure an [`Error`] is. The C boundary maps each kind to one result code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
+/// Defines [`ErrorKind`] and the list of its variants from one declaration, so that the list
+/// ([`ErrorKind::ALL`], from which the C boundary's tables are derived and checked) can never
+/// miss a kind.
+macro_rules! error_kinds {
+    ($( $(#[$doc:meta])* $kind:ident => $summary:literal, )*) => {
+        /// What kind of failure an [`Error`] is. The C boundary maps each kind to one result code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $( $(#[$doc])* $kind, )*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in declaration order.
+            pub(crate) const ALL: &'static [ErrorKind] = &[$(ErrorKind::$kind),*];
+
+            /// A static one-line description of the kind, without the detail of a particular
+            /// failure (the C boundary's `redislock_result_message` text).
+            pub(crate) fn summary(self) -> &'static str {
+                match self {
+                    $( ErrorKind::$kind => $summary, )*
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
     /// A single acquire attempt found the lock held by another owner.
-    Held,
+    Held => "the lock is held by another owner",
     /// An acquire with a wait bound was not granted before the bound ran out.
-    WaitTimeout,
+    WaitTimeout => "the lock was not granted within the wait bound",
     /// Release or extend found the lock no longer ours: it was released already, its lease ran
     /// out, it was found lost by renewal, or another owner took it over.
-    NotHeld,
+    NotHeld => "the lock is not held any more (released, expired, lost or taken over)",
     /// Bad input: empty or oversized name, zero or absurd lease, invalid URL or configuration.
-    InvalidArgument,
+    InvalidArgument => "invalid argument or configuration",
     /// Redis could not be reached, or did not answer within the configured timeouts.
-    Connection,
+    Connection => "Redis is unreachable or did not answer in time",
     /// Redis answered with an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, ...).
-    Redis,
+    Redis => "Redis replied with an error",
     /// A lock handle was used in a child process after `fork()`; the lock belongs to the parent.
-    Forked,
+    Forked => "the lock handle was used in a forked child process; the lock is the parent's",
     /// A configured bound was reached (auto-renewed locks per client).
-    LimitReached,
+    LimitReached => "a configured limit was reached (max_renewed_locks)",
     /// A bug in this library or an impossible reply; please report it.
-    Internal,
+    Internal => "internal error in redislock (please report it)",
 }
 
 /// An error from any operation of this library: a kind and a message for humans.
