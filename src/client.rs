@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 
-use crate::config::{ClientBuilder, Config, MAX_WAIT, check_lease, mask_url};
+use crate::config::{ClientBuilder, Config, check_lease, check_wait, mask_url};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::{Lock, LockState, release_key};
@@ -218,10 +218,8 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<Lock, Error> {
         check_lease(opts.lease, opts.auto_renew)?;
-        if wait.is_some_and(|w| w > MAX_WAIT) {
-            return Err(Error::invalid_argument(
-                "wait bound must be at most 30 days",
-            ));
+        if let Some(w) = wait {
+            check_wait(w)?;
         }
         let keys = LockKeys::new(&self.shared.cfg.key_prefix, name)?;
         let b = self.backend()?;

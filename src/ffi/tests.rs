@@ -339,7 +339,11 @@ fn configs_are_checked_when_building() {
         client.is_null(),
         "out-parameters are written only on success"
     );
-    assert!(last_error().contains("pool_size"), "{}", last_error());
+    assert!(
+        last_error().contains("pool_size must be between 1 and 10000, got 0"),
+        "{}",
+        last_error()
+    );
     assert_eq!(redislock_config_set_pool_size(config, 4), REDISLOCK_OK);
     assert_eq!(redislock_config_set_lease_ms(config, 5000), REDISLOCK_OK);
     assert_eq!(redislock_config_set_auto_renew(config, false), REDISLOCK_OK);
@@ -366,6 +370,30 @@ fn configs_are_checked_when_building() {
             fencing: true,
         }
     );
+    // A lease out of range is refused before any connection, with the accepted range.
+    let mut lock = ptr::null_mut();
+    for (lease_ms, auto_renew, range) in [
+        (
+            0,
+            false,
+            "lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed)",
+        ),
+        (u64::MAX, true, "lease must be between 1 ms and 30 days"),
+        (
+            99,
+            true,
+            "an auto-renewed lease must be between 100 ms and 30 days, got 99ms",
+        ),
+    ] {
+        options.lease_ms = lease_ms;
+        options.auto_renew = auto_renew;
+        assert_eq!(
+            redislock_lock_try_acquire(client, c"n".as_ptr().cast(), 1, &options, &mut lock),
+            REDISLOCK_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains(range), "{}", last_error());
+    }
+    assert!(lock.is_null());
     redislock_client_free(client);
 }
 
