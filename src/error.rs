@@ -44,8 +44,9 @@ error_kinds! {
     NotHeld => "the lock is not held any more (released, expired, lost or taken over)",
     /// Bad input: empty or oversized name, zero or absurd lease, invalid URL or configuration.
     InvalidArgument => "invalid argument or configuration",
-    /// Redis could not be reached, or did not answer within the configured timeouts.
-    Connection => "Redis is unreachable or did not answer in time",
+    /// Redis could not be reached, did not answer within the configured timeouts, or the server
+    /// at the address does not speak the Redis protocol.
+    Connection => "Redis is unreachable, did not answer in time, or is not a Redis server",
     /// Redis answered with an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, ...).
     Redis => "Redis replied with an error",
     /// A lock handle was used in a child process after `fork()`; the lock belongs to the parent.
@@ -159,6 +160,18 @@ impl Error {
                 err
             }
             K::Io => Error::connection(server, e, e.is_timeout()),
+            // redis-rs reports both a reply stream it cannot parse and a well-formed reply of
+            // an unexpected type as `Parse`; only the parser's errors read "Parse error at".
+            // A stream that is not RESP at all means the peer is not a Redis server (an HTTP
+            // or SSH server, a TLS port reached with redis://): a problem of the address, not
+            // a bug, and the parser's dump of the bytes helps no one.
+            K::Parse if e.detail().is_some_and(|d| d.starts_with("Parse error at")) => Error::new(
+                ErrorKind::Connection,
+                format!(
+                    "the server at {server} did not answer in the Redis protocol (is it a \
+                         Redis server? a TLS port needs a rediss:// URL)"
+                ),
+            ),
             K::InvalidClientConfig => Error::invalid_argument(e),
             _ => Error::internal(format!("unexpected reply from Redis at {server}: {e}")),
         }

@@ -1,11 +1,118 @@
-//! What errors say: every message about an out-of-range value states the range that is really
-//! accepted.
+//! What errors say: a server that does not speak Redis is a connection problem named as such,
+//! and every message about an out-of-range value states the range that is really accepted.
 
 mod support;
 
-use std::time::Duration;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener};
+use std::thread;
+use std::time::{Duration, Instant};
 
 use redislock::{Client, ClientBuilder, Error, ErrorKind, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
+
+/// A loopback TCP server that is not Redis: for every connection, `greet` is sent at once (a
+/// server that speaks first, like SSH) and `answer` after the first bytes arrive (a server that
+/// answers a request, like HTTP). Runs until the test process ends.
+fn foreign_server(greet: &'static [u8], answer: &'static [u8]) -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    assert_ne!(port, 6379);
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            thread::spawn(move || {
+                let _ = s.write_all(greet);
+                let mut buf = [0u8; 4096];
+                let _ = s.set_read_timeout(Some(Duration::from_secs(30)));
+                if matches!(s.read(&mut buf), Ok(n) if n > 0) {
+                    let _ = s.write_all(answer);
+                }
+                // Keep the connection open a while, as a real server would.
+                let _ = s.read(&mut buf);
+            });
+        }
+    });
+    port
+}
+
+const HTTP_400: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 11\r\n\r\nBad Request";
+
+fn client_for(port: u16) -> Client {
+    Client::builder(&format!("redis://127.0.0.1:{port}/"))
+        .connect_timeout(Duration::from_millis(500))
+        .read_timeout(Duration::from_millis(1000))
+        .checkout_timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_not_redis(e: &Error, port: u16) {
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(e.is_connection() && !e.is_timeout(), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("127.0.0.1:{port}/0"))
+            && text.contains("did not answer in the Redis protocol")
+            && text.contains("is it a Redis server?"),
+        "{text}"
+    );
+    // No parser dump, no "bug, please report it".
+    for dump in ["Parse error", "Unexpected", "internal", "report"] {
+        assert!(!text.contains(dump), "{text}");
+    }
+}
+
+#[test]
+fn an_http_server_is_a_connection_error_not_a_bug() {
+    let port = foreign_server(b"", HTTP_400);
+    let c = client_for(port);
+    let t = Instant::now();
+    assert_not_redis(&c.try_acquire("x").unwrap_err(), port);
+    assert_not_redis(
+        &c.acquire("x", Duration::from_millis(500)).unwrap_err(),
+        port,
+    );
+    let e = c
+        .lock(b"x")
+        .fencing(true)
+        .auto_renew(false)
+        .try_acquire()
+        .unwrap_err();
+    assert_not_redis(&e, port);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+#[test]
+fn a_server_that_speaks_first_is_a_connection_error_not_a_bug() {
+    // SSH and SMTP servers greet first; a TLS-only Redis port answers a plain request with
+    // bytes that are no RESP either.
+    let port = foreign_server(
+        b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n",
+        b"Protocol mismatch.\n",
+    );
+    let c = client_for(port);
+    assert_not_redis(&c.try_acquire("x").unwrap_err(), port);
+    let port = foreign_server(b"", b"\x15\x03\x03\x00\x02\x02\x32");
+    let e = client_for(port).try_acquire("x").unwrap_err();
+    assert_not_redis(&e, port);
+    assert!(e.to_string().contains("rediss://"), "{e}");
+}
+
+#[test]
+fn a_server_that_hangs_up_is_still_a_plain_connection_error() {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for s in listener.incoming() {
+            drop(s);
+        }
+    });
+    let e = client_for(port).try_acquire("x").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(e.to_string().contains(&port.to_string()), "{e}");
+}
 
 // ---- range messages -------------------------------------------------------------------------
 

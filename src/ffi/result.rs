@@ -28,7 +28,8 @@ pub enum redislock_result {
     /// Bad input: empty or oversized name, zero or absurd lease or wait, invalid URL or
     /// configuration, a lock without fencing asked for its fencing token.
     REDISLOCK_INVALID_ARGUMENT = 4,
-    /// Redis could not be reached, or did not answer within the configured timeouts.
+    /// Redis could not be reached, did not answer within the configured timeouts, or the server
+    /// at the address does not speak the Redis protocol.
     REDISLOCK_CONNECTION = 5,
     /// Redis answered with an error reply (NOPERM, READONLY, WRONGTYPE, ...).
     REDISLOCK_REDIS_ERROR = 6,
