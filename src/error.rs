@@ -261,6 +261,24 @@ mod tests {
     }
 
     #[test]
+    fn a_reply_stream_that_is_not_resp_is_a_connection_error() {
+        let e = redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap_err();
+        let err = Error::from_redis("127.0.0.1:8080/0", &e);
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+        assert!(!err.is_timeout());
+        assert_eq!(
+            err.to_string(),
+            "the server at 127.0.0.1:8080/0 did not answer in the Redis protocol (is it a Redis \
+             server? a TLS port needs a rediss:// URL)"
+        );
+        // redis-rs calls a well-formed reply of an unexpected type a parse error too; from a
+        // Redis server that is a bug of ours.
+        let e = redis::from_redis_value::<i64>(redis::Value::Nil).unwrap_err();
+        let err = Error::from_redis("127.0.0.1:6380/0", &e.into());
+        assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
+    }
+
+    #[test]
     fn kinds_have_predicates() {
         assert!(Error::held("\"x\"").is_held());
         assert!(Error::not_held("\"x\"", "expired").is_not_held());
