@@ -253,18 +253,40 @@ final class Library
     }
 
     /**
-     * Checks an integer for a `uint64_t` / `uint32_t` parameter.
+     * The accepted range of each integer parameter, in the words of the library's own messages
+     * for an out-of-range value (which add the value given). Needed here only for what cannot
+     * reach the library: a negative value, or one too large for a `uint32_t`. ErrorsTest checks
+     * that each agrees with the library's message.
+     */
+    private const RANGES = [
+        'lease_ms' => 'lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed)',
+        'wait_ms' => 'wait bound must be between 0 ms and 30 days',
+        'pool_size' => 'pool_size must be between 1 and 10000',
+        'max_waiters' => 'max_waiters must be between 1 and 10000',
+        'connect_timeout_ms' => 'connect_timeout must be between 1 ms and 30 days',
+        'read_timeout_ms' => 'read_timeout must be between 1 ms and 30 days',
+        'write_timeout_ms' => 'write_timeout must be between 1 ms and 30 days',
+        'checkout_timeout_ms' => 'checkout_timeout must be between 1 ms and 30 days',
+        'recheck_interval_ms' => 'recheck_interval must be between 1 ms and 30 days',
+        'max_renewed_locks' => 'max_renewed_locks must be between 0 and 1000000',
+    ];
+
+    /**
+     * Checks an integer for a `uint64_t` / `uint32_t` parameter (at most `$max`): a negative or
+     * too large value is refused with the parameter's accepted range, as the library states it
+     * (`$param` is a key of {@see Library::RANGES}, for example `lease_ms`). Values that fit
+     * are passed on for the library to check.
      *
      * @internal
      */
-    public static function unsigned(int $value, string $what, int $max = PHP_INT_MAX): int
+    public static function unsigned(int $value, string $param, int $max = PHP_INT_MAX): int
     {
         if ($value < 0 || $value > $max) {
             throw new InvalidArgumentException(sprintf(
-                '%s must be between 0 and %d, got %d',
-                $what,
-                $max,
-                $value
+                'invalid argument: %s, got %d%s',
+                self::RANGES[$param] ?? "$param is out of range",
+                $value,
+                str_ends_with($param, '_ms') ? ' ms' : ''
             ));
         }
 
