@@ -70,6 +70,7 @@ fn an_http_server_is_a_connection_error_not_a_bug() {
     let c = client_for(port);
     let t = Instant::now();
     assert_not_redis(&c.try_acquire("x").unwrap_err(), port);
+    println!("an HTTP server is reported after {:?}", t.elapsed());
     assert_not_redis(
         &c.acquire("x", Duration::from_millis(500)).unwrap_err(),
         port,
