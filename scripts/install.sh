@@ -100,7 +100,8 @@ datadir="${datadir:-${prefix%/}/share}"
 phpdir="$datadir/redislock/php"
 
 for tool in cargo strip objcopy readelf install; do
-    command -v "$tool" >/dev/null 2>&1 || die "$tool not found (binutils for strip, objcopy and readelf; Rust for cargo)"
+    command -v "$tool" >/dev/null 2>&1 \
+        || die "$tool not found (binutils has strip, objcopy and readelf; Rust has cargo)"
 done
 
 # --- build -------------------------------------------------------------------------------------
@@ -125,7 +126,8 @@ echo "install.sh: building (cargo rustc --profile dist, target $build_dir)"
 # --print native-static-libs lists what a program linking libredislock.a must also link (cargo
 # shows the note again when the build is already up to date). The same arguments every time, so
 # that an up-to-date build is not redone.
-if ! REDISLOCK_SONAME=1 cargo rustc --profile dist --lib -- --print native-static-libs 2> "$log"; then
+if ! REDISLOCK_SONAME=1 cargo rustc --profile dist --lib -- --print native-static-libs \
+    2> "$log"; then
     cat "$log" >&2
     die "cargo build failed"
 fi
@@ -137,7 +139,8 @@ ar="$build_dir/libredislock.a"
 [[ -f "$so" && -f "$ar" ]] || die "$so or $ar missing after the build"
 
 version="$(cargo pkgid -p redislock | sed 's/.*[#@]//')"
-[[ "$version" =~ ^([0-9]+)\.([0-9]+)\.[0-9]+ ]] || die "cannot read the crate's version ('$version')"
+[[ "$version" =~ ^([0-9]+)\.([0-9]+)\.[0-9]+ ]] \
+    || die "cannot read the crate's version ('$version')"
 if [[ "${BASH_REMATCH[1]}" == 0 ]]; then
     expected_soname="libredislock.so.0.${BASH_REMATCH[2]}"
 else
@@ -182,7 +185,8 @@ sed -e "s|@prefix@|$prefix|" \
     -e "s|@version@|$version|" \
     -e "s|@libs_private@|$libs_private|" \
     packaging/redislock.pc.in > "$stage/redislock.pc"
-! grep -n '@[a-z_]*@' "$stage/redislock.pc" >&2 || die "packaging/redislock.pc.in: unknown placeholder (above)"
+! grep -n '@[a-z_]*@' "$stage/redislock.pc" >&2 \
+    || die "packaging/redislock.pc.in: unknown placeholder (above)"
 
 # The PHP header with FFI_LIB naming the SONAME: FFI::load() and ffi.preload then find the
 # installed library through the dynamic loader, and never an incompatible libredislock.so.

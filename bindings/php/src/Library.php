@@ -86,8 +86,11 @@ final class Library
                 $ffi = FFI::cdef($declarations, $name);
             } catch (\Throwable $e) {
                 if (str_contains($e->getMessage(), 'ffi.enable')) {
-                    // "FFI API is restricted by "ffi.enable" configuration directive"
-                    throw new LibraryException(self::ffiDisabledMessage(), 0, $e);
+                    // "FFI API is restricted by "ffi.enable" configuration directive": off, or
+                    // preload outside the CLI with no preloaded scope.
+                    throw new LibraryException(ini_get('ffi.enable') === 'preload'
+                        ? self::preloadOnlyMessage()
+                        : self::ffiDisabledMessage(), 0, $e);
                 }
                 $failures[] = sprintf('%s: %s', $name, $e->getMessage());
                 continue;
@@ -98,10 +101,7 @@ final class Library
 
             return self::$ffi = $ffi;
         }
-        if (ini_get('ffi.enable') === 'preload' && PHP_SAPI !== 'cli') {
-            $hint = 'ffi.enable=preload: load the library in opcache.preload with preload.php, '
-                . 'see the README, "PHP-FPM"';
-        } elseif (count($names) === 1) {
+        if (count($names) === 1) {
             $hint = sprintf('%s=%s: set it to the path of libredislock.so', self::LIB_ENV, $env);
         } else {
             $hint = sprintf(
@@ -152,7 +152,18 @@ final class Library
         );
     }
 
-    /** Refuses a library found under its unversioned name whose version this package does not fit. */
+    /** What to do when `ffi.enable=preload` and nothing was preloaded (a web SAPI). */
+    public static function preloadOnlyMessage(): string
+    {
+        return sprintf(
+            'ffi.enable=preload lets only preloaded code use FFI outside the command line, and '
+                . 'libredislock was not preloaded: set opcache.enable=1 and opcache.preload=%s '
+                . '(see the package README, "PHP-FPM"), or ffi.enable=1',
+            dirname(__DIR__) . '/preload.php'
+        );
+    }
+
+    /** Refuses an unversioned library whose version this package does not fit. */
     private static function checkVersion(FFI $ffi, string $name): void
     {
         $version = (string) $ffi->redislock_version();

@@ -79,10 +79,11 @@ final class LibraryLoadTest extends TestCase
 
     public function testABadRedislockLibIsReportedAsSuch(): void
     {
-        $answer = $this->runPhp(['-d', 'ffi.enable=1'], ['REDISLOCK_LIB' => '/nonexistent/libredislock.so']);
+        $bad = '/nonexistent/libredislock.so';
+        $answer = $this->runPhp(['-d', 'ffi.enable=1'], ['REDISLOCK_LIB' => $bad]);
         $this->assertFalse($answer['ok']);
-        $this->assertStringContainsString('/nonexistent/libredislock.so', $answer['message']);
-        $this->assertStringContainsString('REDISLOCK_LIB=/nonexistent/libredislock.so', $answer['message']);
+        $this->assertStringContainsString("Failed loading '$bad'", $answer['message']);
+        $this->assertStringContainsString("REDISLOCK_LIB=$bad", $answer['message']);
         // Only the override is tried.
         $this->assertStringNotContainsString(Library::DEFAULT_LIB, $answer['message']);
     }
