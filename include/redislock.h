@@ -91,7 +91,8 @@ enum redislock_result
    */
   REDISLOCK_INVALID_ARGUMENT = 4,
   /**
-   * Redis could not be reached, or did not answer within the configured timeouts.
+   * Redis could not be reached, did not answer within the configured timeouts, or the server
+   * at the address does not speak the Redis protocol.
    */
   REDISLOCK_CONNECTION = 5,
   /**

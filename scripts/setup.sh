@@ -16,6 +16,7 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v valgrind >/dev/null || need+=(valgrind)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v php >/dev/null || need+=(php-cli)
 if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)

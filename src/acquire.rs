@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, Owner};
 use crate::cancel::Cancel;
 use crate::client::{Client, LockOptions};
-use crate::config::{MAX_WAIT, check_lease};
+use crate::config::{check_lease, check_wait};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::{Lock, LockState, extend_key, release_key};
@@ -29,10 +29,8 @@ impl Client {
     ) -> Result<Lock, Error> {
         check_lease(opts.lease, opts.auto_renew)?;
         let owner = owner.map(Token::from_owner).transpose()?;
-        if wait.is_some_and(|w| w > MAX_WAIT) {
-            return Err(Error::invalid_argument(
-                "wait bound must be at most 30 days",
-            ));
+        if let Some(w) = wait {
+            check_wait(w)?;
         }
         let keys = LockKeys::new(&self.config().key_prefix, name)?;
         if cancel.is_some_and(Cancel::is_cancelled) {

@@ -14,6 +14,10 @@ pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MIN_RENEWED_LEASE: Duration = Duration::from_millis(100);
 /// The longest wait bound accepted by an acquire (30 days).
 pub const MAX_WAIT: Duration = MAX_LEASE;
+/// The largest `pool_size` and `max_waiters`.
+const MAX_POOL_SIZE: u32 = 10_000;
+/// The largest `max_renewed_locks`.
+const MAX_RENEWED_LOCKS: usize = 1_000_000;
 
 /// Everything a [`Client`] is configured with. Built by [`ClientBuilder`].
 #[derive(Clone)]
@@ -288,9 +292,9 @@ impl ClientBuilder {
         };
         cfg.sentinel = sentinel;
         let positive = |what: &str, d: Duration| {
-            if d.is_zero() || d > MAX_LEASE {
+            if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
-                    "{what} must be between 1 ms and 30 days"
+                    "{what} must be between 1 ms and 30 days, got {d:?}"
                 )))
             } else {
                 Ok(())
@@ -302,42 +306,50 @@ impl ClientBuilder {
         positive("checkout_timeout", cfg.checkout_timeout)?;
         positive("recheck_interval", cfg.recheck_interval)?;
         check_lease(cfg.lease, cfg.auto_renew)?;
-        if cfg.pool_size == 0 || cfg.pool_size > 10_000 {
-            return Err(Error::invalid_argument(
-                "pool_size must be between 1 and 10000",
-            ));
+        if !(1..=MAX_POOL_SIZE).contains(&cfg.pool_size) {
+            return Err(Error::invalid_argument(format!(
+                "pool_size must be between 1 and {MAX_POOL_SIZE}, got {}",
+                cfg.pool_size
+            )));
         }
-        if cfg.max_waiters == 0 || cfg.max_waiters > 10_000 {
-            return Err(Error::invalid_argument(
-                "max_waiters must be between 1 and 10000",
-            ));
+        if !(1..=MAX_POOL_SIZE).contains(&cfg.max_waiters) {
+            return Err(Error::invalid_argument(format!(
+                "max_waiters must be between 1 and {MAX_POOL_SIZE}, got {}",
+                cfg.max_waiters
+            )));
         }
         if !(0.0..=1.0).contains(&cfg.recheck_jitter) {
-            return Err(Error::invalid_argument(
-                "recheck_jitter must be between 0 and 1",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "recheck_jitter must be between 0 and 1, got {}",
+                cfg.recheck_jitter
+            )));
         }
         if cfg.min_replicas > 100 {
-            return Err(Error::invalid_argument(
-                "min_replicas must be between 0 and 100",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "min_replicas must be between 0 and 100, got {}",
+                cfg.min_replicas
+            )));
         }
-        let replica_timeout_ok = !cfg.replica_timeout.is_zero()
+        let replica_timeout_ok = cfg.replica_timeout >= Duration::from_millis(1)
             && (cfg.min_replicas == 0 || cfg.replica_timeout < cfg.read_timeout);
         if !replica_timeout_ok {
-            return Err(Error::invalid_argument(
-                "replica_timeout must be at least 1 ms and less than read_timeout",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "replica_timeout must be at least 1 ms and less than read_timeout ({:?}), got {:?}",
+                cfg.read_timeout, cfg.replica_timeout
+            )));
         }
-        if cfg.max_renewed_locks > 1_000_000 {
-            return Err(Error::invalid_argument(
-                "max_renewed_locks must be at most 1000000",
-            ));
+        if cfg.max_renewed_locks > MAX_RENEWED_LOCKS {
+            return Err(Error::invalid_argument(format!(
+                "max_renewed_locks must be between 0 and {MAX_RENEWED_LOCKS}, got {}",
+                cfg.max_renewed_locks
+            )));
         }
         if cfg.key_prefix.len() > crate::keys::MAX_NAME_LEN {
-            return Err(Error::invalid_argument(
-                "key_prefix is longer than 4096 bytes",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "key_prefix must be at most {} bytes long, got {} bytes",
+                crate::keys::MAX_NAME_LEN,
+                cfg.key_prefix.len()
+            )));
         }
         if cfg.tls_ca_pem.is_some() {
             // Parses the certificates now, so a bad PEM is reported by build().
@@ -380,18 +392,29 @@ pub(crate) fn redis_client(
     }
 }
 
-/// Checks a lease for a lock with or without auto-renewal.
+/// Checks a lease for a lock with or without auto-renewal. The message states the whole
+/// accepted range (the PHP package states the same one for a negative lease).
 pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error> {
-    if lease < Duration::from_millis(1) {
-        return Err(Error::invalid_argument("lease must be at least 1 ms"));
-    }
-    if lease > MAX_LEASE {
-        return Err(Error::invalid_argument("lease must be at most 30 days"));
+    if lease < Duration::from_millis(1) || lease > MAX_LEASE {
+        return Err(Error::invalid_argument(format!(
+            "lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed), got \
+             {lease:?}"
+        )));
     }
     if auto_renew && lease < MIN_RENEWED_LEASE {
-        return Err(Error::invalid_argument(
-            "an auto-renewed lease must be at least 100 ms",
-        ));
+        return Err(Error::invalid_argument(format!(
+            "an auto-renewed lease must be between 100 ms and 30 days, got {lease:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the wait bound of an acquire.
+pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
+    if wait > MAX_WAIT {
+        return Err(Error::invalid_argument(format!(
+            "wait bound must be between 0 ms and 30 days, got {wait:?}"
+        )));
     }
     Ok(())
 }

@@ -34,8 +34,10 @@ mod cancel;
 mod client;
 mod config;
 mod error;
+// The C ABI: its `#[unsafe(no_mangle)] extern "C"` functions are exported from the cdylib and
+// staticlib whatever the module's visibility, and are not part of the Rust API.
 #[allow(unsafe_code)]
-pub mod ffi;
+mod ffi;
 mod keys;
 mod lock;
 mod pool;

@@ -192,16 +192,15 @@ final class Client
     private static function checkOption(string $key, string $type, $value): void
     {
         $ok = match ($type) {
-            'u32' => is_int($value) && $value >= 0 && $value <= self::U32_MAX,
-            'u64' => is_int($value) && $value >= 0,
+            'u32', 'u64' => is_int($value),
             'bool' => is_bool($value),
             'float' => (is_float($value) || is_int($value)) && is_finite((float) $value),
             'bytes' => is_string($value),
         };
         if (!$ok) {
             $want = [
-                'u32' => 'an int between 0 and 4294967295',
-                'u64' => 'a non-negative int',
+                'u32' => 'an int',
+                'u64' => 'an int',
                 'bool' => 'a bool',
                 'float' => 'a finite number',
                 'bytes' => 'a string',
@@ -212,6 +211,11 @@ final class Client
                 $want,
                 get_debug_type($value)
             ));
+        }
+        if ($type === 'u32' || $type === 'u64') {
+            // The library checks the range; a negative value, or one beyond a uint32_t, cannot
+            // get there and is refused here with the same range.
+            Library::unsigned($value, $key, $type === 'u32' ? self::U32_MAX : PHP_INT_MAX);
         }
     }
 
@@ -277,7 +281,7 @@ final class Client
         #[\SensitiveParameter] ?string $owner = null
     ): Lock {
         if ($waitMs < 0) {
-            Library::unsigned($waitMs, 'wait bound (ms)');
+            Library::unsigned($waitMs, 'wait_ms');
         }
         if ($owner !== null) {
             if ($waitMs === 0) {
@@ -480,7 +484,7 @@ final class Client
     private function lockOptions(?int $leaseMs, ?bool $autoRenew, ?bool $fencing): CData
     {
         if ($leaseMs !== null) {
-            Library::unsigned($leaseMs, 'lease (ms)');
+            Library::unsigned($leaseMs, 'lease_ms');
         }
         [$defaultLease, $defaultRenew, $defaultFencing] = $this->defaults ?? $this->fetchDefaults();
         if ($this->options === null) {
