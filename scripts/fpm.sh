@@ -49,7 +49,7 @@
 #   --concurrency C       wrk connections (default 32)
 #   --wrk-threads T       wrk threads (default 2)
 #   --workers W           PHP-FPM workers (default 8)
-#   --stock S             test: initial stock (default 3/4 of --requests)
+#   --stock S             test and serve: initial stock (default 3/4 of --requests)
 #   --variants LIST       comma-separated, from client, symfony-redislock, symfony-redis,
 #                         phpredis, hold, nolock (default: all, in that order, for test; bench
 #                         nolock,phpredis,client,symfony-redislock,symfony-redis)
@@ -139,6 +139,8 @@ for v in "${VARIANT_LIST[@]}"; do endpoint "$v" >/dev/null; done
 source "$ROOT/scripts/fpm/stack.sh"
 
 if [ "$MODE" = serve ]; then
+  rcli set fpm:stock "$STOCK" >/dev/null
+  log "stock: $STOCK units (fpm:stock)"
   log "serving: $BASE/stock-client.php (and the other endpoints of $APP); Redis on port $REDIS_PORT; Ctrl-C stops"
   wait "$NGINX_PID"
   exit 0
