@@ -64,6 +64,7 @@
 # Environment: REDISLOCK_LIB (else the release library is built with cargo), CARGO_TARGET_DIR.
 # Needs php8.2-fpm, nginx, wrk, curl, redis-server, php with FFI and phpredis, Symfony Lock:
 # scripts/setup.sh installs them on Debian.
+# shellcheck source-path=SCRIPTDIR disable=SC2016 # (PHP code in single quotes)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # php-fpm8.2 and nginx live in /usr/sbin, which a plain user's PATH may lack.
@@ -72,7 +73,7 @@ export PATH="$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin"
 MODE=${1:-}
 case "$MODE" in
   test|bench|serve) shift ;;
-  -h|--help|'') sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -h|--help|'') sed -n '2,/^set -euo/p' "$0" | sed '/^# shellcheck/d; $d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "fpm.sh: unknown mode $MODE (test, bench or serve; see --help)" >&2; exit 2 ;;
 esac
 

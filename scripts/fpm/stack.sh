@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2016 # (PHP code in single quotes)
 # Sourced by scripts/fpm.sh: checks what the stack needs, gets the library, makes the temporary
 # directory (removed, and every process started here killed, when the script exits) and starts
 # redis-server, php-fpm and nginx on free 127.0.0.1 ports; then checks through info.php that the
