@@ -30,7 +30,7 @@
 #   (sold = units sold by the app's count, stock = what is left, keys_left = keys in Redis other
 #   than the shop's data, threads = the library's threads per worker, sampled every 25 ms during
 #   the run and once after it); hold.php (variant=hold, --hold-requests): each request holds an
-#   auto-renewed lock of its worker (300 ms lease) for 350 ms, so renewal threads run, and answers
+#   auto-renewed lock of its worker (600 ms lease) for 700 ms, so renewal threads run, and answers
 #   "renewed" if the lock was still held (answered_other counts those); the same purchase
 #   without a lock (variant=nolock, --nolock-requests) to show the race is real; then die.php
 #   ends requests while they hold the stock's lock, by a fatal error, max_execution_time, an
@@ -57,7 +57,7 @@
 #                         symfony-redis and phpredis (default 3000; Symfony's RedisStore polls
 #                         every 100 ms while the lock is held, so it is slow under load)
 #   --nolock-requests N   test: requests to the no-lock endpoint (default 2000)
-#   --hold-requests N     test: requests to hold.php (default 100)
+#   --hold-requests N     test: requests to hold.php (default 64)
 #   --rounds R            bench: runs per endpoint (default 3)
 #   --cap SECONDS         longest wrk run (default 120)
 #   --out DIR             keep configs, logs and results (JSON lines) in DIR
@@ -84,7 +84,7 @@ WORKERS=8
 STOCK=
 VARIANTS=
 NOLOCK_REQUESTS=2000
-HOLD_REQUESTS=100
+HOLD_REQUESTS=64
 PEER_REQUESTS=3000
 ROUNDS=3
 CAP=120
@@ -130,7 +130,7 @@ endpoint() {
     symfony-redis) echo stock-symfony-redis.php ;;
     phpredis) echo stock-phpredis.php ;;
     nolock) echo nolock.php ;;
-    hold) echo 'hold.php?ms=350' ;;
+    hold) echo 'hold.php?ms=700' ;;
     *) die "unknown variant $1 (client, symfony-redislock, symfony-redis, phpredis, nolock, hold)" ;;
   esac
 }

@@ -180,7 +180,7 @@ fn php_fpm_under_nginx() {
         assert_eq!(r.num("pids_seen"), workers, "a worker died, {what}");
     }
 
-    // Locks held past their lease (hold.php: 300 ms lease, held 350 ms, one lock per worker):
+    // Locks held past their lease (hold.php: 600 ms lease, held 700 ms, one lock per worker):
     // renewal threads run in every worker, and still stay within the bound.
     let hold = runs.get("hold").expect("no run of hold");
     let what = format!("hold: {:?}", hold.fields);

@@ -9,9 +9,11 @@ keys_left() { rcli --scan | grep -Ev "$DATA_KEYS_RE" || true; }
 drop_keys_left() { keys_left | while read -r k; do rcli del "$k" >/dev/null; done; }
 # Waits until no request is running in the pool (the status request itself is the one active).
 wait_idle() {
-  local deadline=$((SECONDS + 60)) active
+  local deadline=$((SECONDS + 60)) active status
   while :; do
-    active=$(curl -s --max-time 2 "$BASE/fpm-status?json" | php -r '$j = json_decode(stream_get_contents(STDIN), true); echo $j["active processes"] ?? -1;')
+    # The status page is served by a worker too: it waits in line while they are all busy.
+    status=$(curl -s --max-time 10 "$BASE/fpm-status?json" || true)
+    active=$(php -r '$j = json_decode($argv[1], true); echo is_array($j) ? $j["active processes"] ?? -1 : -1;' "$status")
     [ "$active" = 1 ] && return 0
     [ $SECONDS -lt $deadline ] || die "the pool did not become idle within 60 s (active processes: $active)"
     sleep 0.1

@@ -210,7 +210,7 @@ status_ok() { curl -sf -o /dev/null --max-time 2 "$BASE/fpm-status"; }
 wait_for 20 nginx "$NGINX_PID" status_ok
 kill -0 "$FPM_PID" 2>/dev/null || die "php-fpm exited at start: $(cat "$DIR/php-fpm.out" "$DIR/php-fpm.log" 2>/dev/null)"
 
-INFO=$(curl -s --max-time 10 "$BASE/info.php")
+INFO=$(curl -s --max-time 10 "$BASE/info.php" || true)
 log "stack up: redis 127.0.0.1:$REDIS_PORT, php-fpm 127.0.0.1:$FPM_PORT ($WORKERS workers), nginx $BASE; library $REDISLOCK_LIB"
 log "info.php: $INFO"
 echo "info $INFO"
