@@ -9,10 +9,12 @@
 #                               and TESTKIT_SENTINELS (ports, by index) and TESTKIT_PID
 #   testkit_cmd kill node 0     sends one command; fails unless the answer is OK or a value
 #                               (`PID 1234`, ...); the answer is in TESTKIT_REPLY
-#   testkit_stop                closes its input (it stops and removes everything) and waits
+#   testkit_stop                `quit`: it stops and removes everything, answers and exits;
+#                               then its pipes are closed and it is reaped (no-op if not started)
 #
-# Commands run while the kit is up inherit its pipes; run long-lived ones with
-# `testkit_detached CMD...` so that only this shell holds them.
+# Commands run while the kit is up inherit its pipes; run them with `testkit_detached CMD...`,
+# or, in the background, with `CMD {TESTKIT_IN}>&- {TESTKIT_OUT}<&- &`, so that only this shell
+# (and its subshells) hold them.
 
 TESTKIT="${TESTKIT:-}"
 TESTKIT_PID=""
