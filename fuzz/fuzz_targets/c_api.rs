@@ -316,8 +316,20 @@ fn check_text_buffer(ret: usize, buf: &[u8], buf_len: usize) {
         assert_eq!(b, 0xEE, "written past buf_len");
     }
     if buf_len > 0 {
-        let end = ret.min(buf_len - 1);
-        assert_eq!(buf[end], 0, "text not NUL-terminated where expected");
+        let nul = buf[..buf_len]
+            .iter()
+            .position(|&b| b == 0)
+            .expect("text not NUL-terminated within buf_len");
+        if ret < buf_len {
+            assert_eq!(nul, ret, "a text that fits is written whole");
+        } else {
+            // Cut to buf_len - 1 bytes, less at most 3 to end on a UTF-8 character boundary.
+            assert!(nul + 4 > buf_len - 1, "cut too short: {nul} of {buf_len}");
+        }
+        assert!(
+            std::str::from_utf8(&buf[..nul]).is_ok(),
+            "text cut inside a UTF-8 character"
+        );
     }
 }
 
