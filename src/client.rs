@@ -148,7 +148,7 @@ impl Client {
         for _ in 0..3 {
             let holder: Option<String> = b
                 .main
-                .run(None, |c, _| redis::cmd("GET").arg(&keys.lock).query(c))?;
+                .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))?;
             let Some(holder) = holder else {
                 return Ok(false);
             };
@@ -166,7 +166,7 @@ impl Client {
         let b = self.backend()?;
         let holder: Option<Vec<u8>> = b
             .main
-            .run(None, |c, _| redis::cmd("GET").arg(&keys.lock).query(c))?;
+            .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))?;
         Ok(holder.is_some_and(|h| crate::token::same(&h, owner_token.as_bytes())))
     }
 
@@ -269,7 +269,15 @@ impl Client {
             None => Token::new(b.pid)?,
         };
         let started = Instant::now();
-        let grant = match try_once(&b, &keys, &token, opts)? {
+        let waits = wait.is_some_and(|w| !w.is_zero());
+        // A name found held recently is queued for at once (the queueing script takes a free
+        // lock too): no SET NX round trip that would most likely be refused.
+        let first = if waits && waiting::recently_contended(keys.lock()) {
+            None
+        } else {
+            try_once(&b, &keys, &token, opts)?
+        };
+        let grant = match first {
             Some(grant) => Some(grant),
             None => match wait {
                 Some(w) if !w.is_zero() => {
@@ -379,7 +387,7 @@ fn try_once(
         // the key already holding our token: the first SET may have been applied.
         if !opts.fencing && attempt == 0 {
             let set: Option<String> = redis::cmd("SET")
-                .arg(&keys.lock)
+                .arg(keys.lock())
                 .arg(token.as_str())
                 .arg("NX")
                 .arg("PX")
@@ -388,8 +396,8 @@ fn try_once(
             Ok(set.map(|_| 0))
         } else {
             let (ok, fence): (i64, i64) = scripts::ACQUIRE
-                .key(&keys.lock)
-                .key(&keys.fence)
+                .key(keys.lock())
+                .key(keys.fence())
                 .arg(token.as_str())
                 .arg(ms)
                 .arg(if opts.fencing { "1" } else { "0" })

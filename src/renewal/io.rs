@@ -108,7 +108,7 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
                 pipe.cmd("EVALSHA")
                     .arg(scripts::EXTEND.get_hash())
                     .arg(1)
-                    .arg(&r.lock.keys.lock)
+                    .arg(r.lock.keys.lock())
                     .arg(r.lock.token.as_str())
                     .arg(r.lease_ms);
             }
