@@ -438,7 +438,7 @@ pub fn run(o: &Opts) {
                     let hwm_mib = j.int("hwm_kib") as f64 / 1024.0;
                     let hold = j.get("hold_s").and_then(J::as_f64).unwrap_or(f64::NAN);
                     rows.push(vec![
-                        n.to_string(),
+                        format!("{n} ({} held)", j.int("held")),
                         format!("{:.1}", hold),
                         format!(
                             "{} / {} / {}",
@@ -478,27 +478,37 @@ pub fn run(o: &Opts) {
                         j.text("extra_result").to_owned(),
                     ]);
                     let refused = j.get("extra_refused").and_then(J::as_bool).unwrap_or(false);
-                    if n <= 1000 {
+                    let early = j.get("refused_early").and_then(J::as_bool).unwrap_or(false);
+                    let held = j.int("held");
+                    if early {
                         targets.add(
                             &format!("renewal scale {n} locks"),
-                            "0 lost, ≤ 64 MiB RSS",
-                            format!("{lost} lost, VmHWM {hwm_mib:.1} MiB"),
-                            Some(lost == 0 && hwm_mib <= 64.0),
-                        );
-                    } else {
-                        targets.add(
-                            &format!("renewal scale {n} locks"),
-                            "0 lost or clear refusal",
-                            format!("{lost} lost, {} late", j.int("stats_late_renewals")),
+                            "0 lost, or a clear refusal before an OS limit",
+                            format!(
+                                "{held} held, {lost} lost; lock {} refused: {}",
+                                held + 1,
+                                j.text("early_refusal")
+                            ),
                             Some(lost == 0),
                         );
+                    } else {
+                        let mib = if n <= 1000 { 64.0 } else { 32.0 };
+                        targets.add(
+                            &format!("renewal scale {n} locks"),
+                            &format!("0 lost, VmHWM ≤ {mib:.0} MiB"),
+                            format!(
+                                "{lost} lost, {} late, VmHWM {hwm_mib:.1} MiB",
+                                j.int("stats_late_renewals")
+                            ),
+                            Some(lost == 0 && hwm_mib <= mib),
+                        );
+                        targets.add(
+                            &format!("refusal of lock {} with max_renewed_locks = {n}", n + 1),
+                            "LimitReached",
+                            j.text("extra_result").chars().take(60).collect(),
+                            Some(refused),
+                        );
                     }
-                    targets.add(
-                        &format!("refusal of lock {} with max_renewed_locks = {n}", n + 1),
-                        "LimitReached",
-                        j.text("extra_result").chars().take(60).collect(),
-                        Some(refused),
-                    );
                     rep.summary("renewal_scale", j);
                 }
                 Err(e) => {
