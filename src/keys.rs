@@ -99,7 +99,7 @@ impl LockKeys {
         self.companion(FENCE, b"")
     }
 
-    /// Waiter queue: a sorted set of waiter entries by arrival time.
+    /// Waiter queue: a list of waiter entries in arrival order.
     pub(crate) fn queue(&self) -> Vec<u8> {
         self.companion(QUEUE, b"")
     }

@@ -12,13 +12,16 @@
 //! A fenced grant increments the counter before it sets the key: a script that fails midway
 //! keeps its earlier writes, and a failing INCR must not leave the key set with nobody holding it.
 //!
-//! The queue is a sorted set of waiter entries `wid:lease:fence:token` by arrival time; what a
-//! handoff needs (the waiter's lease, fencing flag and token) is in the entry itself. Each waiter
-//! also has a liveness key with an expiry that the waiter refreshes on every re-check, so the
-//! entry of a waiter that died is skipped once that key has expired: RELEASE's `DEL` of it both
-//! tells whether the waiter is alive and cleans up, with no clock reading. A handoff therefore
-//! costs RELEASE six server calls (GET, ZPOPMIN, DEL, SET, RPUSH, PEXPIRE) and the waiter's
-//! ENQUEUE six (GET, TIME, ZADD, SET, PTTL, PTTL), plus an INCR with fencing.
+//! The queue is a list of waiter entries `wid:lease:fence:token` in arrival order; what a handoff
+//! needs (the waiter's lease, fencing flag and token) is in the entry itself. Each waiter also
+//! has a liveness key with an expiry that the waiter refreshes on every re-check, so the entry of
+//! a waiter that died is skipped once that key has expired: RELEASE's `DEL` of it both tells
+//! whether the waiter is alive and cleans up, with no clock reading. The liveness key also tells
+//! ENQUEUE whether the waiter's entry is still queued (it is created with the entry and deleted
+//! when the entry is used up), so a re-check keeps its place. The queue's expiry is only ever
+//! extended, to at least that of every liveness key. A handoff therefore costs RELEASE six server
+//! calls (GET, LPOP, DEL, SET, RPUSH, PEXPIRE) and the waiter's ENQUEUE five (GET, SET NX,
+//! RPUSH, PTTL, PTTL), plus an INCR with fencing.
 
 use std::sync::LazyLock;
 
@@ -51,7 +54,7 @@ return {1, f}",
 
 /// ENQUEUE: a waiter's atomic "take it if free, else queue me (or refresh my entry)".
 ///
-/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (zset), KEYS[4] this waiter's
+/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (list), KEYS[4] this waiter's
 /// liveness key, KEYS[5] this waiter's signal list.
 /// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" for fencing, ARGV[4] the waiter's queue entry
 /// (`wid:lease:fence:token`), ARGV[5] entry lifetime in ms (the waiter re-checks before it runs
@@ -66,7 +69,7 @@ pub(crate) static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
 if cur == ARGV[1] then
   local f = tonumber(redis.call('LPOP', KEYS[5]) or '')
   f = f or tonumber(redis.call('GET', KEYS[2]) or '0')
-  redis.call('ZREM', KEYS[3], ARGV[4])
+  redis.call('LREM', KEYS[3], 1, ARGV[4])
   redis.call('DEL', KEYS[4], KEYS[5])
   return {1, f, redis.call('PTTL', KEYS[1])}
 end
@@ -75,15 +78,17 @@ if not cur then
   if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if ARGV[6] == '1' then
-    redis.call('ZREM', KEYS[3], ARGV[4])
+    redis.call('LREM', KEYS[3], 1, ARGV[4])
     redis.call('DEL', KEYS[4], KEYS[5])
   end
   return {1, f, tonumber(ARGV[2])}
 end
 local ttl = tonumber(ARGV[5])
-local t = redis.call('TIME')
-redis.call('ZADD', KEYS[3], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[4])
-redis.call('SET', KEYS[4], '1', 'PX', ttl)
+if redis.call('SET', KEYS[4], '1', 'PX', ttl, 'NX') then
+  redis.call('RPUSH', KEYS[3], ARGV[4])
+else
+  redis.call('PEXPIRE', KEYS[4], ttl)
+end
 if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], 2 * ttl) end
 return {0, 0, redis.call('PTTL', KEYS[1])}",
     )
@@ -99,9 +104,9 @@ pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 while true do
-  local head = redis.call('ZPOPMIN', KEYS[3])
-  if #head == 0 then break end
-  local wid, lease, fence, token = string.match(head[1], '^([^:]+):(%d+):(%d):(.+)$')
+  local head = redis.call('LPOP', KEYS[3])
+  if not head then break end
+  local wid, lease, fence, token = string.match(head, '^([^:]+):(%d+):(%d):(.+)$')
   if wid and redis.call('DEL', ARGV[3] .. wid) == 1 then
     local f = 0
     if fence == '1' then f = redis.call('INCR', KEYS[2]) end
@@ -127,7 +132,7 @@ return 1",
 /// ours), else {0, 0, 0}.
 pub(crate) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        "redis.call('ZREM', KEYS[2], ARGV[2])
+        "redis.call('LREM', KEYS[2], 1, ARGV[2])
 local f = tonumber(redis.call('LPOP', KEYS[4]) or '')
 redis.call('DEL', KEYS[3], KEYS[4])
 if redis.call('GET', KEYS[1]) == ARGV[1] then

@@ -16,7 +16,7 @@ fn queue_key(name: &str) -> String {
 }
 
 fn queued(con: &mut redis::Connection, name: &str) -> i64 {
-    redis::cmd("ZCARD").arg(queue_key(name)).query(con).unwrap()
+    redis::cmd("LLEN").arg(queue_key(name)).query(con).unwrap()
 }
 
 /// Waits until `n` waiters are queued on `name`.
