@@ -26,6 +26,7 @@ pub(crate) struct LockKeys {
 /// Suffixes of the companion keys.
 const FENCE: &[u8] = b":fence";
 const QUEUE: &[u8] = b":q";
+/// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
 const SIGNAL: &[u8] = b":s:";
 const ALIVE: &[u8] = b":e:";
 
@@ -58,7 +59,6 @@ impl LockKeys {
                 buf.extend_from_within(..lock_len);
             }
         }
-        buf.shrink_to_fit();
         Ok(LockKeys {
             buf,
             lock_len,
@@ -102,16 +102,6 @@ impl LockKeys {
     /// Waiter queue: a list of waiter entries in arrival order.
     pub(crate) fn queue(&self) -> Vec<u8> {
         self.companion(QUEUE, b"")
-    }
-
-    /// Prefix of the per-waiter signal lists (the waiter id is appended).
-    pub(crate) fn signal_prefix(&self) -> Vec<u8> {
-        self.companion(SIGNAL, b"")
-    }
-
-    /// Prefix of the per-waiter liveness keys (the waiter id is appended).
-    pub(crate) fn alive_prefix(&self) -> Vec<u8> {
-        self.companion(ALIVE, b"")
     }
 
     /// The signal list of one waiter.
@@ -226,9 +216,7 @@ mod tests {
         assert_eq!(k.fence(), b"{p:orders:7}:fence");
         assert_eq!(k.queue(), b"{p:orders:7}:q");
         assert_eq!(k.signal("ab"), b"{p:orders:7}:s:ab");
-        assert_eq!(k.signal_prefix(), b"{p:orders:7}:s:");
         assert_eq!(k.alive("ab"), b"{p:orders:7}:e:ab");
-        assert_eq!(k.alive_prefix(), b"{p:orders:7}:e:");
         let k = LockKeys::new(b"", b"{orders}:7").unwrap();
         assert_eq!(k.lock(), b"{orders}:7");
         assert_eq!(k.fence(), b"{orders}:7:fence");

@@ -73,8 +73,6 @@ pub(crate) fn release_key(pool: &ConnPool, k: &LockKeys, token: &Token) -> Resul
             .key(k.fence())
             .key(k.queue())
             .arg(token.as_str())
-            .arg(k.signal_prefix())
-            .arg(k.alive_prefix())
             .invoke(c)
     })?;
     Ok(released == 1)

@@ -96,22 +96,23 @@ return {0, 0, redis.call('PTTL', KEYS[1])}",
 
 /// RELEASE: if the key holds our token, hand the lock to the oldest live waiter, else delete it.
 ///
-/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue.
-/// ARGV[1] token, ARGV[2] signal-list prefix, ARGV[3] liveness-key prefix (the waiter id is
-/// appended to both).
+/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (`<base>:q`; a waiter's signal
+/// list and liveness key are `<base>:s:<wid>` and `<base>:e:<wid>`, in the same slot).
+/// ARGV[1] token.
 /// Returns 1 when released (or handed over), 0 when the key did not hold our token.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local base = string.sub(KEYS[3], 1, -2)
 while true do
   local head = redis.call('LPOP', KEYS[3])
   if not head then break end
   local wid, lease, fence, token = string.match(head, '^([^:]+):(%d+):(%d):(.+)$')
-  if wid and redis.call('DEL', ARGV[3] .. wid) == 1 then
+  if wid and redis.call('DEL', base .. 'e:' .. wid) == 1 then
     local f = 0
     if fence == '1' then f = redis.call('INCR', KEYS[2]) end
     redis.call('SET', KEYS[1], token, 'PX', lease)
-    local s = ARGV[2] .. wid
+    local s = base .. 's:' .. wid
     redis.call('RPUSH', s, f)
     redis.call('PEXPIRE', s, lease)
     return 1

@@ -65,11 +65,11 @@ pub(crate) fn wait(
     let w = Waiter {
         signal: keys.signal(&wid),
         alive: keys.alive(&wid),
-        entry: format!(
-            "{wid}:{}:{}:{}",
-            opts.lease.as_millis(),
-            u8::from(opts.fencing),
-            token.as_str()
+        entry: queue_entry(
+            &wid,
+            opts.lease.as_millis() as u64,
+            opts.fencing,
+            token.as_str(),
         ),
         jitter_seed: wid,
     };
@@ -120,6 +120,29 @@ pub(crate) fn wait(
         ))),
         _ => result,
     }
+}
+
+/// A waiter's queue entry, `wid:lease:fence:token` (put together by hand: `format!` costs
+/// a few thousand instructions per wait).
+fn queue_entry(wid: &str, lease_ms: u64, fencing: bool, token: &str) -> String {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = lease_ms;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut e = String::with_capacity(wid.len() + token.len() + 26);
+    e.push_str(wid);
+    e.push(':');
+    e.extend(digits[i..].iter().map(|&d| d as char));
+    e.push_str(if fencing { ":1:" } else { ":0:" });
+    e.push_str(token);
+    e
 }
 
 /// One waiter's keys and queue entry.
@@ -405,6 +428,19 @@ impl Jitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_entries() {
+        assert_eq!(
+            queue_entry("ab12", 30_000, false, "tok"),
+            "ab12:30000:0:tok"
+        );
+        assert_eq!(queue_entry("ab12", 0, true, "t:k"), "ab12:0:1:t:k");
+        assert_eq!(
+            queue_entry("f", u64::MAX, true, ""),
+            format!("f:{}:1:", u64::MAX)
+        );
+    }
 
     #[test]
     fn jitter_stays_in_range() {
