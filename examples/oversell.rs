@@ -12,10 +12,15 @@
 //! Run it with `cargo run --release --example oversell`. The Redis server used is, in order:
 //! `$REDIS_URL` if set; else `127.0.0.1:6379` if it answers PING (skipped when
 //! `REDISLOCK_DEMO_NO_DEFAULT=1`); else a private `redis-server` from `PATH` on a free loopback
-//! port, without persistence, stopped on exit. The demo only touches keys under its own
-//! `redislock-demo:<pid>-<random>:` prefix and deletes them by name at the end: it never lists
-//! or flushes keys. Exit code: 0 when the locked run sold exactly the stock, 1 when it did not
-//! or failed, 2 when no usable Redis server was found.
+//! port, without persistence, stopped on exit. `REDIS_URL` is a plain URL,
+//! `redis://[user:password@]host:port/db`, or a Sentinel URL,
+//! `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
+//! for TLS to the data nodes): the locks get the URL as it is (and follow failovers), and the
+//! stock is kept on the master the sentinels name at the start.
+//!
+//! The demo only touches keys under its own `redislock-demo:<pid>-<random>:` prefix and deletes
+//! them by name at the end: it never lists or flushes keys. Exit code: 0 when the locked run sold
+//! exactly the stock, 1 when it did not or failed, 2 when no usable Redis server was found.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -37,7 +42,7 @@ type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> ExitCode {
     // `_server`, a private redis-server if one was started, is stopped when main returns.
-    let (url, _server) = match pick_server() {
+    let (url, data_url, _server) = match pick_server() {
         Ok(found) => found,
         Err(e) => {
             eprintln!("No usable Redis server: {e}.");
@@ -46,7 +51,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&url) {
+    match run(&url, &data_url) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -55,11 +60,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(url: &str) -> Res<()> {
+/// Runs both races: the locks through `url`, the stock on the server of `data_url`.
+fn run(url: &str, data_url: &str) -> Res<()> {
     let random = getrandom::u32()?;
     let prefix = format!("redislock-demo:{}-{random:08x}:", process::id());
     let (stock_key, lock_name) = (format!("{prefix}stock"), format!("{prefix}lock"));
-    let data = redis::Client::open(url)?;
+    let data = redis::Client::open(data_url)?;
     // Dropped when run returns, also on errors: deletes the stock, the lock key and the lock's
     // companion keys (fencing counter, waiter queue and entries), by exact name.
     let companions = [":fence", ":q", ":w"].map(|suffix| format!("{{{lock_name}}}{suffix}"));
@@ -157,26 +163,88 @@ impl Drop for Cleanup {
     }
 }
 
-/// Chooses the server (see the top comment).
-fn pick_server() -> Res<(String, Option<PrivateServer>)> {
+/// Chooses the server (see the top comment): the URL for the locks, the URL of the server that
+/// keeps the stock, and the private server if one was started.
+fn pick_server() -> Res<(String, String, Option<PrivateServer>)> {
     if let Ok(url) = std::env::var("REDIS_URL") {
         let ping = || -> Res<String> {
-            let mut conn = connect(&redis::Client::open(url.as_str())?)?;
-            Ok(redis::cmd("PING").query(&mut conn)?)
+            let data_url = data_server(&url)?;
+            let mut conn = connect(&redis::Client::open(data_url.as_str())?)?;
+            redis::cmd("PING").exec(&mut conn)?;
+            Ok(data_url)
         };
-        ping().map_err(|e| format!("REDIS_URL {}: {e}", mask(&url)))?;
-        println!("Redis: {} (from REDIS_URL)", mask(&url));
-        return Ok((url, None));
+        let data_url = ping().map_err(|e| format!("REDIS_URL {}: {e}", mask(&url)))?;
+        if data_url == url {
+            println!("Redis: {} (from REDIS_URL)", mask(&url));
+        } else {
+            println!(
+                "Redis: {} (from REDIS_URL), master {}",
+                mask(&url),
+                mask(&data_url)
+            );
+        }
+        return Ok((url, data_url, None));
     }
     let probe = std::env::var_os("REDISLOCK_DEMO_NO_DEFAULT").is_none_or(|v| v != "1");
     if probe && answers_ping(6379) {
         println!("Redis: redis://127.0.0.1:6379/ (found running)");
-        return Ok(("redis://127.0.0.1:6379/".into(), None));
+        let url = "redis://127.0.0.1:6379/".to_owned();
+        return Ok((url.clone(), url, None));
     }
     let server = PrivateServer::start()?;
     let url = format!("redis://127.0.0.1:{}/", server.port);
     println!("Redis: {url} (private redis-server, stopped on exit)");
-    Ok((url, Some(server)))
+    Ok((url.clone(), url, Some(server)))
+}
+
+/// The plain URL of the server that keeps the stock, found as a client of `url`'s topology
+/// finds its data server: a plain URL is that server; a Sentinel URL names the master its
+/// sentinels report. (Another topology gets its own arm here: `redis-cluster://`, the node
+/// serving the slot of the stock key, whose `{hash tag}` keeps all the demo's keys in one slot;
+/// `redlock://`, the first master.)
+fn data_server(url: &str) -> Res<String> {
+    match url.split_once("://") {
+        Some(("redis-sentinel", rest)) => sentinel_master("redis", rest),
+        Some(("rediss-sentinel", rest)) => sentinel_master("rediss", rest),
+        _ => Ok(url.to_owned()),
+    }
+}
+
+/// Asks the sentinels of a Sentinel URL (`rest` is `[user:password@]h1:p1,h2:p2[/db]#master`),
+/// in order, for the master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`); the first that
+/// names it wins. Returns `scheme://[user:password@]master-host:master-port[/db]`.
+fn sentinel_master(scheme: &str, rest: &str) -> Res<String> {
+    let (rest, name) = rest.rsplit_once('#').ok_or("no #master name at the end")?;
+    let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let (user_info, sentinels) = match authority.rsplit_once('@') {
+        Some((user_info, sentinels)) => (format!("{user_info}@"), sentinels),
+        None => (String::new(), authority),
+    };
+    let mut failures = Vec::new();
+    for sentinel in sentinels.split(',') {
+        let ask = || -> Res<Option<(String, u16)>> {
+            let port = if sentinel.contains(':') { "" } else { ":26379" };
+            let mut conn = connect(&redis::Client::open(format!("redis://{sentinel}{port}/"))?)?;
+            let cmd = redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(name)
+                .query(&mut conn);
+            Ok(cmd?)
+        };
+        match ask() {
+            Ok(Some((host, port))) => {
+                let host = if host.contains(':') {
+                    format!("[{host}]")
+                } else {
+                    host
+                };
+                return Ok(format!("{scheme}://{user_info}{host}:{port}{path}"));
+            }
+            Ok(None) => failures.push(format!("{sentinel} knows no master {name:?}")),
+            Err(e) => failures.push(format!("{sentinel}: {e}")),
+        }
+    }
+    Err(format!("no sentinel named the master ({})", failures.join("; ")).into())
 }
 
 /// Whether 127.0.0.1:`port` answers an unauthenticated PING within about 300 ms.

@@ -91,7 +91,8 @@ enum redislock_result
    */
   REDISLOCK_INVALID_ARGUMENT = 4,
   /**
-   * Redis could not be reached, or did not answer within the configured timeouts.
+   * Redis could not be reached, did not answer within the configured timeouts, or the server
+   * at the address does not speak the Redis protocol.
    */
   REDISLOCK_CONNECTION = 5,
   /**
@@ -381,6 +382,20 @@ redislock_result redislock_config_set_max_waiters(redislock_config *config, uint
  * that, building fails with LIMIT_REACHED on first use.
  */
 redislock_result redislock_config_set_persistent(redislock_config *config, bool on);
+
+/**
+ * Replicas that must acknowledge every lock write (acquire with its fencing counter, handoff,
+ * extend, renewal) before it counts (default 0; 0 to 100): each such write is followed by
+ * WAIT. An acquire that fewer replicas acknowledge in time is released again and fails with
+ * CONNECTION. With Sentinel, an acknowledged lock survives the promotion of a replica.
+ */
+redislock_result redislock_config_set_min_replicas(redislock_config *config, uint32_t n);
+
+/**
+ * How long a lock write waits for the min_replicas acknowledgements, in milliseconds (default
+ * 500; at least 1 and less than the read timeout).
+ */
+redislock_result redislock_config_set_replica_timeout_ms(redislock_config *config, uint64_t ms);
 
 /**
  * TCP connect timeout in milliseconds (default 2000; 1 ms to 30 days).

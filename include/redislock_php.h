@@ -106,6 +106,10 @@ redislock_result redislock_config_set_max_waiters(redislock_config *config, uint
 
 redislock_result redislock_config_set_persistent(redislock_config *config, bool on);
 
+redislock_result redislock_config_set_min_replicas(redislock_config *config, uint32_t n);
+
+redislock_result redislock_config_set_replica_timeout_ms(redislock_config *config, uint64_t ms);
+
 redislock_result redislock_config_set_connect_timeout_ms(redislock_config *config, uint64_t ms);
 
 redislock_result redislock_config_set_read_timeout_ms(redislock_config *config, uint64_t ms);

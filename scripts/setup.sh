@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
-# phpredis, Symfony Lock and PHPUnit, and the pinned cbindgen that generates the headers.
+# phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, and the pinned cbindgen that
+# generates the headers.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,9 +15,13 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v valgrind >/dev/null || need+=(valgrind)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v php >/dev/null || need+=(php-cli)
 if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)
+for component in cache config container redis; do   # Laravel 8, for Redislock\Laravel and its tests
+  [ -f "/usr/share/php/Illuminate/${component^}/autoload.php" ] || need+=("php-illuminate-$component")
+done
 command -v phpunit >/dev/null || need+=(phpunit)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)

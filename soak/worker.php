@@ -12,12 +12,11 @@ use Redislock\Client;
 use Redislock\Exception\LockException;
 use Redislock\Exception\NotHeldException;
 use Redislock\Exception\WaitTimeoutException;
+use Redislock\Result;
 
 const WAIT_MS = 2000;
 const LEASE_MS = 1500;
 const MAX_ITERATIONS = 10000000;
-const CODE_NAMES = ['OK', 'HELD', 'WAIT_TIMEOUT', 'NOT_HELD', 'INVALID_ARGUMENT', 'CONNECTION',
-    'REDIS_ERROR', 'FORKED', 'LIMIT_REACHED', 'INTERNAL', 'NULL_PARAMETER', 'PANIC', 'CANCELLED'];
 
 /** The fencing-checked resource (see soak/src/main.rs); null when the token is stale. */
 function resource(string $path, int $token, ?int $newValue): ?int
@@ -43,9 +42,12 @@ function resource(string $path, int $token, ?int $newValue): ?int
     return $value;
 }
 
+/** The name of the exception's result code without the prefix, as the C worker prints it. */
 function errorClass(LockException $e): string
 {
-    return CODE_NAMES[$e->getCode()] ?? ('CODE' . $e->getCode());
+    $name = Result::NAMES[$e->getCode()] ?? null;
+
+    return $name === null ? 'CODE' . $e->getCode() : substr($name, strlen('REDISLOCK_'));
 }
 
 function work(string $url, string $file, string $name, float $deadline): void

@@ -25,6 +25,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::pool::ConnPool;
 use crate::renewal::Renewer;
+use crate::topology::Topology;
 
 /// The most persistent backends one process keeps (one per distinct server and connection
 /// settings); a persistent client beyond them is refused.
@@ -53,11 +54,12 @@ pub(crate) struct Owner {
 impl Owner {
     /// Builds a backend for this process. Starts no thread and opens no connection yet.
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
+        let topology = Arc::new(Topology::new(cfg, info)?);
         let backend = Backend {
             pid: std::process::id(),
             cfg: cfg.clone(),
-            main: ConnPool::new(cfg, info, cfg.pool_size)?,
-            wait: ConnPool::new(cfg, info, cfg.max_waiters)?,
+            main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
+            wait: ConnPool::new(cfg, topology, cfg.max_waiters),
             renewer: Renewer::new(cfg.max_renewed_locks),
         };
         Ok(Arc::new(Owner {

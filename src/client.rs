@@ -8,20 +8,18 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use parking_lot::RwLock;
 
-use crate::backend::{Backend, Owner};
+use crate::backend::Owner;
 use crate::cancel::Cancel;
-use crate::config::{ClientBuilder, Config, MAX_WAIT, check_lease, mask_url};
+use crate::config::{ClientBuilder, Config, mask_url};
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::{Lock, LockState, extend_key, release_key};
+use crate::lock::{Lock, release_key};
 use crate::renewal::Stats;
-use crate::scripts;
 use crate::token::Token;
-use crate::waiting::{self, Grant};
 
 /// How long a call waits for the client's backend slot; only a fork taken while another thread
 /// was rebuilding the backend could make it wait at all.
@@ -196,6 +194,10 @@ impl Client {
         }
     }
 
+    pub(crate) fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
     /// The client's backend for this process, built (or for a persistent client, found) on
     /// first use and again after a fork.
     pub(crate) fn backend(&self) -> Result<Arc<Owner>, Error> {
@@ -232,192 +234,6 @@ impl Client {
         // An owner inherited across fork forgets the parent's backend when dropped.
         *slot = Some(fresh.clone());
         Ok(fresh)
-    }
-
-    fn acquire_with(
-        &self,
-        name: &[u8],
-        owner: Option<&str>,
-        cancel: Option<&Cancel>,
-        opts: &LockOptions,
-        wait: Option<Duration>,
-    ) -> Result<Lock, Error> {
-        check_lease(opts.lease, opts.auto_renew)?;
-        let owner = owner.map(Token::from_owner).transpose()?;
-        if wait.is_some_and(|w| w > MAX_WAIT) {
-            return Err(Error::invalid_argument(
-                "wait bound must be at most 30 days",
-            ));
-        }
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name)?;
-        if cancel.is_some_and(Cancel::is_cancelled) {
-            return Err(Error::cancelled(&keys.shown()));
-        }
-        let b = self.backend()?;
-        // A place among the renewed locks is taken before the first attempt, so that a refusal
-        // costs no round trip; a waiter gives it back while it waits.
-        let reserve = || {
-            if opts.auto_renew {
-                b.renewer.reserve().map(Some)
-            } else {
-                Ok(None)
-            }
-        };
-        let mut slot = reserve()?;
-        let token = match owner {
-            Some(token) => token,
-            None => Token::new(b.pid)?,
-        };
-        let started = Instant::now();
-        let waits = wait.is_some_and(|w| !w.is_zero());
-        // A name found held recently is queued for at once (the queueing script takes a free
-        // lock too): no SET NX round trip that would most likely be refused.
-        let first = if waits && waiting::recently_contended(keys.lock()) {
-            None
-        } else {
-            try_once(&b, &keys, &token, opts)?
-        };
-        let grant = match first {
-            Some(grant) => Some(grant),
-            None => match wait {
-                Some(w) if !w.is_zero() => {
-                    drop(slot.take());
-                    let grant =
-                        waiting::wait(b.backend(), &keys, &token, opts, started + w, cancel)?;
-                    if grant.is_some() {
-                        slot = match reserve() {
-                            Ok(slot) => slot,
-                            Err(e) => {
-                                let _ = release_key(&b.main, &keys, &token);
-                                return Err(e);
-                            }
-                        };
-                    }
-                    grant
-                }
-                _ => None,
-            },
-        };
-        let Some(grant) = grant else {
-            return Err(match wait {
-                Some(_) => Error::wait_timeout(&keys.shown(), started.elapsed()),
-                None => Error::held(&keys.shown()),
-            });
-        };
-        self.held(
-            &b,
-            keys,
-            token,
-            opts.fencing.then_some(grant.fence),
-            slot,
-            opts,
-            grant.lease_from,
-        )
-    }
-
-    /// A handle for a lock that the key holds with `token` now: the lease is reset (the one
-    /// round trip), and auto-renewal starts if the options ask for it.
-    fn restore_with(&self, name: &[u8], token: &str, opts: &LockOptions) -> Result<Lock, Error> {
-        check_lease(opts.lease, opts.auto_renew)?;
-        let token = Token::from_owner(token)?;
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name)?;
-        let b = self.backend()?;
-        let slot = if opts.auto_renew {
-            Some(b.renewer.reserve()?)
-        } else {
-            None
-        };
-        let sent = Instant::now();
-        if !extend_key(&b.main, &keys, &token, opts.lease)? {
-            return Err(Error::not_held(
-                &keys.shown(),
-                "its key does not hold this owner token (released, expired or taken over)",
-            ));
-        }
-        self.held(&b, keys, token, None, slot, opts, sent)
-    }
-
-    /// The handle of a lock just granted (or restored), its renewal started.
-    #[allow(clippy::too_many_arguments)]
-    fn held(
-        &self,
-        b: &Arc<Owner>,
-        keys: LockKeys,
-        token: Token,
-        fence: Option<u64>,
-        slot: Option<crate::renewal::Slot>,
-        opts: &LockOptions,
-        lease_from: Instant,
-    ) -> Result<Lock, Error> {
-        let state = Arc::new(LockState::new(
-            b.backend().clone(),
-            keys,
-            token,
-            fence,
-            slot,
-            opts.lease,
-            lease_from,
-        ));
-        let lock = Lock {
-            state: state.clone(),
-            _owner: b.clone(),
-        };
-        if state.auto_renew {
-            b.renewer.watch(state)?;
-        }
-        Ok(lock)
-    }
-}
-
-/// One attempt on the main pool: the classic `SET key token NX PX lease` (or the ACQUIRE script
-/// with fencing). `Ok(None)`: held by another owner.
-fn try_once(
-    b: &Backend,
-    keys: &LockKeys,
-    token: &Token,
-    opts: &LockOptions,
-) -> Result<Option<Grant>, Error> {
-    let ms = opts.lease.as_millis() as u64;
-    let mut sent = false;
-    let mut sent_at = Instant::now();
-    let result = b.main.run(None, |c, attempt| {
-        sent = true;
-        sent_at = Instant::now();
-        // A retry (after the connection dropped mid-call) uses the script, which also accepts
-        // the key already holding our token: the first SET may have been applied.
-        if !opts.fencing && attempt == 0 {
-            let set: Option<String> = redis::cmd("SET")
-                .arg(keys.lock())
-                .arg(token.as_str())
-                .arg("NX")
-                .arg("PX")
-                .arg(ms)
-                .query(c)?;
-            Ok(set.map(|_| 0))
-        } else {
-            let (ok, fence): (i64, i64) = scripts::ACQUIRE
-                .key(keys.lock())
-                .key(keys.fence())
-                .arg(token.as_str())
-                .arg(ms)
-                .arg(if opts.fencing { "1" } else { "0" })
-                .invoke(c)?;
-            Ok((ok == 1).then_some(fence.max(0) as u64))
-        }
-    });
-    match result {
-        Ok(fence) => Ok(fence.map(|fence| Grant {
-            fence,
-            lease_from: sent_at,
-        })),
-        Err(e) => {
-            if sent && e.is_timeout() {
-                // The SET may have been applied before the reply was lost: the lock may be held
-                // with our token. Remove it if so; never assume either way.
-                let _ = release_key(&b.main, keys, token);
-            }
-            Err(e)
-        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Error;
+use crate::topology::SentinelSpec;
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -13,6 +14,10 @@ pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
 pub const MIN_RENEWED_LEASE: Duration = Duration::from_millis(100);
 /// The longest wait bound accepted by an acquire (30 days).
 pub const MAX_WAIT: Duration = MAX_LEASE;
+/// The largest `pool_size` and `max_waiters`.
+const MAX_POOL_SIZE: u32 = 10_000;
+/// The largest `max_renewed_locks`.
+const MAX_RENEWED_LOCKS: usize = 1_000_000;
 
 /// Everything a [`Client`] is configured with. Built by [`ClientBuilder`].
 #[derive(Clone)]
@@ -37,6 +42,12 @@ pub(crate) struct Config {
     pub tls_ca_pem: Option<Vec<u8>>,
     /// Whether the client shares the process's backend for its server and connection settings.
     pub persistent: bool,
+    /// For a `redis-sentinel://` URL: the sentinels and the master's name.
+    pub sentinel: Option<SentinelSpec>,
+    /// Replicas that must acknowledge a lock write (WAIT) before it counts.
+    pub min_replicas: u32,
+    /// How long a lock write waits for those acknowledgements.
+    pub replica_timeout: Duration,
 }
 
 impl Config {
@@ -55,6 +66,8 @@ impl Config {
             && self.recheck_jitter == other.recheck_jitter
             && self.max_renewed_locks == other.max_renewed_locks
             && self.tls_ca_pem == other.tls_ca_pem
+            && self.min_replicas == other.min_replicas
+            && self.replica_timeout == other.replica_timeout
     }
 }
 
@@ -76,6 +89,8 @@ impl fmt::Debug for Config {
             .field("recheck_jitter", &self.recheck_jitter)
             .field("max_renewed_locks", &self.max_renewed_locks)
             .field("persistent", &self.persistent)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .field(
                 "tls_ca_pem",
                 &self
@@ -126,6 +141,9 @@ impl ClientBuilder {
                 max_renewed_locks: 4096,
                 tls_ca_pem: None,
                 persistent: false,
+                sentinel: None,
+                min_replicas: 0,
+                replica_timeout: Duration::from_millis(500),
             },
         }
     }
@@ -225,6 +243,24 @@ impl ClientBuilder {
         self
     }
 
+    /// Replicas that must acknowledge every lock write — acquire (with its fencing counter),
+    /// handoff, extend, renewal — before it counts (default 0: none). Each such write is
+    /// followed by `WAIT n timeout`; an acquire that fewer replicas acknowledge in time is
+    /// released again and fails with a connection error that says how many did, and a renewal
+    /// that fewer acknowledge is retried like an unreachable server. With a Sentinel group and
+    /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
+    /// of a replica; without it, a failover can lose a lock the old master had not replicated.
+    pub fn min_replicas(mut self, n: u32) -> Self {
+        self.cfg.min_replicas = n;
+        self
+    }
+    /// How long a lock write waits for [`min_replicas`](Self::min_replicas) acknowledgements
+    /// (default 500 ms; 1 ms up to, not including, the read timeout).
+    pub fn replica_timeout(mut self, d: Duration) -> Self {
+        self.cfg.replica_timeout = d;
+        self
+    }
+
     /// For `rediss://` URLs: trust these PEM root certificates (for example a private CA)
     /// instead of the system's (default: the system's). The server certificate is always
     /// verified, host name included. Needs the `tls` feature (on by default).
@@ -237,12 +273,28 @@ impl ClientBuilder {
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
         let mut cfg = self.cfg;
-        let info = parse_url(&cfg.url)?;
-        cfg.server = format!("{}/{}", info.addr(), info.redis_settings().db());
+        let (info, sentinel) = parse_url(&cfg.url)?;
+        let db = info.redis_settings().db();
+        cfg.server = match &sentinel {
+            None => format!("{}/{db}", info.addr()),
+            Some(spec) => {
+                let hosts: Vec<String> = spec
+                    .sentinels
+                    .iter()
+                    .map(|(h, p)| format!("{h}:{p}"))
+                    .collect();
+                format!(
+                    "master {:?} of sentinels {}/{db}",
+                    spec.master_name,
+                    hosts.join(",")
+                )
+            }
+        };
+        cfg.sentinel = sentinel;
         let positive = |what: &str, d: Duration| {
-            if d.is_zero() || d > MAX_LEASE {
+            if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
-                    "{what} must be between 1 ms and 30 days"
+                    "{what} must be between 1 ms and 30 days, got {d:?}"
                 )))
             } else {
                 Ok(())
@@ -254,30 +306,50 @@ impl ClientBuilder {
         positive("checkout_timeout", cfg.checkout_timeout)?;
         positive("recheck_interval", cfg.recheck_interval)?;
         check_lease(cfg.lease, cfg.auto_renew)?;
-        if cfg.pool_size == 0 || cfg.pool_size > 10_000 {
-            return Err(Error::invalid_argument(
-                "pool_size must be between 1 and 10000",
-            ));
+        if !(1..=MAX_POOL_SIZE).contains(&cfg.pool_size) {
+            return Err(Error::invalid_argument(format!(
+                "pool_size must be between 1 and {MAX_POOL_SIZE}, got {}",
+                cfg.pool_size
+            )));
         }
-        if cfg.max_waiters == 0 || cfg.max_waiters > 10_000 {
-            return Err(Error::invalid_argument(
-                "max_waiters must be between 1 and 10000",
-            ));
+        if !(1..=MAX_POOL_SIZE).contains(&cfg.max_waiters) {
+            return Err(Error::invalid_argument(format!(
+                "max_waiters must be between 1 and {MAX_POOL_SIZE}, got {}",
+                cfg.max_waiters
+            )));
         }
         if !(0.0..=1.0).contains(&cfg.recheck_jitter) {
-            return Err(Error::invalid_argument(
-                "recheck_jitter must be between 0 and 1",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "recheck_jitter must be between 0 and 1, got {}",
+                cfg.recheck_jitter
+            )));
         }
-        if cfg.max_renewed_locks > 1_000_000 {
-            return Err(Error::invalid_argument(
-                "max_renewed_locks must be at most 1000000",
-            ));
+        if cfg.min_replicas > 100 {
+            return Err(Error::invalid_argument(format!(
+                "min_replicas must be between 0 and 100, got {}",
+                cfg.min_replicas
+            )));
+        }
+        let replica_timeout_ok = cfg.replica_timeout >= Duration::from_millis(1)
+            && (cfg.min_replicas == 0 || cfg.replica_timeout < cfg.read_timeout);
+        if !replica_timeout_ok {
+            return Err(Error::invalid_argument(format!(
+                "replica_timeout must be at least 1 ms and less than read_timeout ({:?}), got {:?}",
+                cfg.read_timeout, cfg.replica_timeout
+            )));
+        }
+        if cfg.max_renewed_locks > MAX_RENEWED_LOCKS {
+            return Err(Error::invalid_argument(format!(
+                "max_renewed_locks must be between 0 and {MAX_RENEWED_LOCKS}, got {}",
+                cfg.max_renewed_locks
+            )));
         }
         if cfg.key_prefix.len() > crate::keys::MAX_NAME_LEN {
-            return Err(Error::invalid_argument(
-                "key_prefix is longer than 4096 bytes",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "key_prefix must be at most {} bytes long, got {} bytes",
+                crate::keys::MAX_NAME_LEN,
+                cfg.key_prefix.len()
+            )));
         }
         if cfg.tls_ca_pem.is_some() {
             // Parses the certificates now, so a bad PEM is reported by build().
@@ -320,37 +392,115 @@ pub(crate) fn redis_client(
     }
 }
 
-/// Checks a lease for a lock with or without auto-renewal.
+/// Checks a lease for a lock with or without auto-renewal. The message states the whole
+/// accepted range (the PHP package states the same one for a negative lease).
 pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error> {
-    if lease < Duration::from_millis(1) {
-        return Err(Error::invalid_argument("lease must be at least 1 ms"));
-    }
-    if lease > MAX_LEASE {
-        return Err(Error::invalid_argument("lease must be at most 30 days"));
+    if lease < Duration::from_millis(1) || lease > MAX_LEASE {
+        return Err(Error::invalid_argument(format!(
+            "lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed), got \
+             {lease:?}"
+        )));
     }
     if auto_renew && lease < MIN_RENEWED_LEASE {
-        return Err(Error::invalid_argument(
-            "an auto-renewed lease must be at least 100 ms",
-        ));
+        return Err(Error::invalid_argument(format!(
+            "an auto-renewed lease must be between 100 ms and 30 days, got {lease:?}"
+        )));
     }
     Ok(())
 }
 
-/// Parses a `redis://` (or `rediss://`, `unix://`) URL; the error never repeats the URL.
-pub(crate) fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
-    use redis::IntoConnectionInfo;
-    let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
-        .iter()
-        .any(|s| url.starts_with(s));
-    if !scheme_ok {
-        return Err(Error::invalid_argument(
-            "Redis URL must look like redis://[user:password@]host:port/db",
-        ));
+/// Checks the wait bound of an acquire.
+pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
+    if wait > MAX_WAIT {
+        return Err(Error::invalid_argument(format!(
+            "wait bound must be between 0 ms and 30 days, got {wait:?}"
+        )));
     }
-    url.into_connection_info().map_err(|e| {
-        let detail = scrub(&e.to_string(), url);
-        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(url)))
-    })
+    Ok(())
+}
+
+/// Parses a `redis://` (or `rediss://`, `unix://`) URL, or a Sentinel URL
+/// `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
+/// for TLS to the data nodes); the error never repeats the URL's secrets. For a Sentinel URL
+/// the connection info is the data nodes' (credentials, database, TLS) at the first sentinel's
+/// address, which is replaced by the master's when connecting.
+pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Option<SentinelSpec>), Error> {
+    use redis::IntoConnectionInfo;
+    let usage = "Redis URL must look like redis://[user:password@]host:port/db or \
+                 redis-sentinel://[user:password@]host:port,host:port[/db]#master";
+    let (url, sentinel) = match sentinel_url(url) {
+        Some(parsed) => {
+            let (plain, spec) = parsed?;
+            (plain, Some(spec))
+        }
+        None => {
+            let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+                .iter()
+                .any(|s| url.starts_with(s));
+            if !scheme_ok {
+                return Err(Error::invalid_argument(usage));
+            }
+            (url.to_owned(), None)
+        }
+    };
+    let info = url.as_str().into_connection_info().map_err(|e| {
+        let detail = scrub(&e.to_string(), &url);
+        Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(&url)))
+    })?;
+    Ok((info, sentinel))
+}
+
+/// For a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes (at
+/// the first sentinel's address) and the Sentinel part. `None` for other URLs.
+fn sentinel_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-sentinel://") {
+        ("rediss", rest)
+    } else {
+        return None;
+    };
+    let bad = |what: &str| {
+        Some(Err(Error::invalid_argument(format!(
+            "invalid Sentinel URL {}: {what}",
+            mask_url(url)
+        ))))
+    };
+    let Some((rest, master_name)) = rest.rsplit_once('#') else {
+        return bad("the master's name is missing (…#mymaster)");
+    };
+    if master_name.is_empty() {
+        return bad("the master's name is empty");
+    }
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let mut sentinels = Vec::new();
+    for host in hosts.split(',') {
+        let (h, p) = match host.rsplit_once(':') {
+            Some((h, p)) => match p.parse::<u16>() {
+                Ok(p) if p > 0 => (h, p),
+                _ => return bad("a sentinel's port is not a number from 1 to 65535"),
+            },
+            None => (host, 26379),
+        };
+        if h.is_empty() {
+            return bad("a sentinel's host is empty");
+        }
+        sentinels.push((h.to_owned(), p));
+    }
+    let (first_host, first_port) = sentinels[0].clone();
+    let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
+    Some(Ok((
+        plain,
+        SentinelSpec {
+            sentinels,
+            master_name: master_name.to_owned(),
+        },
+    )))
 }
 
 /// The byte ranges of a URL that hold secrets: the password of its user info (everything after

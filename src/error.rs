@@ -7,31 +7,56 @@
 
 use std::fmt;
 
-/// What kind of failure an [`Error`] is. The C boundary maps each kind to one result code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
+/// Defines [`ErrorKind`] and the list of its variants from one declaration, so that the list
+/// ([`ErrorKind::ALL`], from which the C boundary's tables are derived and checked) can never
+/// miss a kind.
+macro_rules! error_kinds {
+    ($( $(#[$doc:meta])* $kind:ident => $summary:literal, )*) => {
+        /// What kind of failure an [`Error`] is. The C boundary maps each kind to one result code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorKind {
+            $( $(#[$doc])* $kind, )*
+        }
+
+        impl ErrorKind {
+            /// Every kind, in declaration order.
+            pub(crate) const ALL: &'static [ErrorKind] = &[$(ErrorKind::$kind),*];
+
+            /// A static one-line description of the kind, without the detail of a particular
+            /// failure (the C boundary's `redislock_result_message` text).
+            pub(crate) fn summary(self) -> &'static str {
+                match self {
+                    $( ErrorKind::$kind => $summary, )*
+                }
+            }
+        }
+    };
+}
+
+error_kinds! {
     /// A single acquire attempt found the lock held by another owner.
-    Held,
+    Held => "the lock is held by another owner",
     /// An acquire with a wait bound was not granted before the bound ran out.
-    WaitTimeout,
+    WaitTimeout => "the lock was not granted within the wait bound",
     /// Release or extend found the lock no longer ours: it was released already, its lease ran
     /// out, it was found lost by renewal, or another owner took it over.
-    NotHeld,
+    NotHeld => "the lock is not held any more (released, expired, lost or taken over)",
     /// Bad input: empty or oversized name, zero or absurd lease, invalid URL or configuration.
-    InvalidArgument,
-    /// Redis could not be reached, or did not answer within the configured timeouts.
-    Connection,
+    InvalidArgument => "invalid argument or configuration",
+    /// Redis could not be reached, did not answer within the configured timeouts, or the server
+    /// at the address does not speak the Redis protocol.
+    Connection => "Redis is unreachable, did not answer in time, or is not a Redis server",
     /// Redis answered with an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, ...).
-    Redis,
+    Redis => "Redis replied with an error",
     /// A lock handle was used in a child process after `fork()`; the lock belongs to the parent.
-    Forked,
+    Forked => "the lock handle was used in a forked child process; the lock is the parent's",
     /// A configured bound was reached (auto-renewed locks per client).
-    LimitReached,
+    LimitReached => "a configured limit was reached (max_renewed_locks)",
     /// A bug in this library or an impossible reply; please report it.
-    Internal,
+    Internal => "internal error in redislock (please report it)",
     /// A waiting acquire was cancelled through its [`Cancel`](crate::Cancel) handle.
-    Cancelled,
+    Cancelled => "the acquire was cancelled",
 }
 
 /// An error from any operation of this library: a kind and a message for humans.
@@ -144,6 +169,18 @@ impl Error {
                 err
             }
             K::Io => Error::connection(server, e, e.is_timeout()),
+            // redis-rs reports both a reply stream it cannot parse and a well-formed reply of
+            // an unexpected type as `Parse`; only the parser's errors read "Parse error at".
+            // A stream that is not RESP at all means the peer is not a Redis server (an HTTP
+            // or SSH server, a TLS port reached with redis://): a problem of the address, not
+            // a bug, and the parser's dump of the bytes helps no one.
+            K::Parse if e.detail().is_some_and(|d| d.starts_with("Parse error at")) => Error::new(
+                ErrorKind::Connection,
+                format!(
+                    "the server at {server} did not answer in the Redis protocol (is it a \
+                         Redis server? a TLS port needs a rediss:// URL)"
+                ),
+            ),
             K::InvalidClientConfig => Error::invalid_argument(e),
             _ => Error::internal(format!("unexpected reply from Redis at {server}: {e}")),
         }
@@ -234,6 +271,24 @@ mod tests {
         let long = vec![b'a'; 100];
         assert!(show_name(&long).ends_with("... (100 bytes)"));
         assert_eq!(show_name(&[0xff]), "\"\u{fffd}\"");
+    }
+
+    #[test]
+    fn a_reply_stream_that_is_not_resp_is_a_connection_error() {
+        let e = redis::parse_redis_value(b"HTTP/1.1 400 Bad Request\r\n\r\n").unwrap_err();
+        let err = Error::from_redis("127.0.0.1:8080/0", &e);
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+        assert!(!err.is_timeout());
+        assert_eq!(
+            err.to_string(),
+            "the server at 127.0.0.1:8080/0 did not answer in the Redis protocol (is it a Redis \
+             server? a TLS port needs a rediss:// URL)"
+        );
+        // redis-rs calls a well-formed reply of an unexpected type a parse error too; from a
+        // Redis server that is a bug of ours.
+        let e = redis::from_redis_value::<i64>(redis::Value::Nil).unwrap_err();
+        let err = Error::from_redis("127.0.0.1:6380/0", &e.into());
+        assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
     }
 
     #[test]

@@ -28,19 +28,24 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod acquire;
 mod backend;
 mod cancel;
 mod client;
 mod config;
 mod error;
+// The C ABI: its `#[unsafe(no_mangle)] extern "C"` functions are exported from the cdylib and
+// staticlib whatever the module's visibility, and are not part of the Rust API.
 #[allow(unsafe_code)]
-pub mod ffi;
+mod ffi;
 mod keys;
 mod lock;
 mod pool;
 mod renewal;
+mod replication;
 mod scripts;
 mod token;
+mod topology;
 mod waiting;
 
 pub use backend::MAX_PERSISTENT_BACKENDS;

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::backend::{Backend, Owner};
-use crate::config::check_lease;
+use crate::config::{Config, check_lease};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::pool::ConnPool;
 use crate::renewal::Slot;
+use crate::replication;
 use crate::scripts;
 use crate::token::Token;
 
@@ -78,21 +79,26 @@ pub(crate) fn release_key(pool: &ConnPool, k: &LockKeys, token: &Token) -> Resul
     Ok(released == 1)
 }
 
-/// Runs the extend script: resets the lease to `lease` if the key holds `token`. Returns
-/// whether it did.
+/// Runs the extend script: resets the lease to `lease` if the key holds `token` (and with
+/// `min_replicas`, waits for the replicas' acknowledgement). Returns whether it did.
 pub(crate) fn extend_key(
     pool: &ConnPool,
+    cfg: &Config,
     k: &LockKeys,
     token: &Token,
     lease: Duration,
 ) -> Result<bool, Error> {
     let ms = lease.as_millis() as u64;
     let extended: i64 = pool.run(None, |c, _| {
-        scripts::EXTEND
+        let extended = scripts::EXTEND
             .key(k.lock())
             .arg(token.as_str())
             .arg(ms)
-            .invoke(c)
+            .invoke(c)?;
+        if extended == 1 {
+            replication::wait(c, cfg)?;
+        }
+        Ok(extended)
     })?;
     Ok(extended == 1)
 }
@@ -356,7 +362,7 @@ impl Lock {
             return Err(s.not_held(phase));
         }
         let sent = Instant::now();
-        let extended = extend_key(&s.backend.main, &s.keys, &s.token, lease)?;
+        let extended = extend_key(&s.backend.main, &s.backend.cfg, &s.keys, &s.token, lease)?;
         let mut st = s.status.lock();
         if extended {
             if st.phase == Phase::Held {

@@ -15,24 +15,27 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::config::{Config, redis_client};
+use crate::config::Config;
 use crate::error::Error;
+use crate::topology::Topology;
 
 /// One Redis connection of a pool and whether it must be thrown away.
 pub(crate) struct Conn {
     pub redis: redis::Connection,
     broken: bool,
+    /// The topology's generation when it was opened (see [`Topology::generation`]).
+    generation: u64,
 }
 
 struct State {
-    idle: Vec<redis::Connection>,
+    idle: Vec<(redis::Connection, u64)>,
     /// Connections that exist or are being opened: idle, checked out, or connecting.
     open: u32,
 }
 
 /// A pool of at most `max_size` connections to one server, and how to reach and name it.
 pub(crate) struct ConnPool {
-    client: redis::Client,
+    topology: Arc<Topology>,
     state: Mutex<State>,
     /// Signalled when a connection comes back or a place for a new one frees up.
     returned: Condvar,
@@ -75,7 +78,7 @@ impl Drop for PooledConn<'_> {
         let keep = !conn.broken && redis::ConnectionLike::is_open(&conn.redis);
         let mut st = self.pool.state.lock();
         if keep {
-            st.idle.push(conn.redis);
+            st.idle.push((conn.redis, conn.generation));
         } else {
             st.open -= 1;
         }
@@ -85,14 +88,11 @@ impl Drop for PooledConn<'_> {
 }
 
 impl ConnPool {
-    /// A pool of at most `size` connections; it connects lazily, on first use.
-    pub(crate) fn new(
-        cfg: &Config,
-        info: &redis::ConnectionInfo,
-        size: u32,
-    ) -> Result<ConnPool, Error> {
-        Ok(ConnPool {
-            client: redis_client(cfg, info)?,
+    /// A pool of at most `size` connections to the topology's lock server; it connects lazily,
+    /// on first use.
+    pub(crate) fn new(cfg: &Config, topology: Arc<Topology>, size: u32) -> ConnPool {
+        ConnPool {
+            topology,
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
@@ -104,7 +104,7 @@ impl ConnPool {
             read_timeout: cfg.read_timeout,
             write_timeout: cfg.write_timeout,
             server: cfg.server.clone(),
-        })
+        }
     }
 
     pub(crate) fn server(&self) -> &str {
@@ -123,17 +123,23 @@ impl ConnPool {
             .map_or(self.checkout_timeout, |l| l.min(self.checkout_timeout))
             .max(Duration::from_millis(1));
         let deadline = Instant::now() + timeout;
+        let generation = self.topology.generation();
         let mut st = self.state.lock();
         loop {
-            if let Some(redis) = st.idle.pop() {
-                return Ok(self.pooled(redis));
+            while let Some((redis, opened_in)) = st.idle.pop() {
+                if opened_in == generation {
+                    return Ok(self.pooled(redis, generation));
+                }
+                // A connection to a server that no longer holds the locks (a failover).
+                st.open -= 1;
+                drop(redis);
             }
             if st.open < self.max_size {
                 st.open += 1;
                 drop(st);
                 let left = deadline.saturating_duration_since(Instant::now());
                 return match self.connect(self.connect_timeout.min(left)) {
-                    Ok(redis) => Ok(self.pooled(redis)),
+                    Ok(redis) => Ok(self.pooled(redis, self.topology.generation())),
                     Err(e) => {
                         log::debug!("connecting to {} failed: {e}", self.server);
                         self.state.lock().open -= 1;
@@ -143,8 +149,9 @@ impl ConnPool {
                 };
             }
             if self.returned.wait_until(&mut st, deadline).timed_out() {
-                if let Some(redis) = st.idle.pop() {
-                    return Ok(self.pooled(redis));
+                if let Some(i) = st.idle.iter().position(|(_, g)| *g == generation) {
+                    let (redis, _) = st.idle.swap_remove(i);
+                    return Ok(self.pooled(redis, generation));
                 }
                 return Err(Error::connection(
                     &self.server,
@@ -159,20 +166,21 @@ impl ConnPool {
         }
     }
 
-    fn pooled(&self, redis: redis::Connection) -> PooledConn<'_> {
+    fn pooled(&self, redis: redis::Connection, generation: u64) -> PooledConn<'_> {
         PooledConn {
             pool: self,
             conn: Some(Conn {
                 redis,
                 broken: false,
+                generation,
             }),
         }
     }
 
     fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
         let redis = self
-            .client
-            .get_connection_with_timeout(timeout.max(Duration::from_millis(1)))?;
+            .topology
+            .connect(timeout.max(Duration::from_millis(1)))?;
         redis.set_read_timeout(Some(self.read_timeout))?;
         redis.set_write_timeout(Some(self.write_timeout))?;
         Ok(redis)
@@ -205,10 +213,12 @@ impl ConnPool {
                         e.kind(),
                         redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
                     );
-                    if !reply {
+                    // A demoted master's READONLY: the call goes to the new master.
+                    let failed_over = self.topology.failed_over(&e);
+                    if !reply || failed_over {
                         conn.broken = true;
                     }
-                    if attempt <= self.max_size && worth_retrying(&e) {
+                    if attempt <= self.max_size && (failed_over || worth_retrying(&e)) {
                         log::info!("retrying on another connection to {}: {e}", self.server);
                         attempt += 1;
                         continue;
@@ -217,6 +227,15 @@ impl ConnPool {
                 }
             }
         }
+    }
+}
+
+impl ConnPool {
+    /// For callers that use a connection directly (waiters): whether a failed call may be
+    /// repeated on a new connection — [`worth_retrying`], or the lock server changed (a
+    /// failover). Call once per error: it also tells the topology about it.
+    pub(crate) fn retryable(&self, e: &redis::RedisError) -> bool {
+        self.topology.failed_over(e) || worth_retrying(e)
     }
 }
 

@@ -18,8 +18,8 @@ use crate::cancel::{CANCEL_MARK, Cancel};
 use crate::client::LockOptions;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::release_key;
-use crate::pool::{PooledConn, mark_broken, worth_retrying};
+use crate::lock::{extend_key, release_key};
+use crate::pool::{PooledConn, mark_broken};
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
@@ -53,7 +53,44 @@ enum Wake {
 
 /// Waits until `deadline` for the lock. `Ok(None)` means the wait bound ran out. With `cancel`,
 /// a cancel ends the wait with [`Error::is_cancelled`] and leaves no queue entry and no lock.
+/// With `min_replicas`, a grant counts once enough replicas acknowledge it.
 pub(crate) fn wait(
+    b: &Arc<Backend>,
+    keys: &LockKeys,
+    token: &Token,
+    opts: &LockOptions,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+) -> Result<Option<Grant>, Error> {
+    let grant = wait_for_grant(b, keys, token, opts, deadline, cancel)?;
+    if grant.is_some() && b.cfg.min_replicas > 0 {
+        // The handoff was written by the releaser's connection: a write of ours after it (the
+        // lease reset) and WAIT cover it, as replicas apply the stream in order.
+        let sent = Instant::now();
+        match extend_key(&b.main, &b.cfg, keys, token, opts.lease) {
+            Ok(true) => {
+                return Ok(Some(Grant {
+                    fence: grant.map_or(0, |g| g.fence),
+                    lease_from: sent,
+                }));
+            }
+            Ok(false) => {
+                return Err(Error::not_held(
+                    &keys.shown(),
+                    "it was lost during its handoff",
+                ));
+            }
+            Err(e) => {
+                let _ = release_key(&b.main, keys, token);
+                return Err(e);
+            }
+        }
+    }
+    Ok(grant)
+}
+
+/// [`wait`] before replica acknowledgement.
+fn wait_for_grant(
     b: &Arc<Backend>,
     keys: &LockKeys,
     token: &Token,
@@ -213,7 +250,8 @@ fn wait_queued(
                 // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
                 // connection; our queue entry is still there, so the place in line is kept.
                 // Signals may come often and end nothing; dropped connections are counted.
-                if worth_retrying(&e) && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
+                if b.wait.retryable(&e)
+                    && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
                         "waiter for lock {} reconnects to {}: {e}",

@@ -44,6 +44,14 @@ foreach ([
     }
 }
 
+// Laravel's cache component, when available, so that Redislock\Laravel can be preloaded with
+// its parents and interfaces (an application's own vendor/autoload.php, required before this
+// file, takes precedence).
+if (!interface_exists(Illuminate\Contracts\Cache\LockProvider::class)
+    && is_file('/usr/share/php/Illuminate/Cache/autoload.php')) {
+    require_once '/usr/share/php/Illuminate/Cache/autoload.php';
+}
+
 $scopeLoaded = false;
 try {
     FFI::scope(Redislock\Library::SCOPE);
@@ -72,4 +80,11 @@ foreach ($classes as $class) {
 }
 if (interface_exists(Symfony\Component\Lock\BlockingStoreInterface::class)) {
     class_exists(Redislock\Symfony\RedislockStore::class);
+}
+if (interface_exists(Illuminate\Contracts\Cache\LockProvider::class)
+    && interface_exists(Illuminate\Contracts\Cache\Store::class)
+    && class_exists(Illuminate\Cache\Lock::class)) {
+    class_exists(Redislock\Laravel\RedislockLock::class);
+    class_exists(Redislock\Laravel\LockProvider::class);
+    class_exists(Redislock\Laravel\RedislockStore::class);
 }

@@ -20,15 +20,21 @@
  *
  * (or link with -Wl,-rpath,$PWD/target/release instead of setting LD_LIBRARY_PATH).
  *
- * The server is $REDIS_URL (redis://[:password@]host:port/db), else redis://127.0.0.1:6379/.
+ * The server is $REDIS_URL, else redis://127.0.0.1:6379/. REDIS_URL is a plain URL,
+ * redis://[[user]:password@]host:port/db, or a Sentinel URL,
+ * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master: the locks get the URL
+ * as it is (and follow failovers), and the stock is kept on the master the sentinels name at
+ * the start. The demo sends its own GET and SET over a tiny RESP client below, which has no
+ * TLS: rediss:// and rediss-sentinel:// URLs do not work with this demo.
+ *
  * The demo only touches keys under its own "redislock-demo:<pid>-<random>:" prefix and deletes
- * them by name at the end: it never lists or flushes keys. It sends its own GET and SET over a
- * tiny RESP client below (no password support there; use a server without one).
+ * them by name at the end: it never lists or flushes keys.
  * Exit code: 0 when the locked run sold exactly the stock, 1 when it did not or failed, 2 when
  * no Redis server answered.
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -48,39 +54,96 @@ enum { STOCK = 100, THREADS = 32 };
 static const long RACE_WINDOW_NS = 200000; /* 200 us */
 static const uint64_t LOCK_WAIT_MS = 10000;
 
-/* ---- a tiny blocking RESP client: one connection per thread, GET/SET/DEL of short values ---- */
+/* ---- a tiny blocking RESP client: one connection per thread, short values only ------------ */
+
+/* A data server: its address, and what to send after connecting. */
+typedef struct {
+    char host[256], port[16];
+    char user[128], pass[256]; /* AUTH [user] pass, when pass is not empty */
+    char db[16];               /* SELECT db, when not empty or "0" */
+} server;
 
 typedef struct {
     int fd;
 } conn;
 
-static int conn_open(conn *c, const char *url) {
-    char host[256] = "127.0.0.1", port[16] = "6379";
-    const char *p = strstr(url, "://"), *colon, *end;
+static void copy_text(char *dst, size_t cap, const char *src) {
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+/* How many CRLF-ended lines a reply takes, told by its first line: a bulk string 2, an array
+ * of n bulk strings 1 + 2n, anything else 1. */
+static int reply_lines(const char *in) {
+    long n = atol(in + 1);
+    if (in[0] == '$' && n >= 0) return 2;
+    if (in[0] == '*' && n > 0) return 1 + 2 * (int)n;
+    return 1;
+}
+
+static int count_lines(const char *in) {
+    int n = 0;
+    for (; (in = strstr(in, "\r\n")) != NULL; in += 2) n++;
+    return n;
+}
+
+/* Sends a command of NUL-terminated arguments and reads a short reply into reply: a simple or
+ * bulk string ("" for nil), or an array of bulk strings joined by spaces. Returns 0, or -1 on
+ * an I/O error or an error reply (whose text is then in reply). */
+static int conn_cmd(conn *c, char *reply, size_t cap, int argc, const char *const *argv) {
+    char out[1024], in[1024], *line, *next;
+    size_t len, got = 0, used = 0;
+    int i, lines = 0;
+
+    len = (size_t)snprintf(out, sizeof out, "*%d\r\n", argc);
+    for (i = 0; i < argc && len < sizeof out; i++) {
+        len += (size_t)snprintf(out + len, sizeof out - len, "$%zu\r\n%s\r\n", strlen(argv[i]),
+                                argv[i]);
+    }
+    if (len >= sizeof out || write(c->fd, out, len) != (ssize_t)len) return -1;
+    reply[0] = '\0'; /* only now: an argument may live in reply */
+    do {
+        ssize_t n = read(c->fd, in + got, sizeof in - 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        got += (size_t)n;
+        in[got] = '\0';
+        lines = count_lines(in);
+    } while (lines == 0 || lines < reply_lines(in));
+    *strstr(in, "\r\n") = '\0';
+    if (in[0] != '$' && in[0] != '*') {
+        copy_text(reply, cap, in + 1);
+        return in[0] == '-' ? -1 : 0;
+    }
+    /* The data of the bulk string, or of each one in the array (after its "$len" line). */
+    lines = reply_lines(in);
+    line = in + strlen(in) + 2;
+    for (i = 1; i < lines; i++, line = next + 2) {
+        next = strstr(line, "\r\n");
+        *next = '\0';
+        if (in[0] == '*' && i % 2 == 1) continue;
+        if (used > 0 && used + 1 < cap) reply[used++] = ' ';
+        copy_text(reply + used, cap - used, line);
+        used += strlen(reply + used);
+    }
+    return 0;
+}
+
+/* Connects to srv with 2 s timeouts, then sends AUTH and SELECT if srv has them. */
+static int conn_open(conn *c, const server *srv) {
     struct addrinfo hints, *res = NULL, *ai;
     struct timeval tv = {2, 0};
+    char reply[256];
+    const char *auth[3], *select[2];
     int one = 1;
 
     c->fd = -1;
-    p = p != NULL ? p + 3 : url;
-    if (strchr(p, '@') != NULL) p = strchr(p, '@') + 1;
-    colon = strchr(p, ':');
-    end = p + strcspn(p, ":/");
-    if ((size_t)(end - p) < sizeof host && end > p) {
-        memcpy(host, p, (size_t)(end - p));
-        host[end - p] = '\0';
-    }
-    if (colon != NULL && colon == end) {
-        size_t n = strcspn(colon + 1, "/");
-        if (n > 0 && n < sizeof port) {
-            memcpy(port, colon + 1, n);
-            port[n] = '\0';
-        }
-    }
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, port, &hints, &res) != 0) return -1;
+    if (getaddrinfo(srv->host, srv->port, &hints, &res) != 0) return -1;
     for (ai = res; ai != NULL && c->fd < 0; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
         if (fd < 0) continue;
@@ -94,62 +157,137 @@ static int conn_open(conn *c, const char *url) {
         }
     }
     freeaddrinfo(res);
-    return c->fd >= 0 ? 0 : -1;
-}
-
-static void copy_text(char *dst, size_t cap, const char *src) {
-    size_t n = strlen(src);
-    if (n >= cap) n = cap - 1;
-    memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
-/* Sends a command of NUL-terminated arguments and reads a one-line or short bulk reply into
- * reply ("" for nil). Returns 0, or -1 on an error or an error reply. */
-static int conn_cmd(conn *c, char *reply, size_t cap, int argc, const char *const *argv) {
-    char out[1024], in[1024];
-    size_t len, got = 0;
-    int i;
-    char *line_end;
-
-    len = (size_t)snprintf(out, sizeof out, "*%d\r\n", argc);
-    for (i = 0; i < argc && len < sizeof out; i++) {
-        len += (size_t)snprintf(out + len, sizeof out - len, "$%zu\r\n%s\r\n", strlen(argv[i]),
-                                argv[i]);
-    }
-    if (len >= sizeof out || write(c->fd, out, len) != (ssize_t)len) return -1;
-    /* Read until the reply is complete: one line, or a bulk header line plus its data line. */
-    for (;;) {
-        ssize_t n = read(c->fd, in + got, sizeof in - 1 - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return -1;
-        got += (size_t)n;
-        in[got] = '\0';
-        line_end = strstr(in, "\r\n");
-        if (line_end == NULL) continue;
-        if (in[0] != '$' || atol(in + 1) < 0) break;
-        if (strstr(line_end + 2, "\r\n") != NULL) break;
-    }
-    *line_end = '\0';
-    if (in[0] == '-') return -1;
-    if (in[0] == '$') {
-        if (atol(in + 1) < 0) {
-            reply[0] = '\0';
-        } else {
-            char *data = line_end + 2;
-            data[strcspn(data, "\r")] = '\0';
-            copy_text(reply, cap, data);
-        }
-    } else {
-        copy_text(reply, cap, in + 1);
+    if (c->fd < 0) return -1;
+    auth[0] = "AUTH";
+    auth[1] = srv->user[0] != '\0' ? srv->user : srv->pass;
+    auth[2] = srv->pass;
+    select[0] = "SELECT";
+    select[1] = srv->db;
+    if ((srv->pass[0] != '\0' &&
+         conn_cmd(c, reply, sizeof reply, srv->user[0] != '\0' ? 3 : 2, auth) != 0) ||
+        (srv->db[0] != '\0' && strcmp(srv->db, "0") != 0 &&
+         conn_cmd(c, reply, sizeof reply, 2, select) != 0)) {
+        fprintf(stderr, "%s:%s: %s\n", srv->host, srv->port, reply[0] ? reply : "no answer");
+        close(c->fd);
+        c->fd = -1;
+        return -1;
     }
     return 0;
+}
+
+/* ---- finding the data server ---------------------------------------------------------------- */
+
+/* Decodes %XX escapes in place. */
+static void percent_decode(char *s) {
+    char *out = s;
+    for (; *s != '\0'; s++) {
+        if (s[0] == '%' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2])) {
+            char hex[3];
+            hex[0] = s[1];
+            hex[1] = s[2];
+            hex[2] = '\0';
+            *out++ = (char)strtol(hex, NULL, 16);
+            s += 2;
+        } else {
+            *out++ = *s;
+        }
+    }
+    *out = '\0';
+}
+
+/* Puts "host[:port]" into srv's address (127.0.0.1 when the host is empty). */
+static void set_addr(server *srv, const char *host_port, const char *default_port) {
+    const char *colon = strrchr(host_port, ':');
+    size_t host_len = colon != NULL ? (size_t)(colon - host_port) : strlen(host_port);
+    copy_text(srv->port, sizeof srv->port, colon != NULL ? colon + 1 : default_port);
+    copy_text(srv->host, sizeof srv->host, host_len > 0 ? host_port : "127.0.0.1");
+    if (host_len > 0 && host_len < sizeof srv->host) srv->host[host_len] = '\0';
+}
+
+/* Splits scheme://[[user]:password@]hosts[/db][#master] into srv (user, password, db) and
+ * hosts: "host:port", or a Sentinel URL's "host1:port1,host2:port2". */
+static void split_url(const char *url, server *srv, char *hosts, size_t cap) {
+    char rest[1024], *at, *colon, *h, *path;
+    const char *p = strstr(url, "://");
+
+    memset(srv, 0, sizeof *srv);
+    copy_text(rest, sizeof rest, p != NULL ? p + 3 : url);
+    if (strrchr(rest, '#') != NULL) *strrchr(rest, '#') = '\0';
+    at = strrchr(rest, '@');
+    if (at != NULL) {
+        *at = '\0';
+        colon = strchr(rest, ':');
+        if (colon != NULL) {
+            *colon = '\0';
+            copy_text(srv->pass, sizeof srv->pass, colon + 1);
+            percent_decode(srv->pass);
+        }
+        copy_text(srv->user, sizeof srv->user, rest);
+        percent_decode(srv->user);
+    }
+    h = at != NULL ? at + 1 : rest;
+    path = h + strcspn(h, "/?");
+    if (path[0] == '/') {
+        copy_text(srv->db, sizeof srv->db, path + 1);
+        srv->db[strcspn(srv->db, "?")] = '\0';
+    }
+    *path = '\0';
+    copy_text(hosts, cap, h);
+}
+
+/* Asks the sentinel at "host[:port]" for the address of the master called name (SENTINEL
+ * GET-MASTER-ADDR-BY-NAME) and puts it into srv. Returns 0, or -1 if it does not name it. */
+static int ask_sentinel(const char *sentinel, const char *name, server *srv) {
+    server at;
+    conn c;
+    char reply[300];
+    const char *argv[3];
+    int rc;
+
+    memset(&at, 0, sizeof at);
+    set_addr(&at, sentinel, "26379");
+    if (conn_open(&c, &at) != 0) return -1;
+    argv[0] = "SENTINEL";
+    argv[1] = "GET-MASTER-ADDR-BY-NAME";
+    argv[2] = name;
+    rc = conn_cmd(&c, reply, sizeof reply, 3, argv);
+    close(c.fd);
+    if (rc != 0 || sscanf(reply, "%255s %15s", srv->host, srv->port) != 2) return -1;
+    return 0;
+}
+
+/* Finds the server that keeps the stock, as a client of the URL's topology would: a
+ * redis:// URL names it; for a Sentinel URL the sentinels are asked in order for the master,
+ * and the first that names it wins. Another topology gets its own branch here:
+ * redis-cluster://, the node serving the slot of the stock key (whose {hash tag} keeps the
+ * demo's keys in one slot); redlock://, the first master. Returns 0, or -1. */
+static int find_data_server(const char *url, server *srv) {
+    char hosts[512], *sentinel, *more;
+    const char *name = strrchr(url, '#');
+
+    split_url(url, srv, hosts, sizeof hosts);
+    if (strncmp(url, "redis-sentinel://", 17) != 0 &&
+        strncmp(url, "rediss-sentinel://", 18) != 0) {
+        set_addr(srv, hosts, "6379");
+        return 0;
+    }
+    if (name == NULL) return -1;
+    for (sentinel = strtok_r(hosts, ",", &more); sentinel != NULL;
+         sentinel = strtok_r(NULL, ",", &more)) {
+        if (ask_sentinel(sentinel, name + 1, srv) == 0) {
+            printf("Redis: master \"%s\" at %s:%s, as the sentinel at %s says\n", name + 1,
+                   srv->host, srv->port, sentinel);
+            return 0;
+        }
+        fprintf(stderr, "the sentinel at %s does not name a master \"%s\"\n", sentinel, name + 1);
+    }
+    return -1;
 }
 
 /* ---- the shop --------------------------------------------------------------------------------- */
 
 struct race {
-    const char *url;
+    const server *data_server;
     const char *stock_key;
     const char *lock_name;           /* NULL: no lock */
     const redislock_client *client;  /* with lock_name */
@@ -183,7 +321,7 @@ static void *buyer(void *arg) {
     long sold = 0, attempts = 0, errors = 0;
     int bought;
 
-    if (conn_open(&c, race->url) != 0) {
+    if (conn_open(&c, race->data_server) != 0) {
         errors++;
     } else {
         do {
@@ -274,13 +412,20 @@ int main(void) {
     conn data;
     unsigned random_part = 0;
     long unlocked_stock, locked_stock, unlocked_sold, lost;
+    server data_server;
     FILE *urandom;
     int ok, i;
 
     if (url == NULL || url[0] == '\0') url = "redis://127.0.0.1:6379/";
-    if (conn_open(&data, url) != 0) {
-        fprintf(stderr, "No Redis server answers at %s. Start one (apt-get install redis-server) "
-                        "or point REDIS_URL at one.\n", url);
+    if (find_data_server(url, &data_server) != 0) {
+        fprintf(stderr, "No sentinel of REDIS_URL names its master "
+                        "(redis-sentinel://host:port,host:port/#master).\n");
+        return 2;
+    }
+    if (conn_open(&data, &data_server) != 0) {
+        fprintf(stderr, "No Redis server answers at %s:%s. Start one (apt-get install "
+                        "redis-server) or point REDIS_URL at one.\n", data_server.host,
+                data_server.port);
         return 2;
     }
     urandom = fopen("/dev/urandom", "rb");
@@ -310,7 +455,7 @@ int main(void) {
     printf("run          threads   sold  final stock  oversold     time  lock acquisitions/s\n");
     memset(&race, 0, sizeof race);
     pthread_mutex_init(&race.mutex, NULL);
-    race.url = url;
+    race.data_server = &data_server;
     race.stock_key = stock_key;
     race.client = client;
 

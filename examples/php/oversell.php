@@ -25,7 +25,12 @@
  *   connections of its own (the library is fork-safe), and a waiting worker is woken by the
  *   holder's release instead of polling.
  *
- * The server is $REDIS_URL (redis://[:password@]host:port/db), else redis://127.0.0.1:6379/0.
+ * The server is $REDIS_URL, else redis://127.0.0.1:6379/0. REDIS_URL is a plain URL,
+ * redis://[[user]:password@]host:port/db (rediss:// for TLS), or a Sentinel URL,
+ * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master (rediss-sentinel://
+ * for TLS to the data nodes): the locks get the URL as it is (and follow failovers), and the
+ * stock is kept on the master the sentinels name at the start.
+ *
  * The demo only touches keys under its own "redislock-demo:<pid>-<random>:" prefix and deletes
  * them by name at the end: it never lists or flushes keys.
  * Exit code: 0 when the locked run sold exactly the stock, 1 when it did not or failed, 2 when
@@ -82,10 +87,56 @@ function connect(string $url): Redis
     return $redis;
 }
 
+/**
+ * The plain URL of the server that keeps the stock, found as a client of $url's topology finds
+ * its data server: a plain URL is that server; a Sentinel URL names the master its sentinels
+ * report. (Another topology gets its own case here: redis-cluster://, the node serving the slot
+ * of the stock key, whose {hash tag} keeps all the demo's keys in one slot; redlock://, the
+ * first master.)
+ */
+function dataServer(string $url): string
+{
+    return match (strstr($url, '://', true)) {
+        'redis-sentinel' => sentinelMaster('redis', $url),
+        'rediss-sentinel' => sentinelMaster('rediss', $url),
+        default => $url,
+    };
+}
+
+/**
+ * Asks the sentinels of a Sentinel URL, in order, for the master's address (SENTINEL
+ * GET-MASTER-ADDR-BY-NAME); the first that names it wins. Returns
+ * scheme://[user:password@]master-host:master-port[/db].
+ */
+function sentinelMaster(string $scheme, string $url): string
+{
+    if (!preg_match('~^[^:]+://(?:(.*)@)?([^/?@]*)([^#]*)#(.+)$~', $url, $m)) {
+        throw new InvalidArgumentException('REDIS_URL must look like redis-sentinel://host:port,host:port/#master');
+    }
+    [, $userInfo, $sentinels, $path, $name] = $m;
+    $failures = [];
+    foreach (explode(',', $sentinels) as $sentinel) {
+        [$host, $port] = explode(':', $sentinel) + [1 => '26379'];
+        try {
+            $redis = new Redis();
+            $redis->connect($host, (int) $port, 2.0, null, 0, 2.0);
+            $master = $redis->rawCommand('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', $name);
+            if (is_array($master) && count($master) === 2) { // [] when it knows no such master
+                $auth = $userInfo === '' ? '' : "$userInfo@";
+                return "$scheme://$auth$master[0]:$master[1]$path";
+            }
+            $failures[] = "$sentinel: " . ($redis->getLastError() ?? "knows no master \"$name\"");
+        } catch (RedisException $e) {
+            $failures[] = "$sentinel: " . $e->getMessage();
+        }
+    }
+    throw new RuntimeException('no sentinel named the master (' . implode('; ', $failures) . ')');
+}
+
 /** The URL with its password replaced by ***. */
 function masked(string $url): string
 {
-    return (string) preg_replace('#^(\w+://[^:/@]*:)[^@]*@#', '$1***@', $url);
+    return (string) preg_replace('#^([\w+.-]+://[^:/@]*:)[^@]*@#', '$1***@', $url);
 }
 
 /** One purchase, a non-atomic read-modify-write. False: sold out. */
@@ -102,14 +153,14 @@ function buy(Redis $redis, string $stockKey): bool
 }
 
 /**
- * Puts STOCK units in Redis and lets $workers processes buy until it is gone, under the lock
- * when $client is given. Prints a row of the table; returns [sold, final stock].
+ * Puts STOCK units on the server of $dataUrl and lets $workers processes buy until it is gone,
+ * under the lock when $client is given. Prints a row of the table; returns [sold, final stock].
  *
  * @return array{0: int, 1: int}
  */
-function race(string $url, int $workers, string $stockKey, string $soldKey, ?Client $client, string $lockName): array
+function race(string $dataUrl, int $workers, string $stockKey, string $soldKey, ?Client $client, string $lockName): array
 {
-    $redis = connect($url);
+    $redis = connect($dataUrl);
     $redis->set($stockKey, (string) STOCK);
     $redis->set($soldKey, '0');
     $started = hrtime(true);
@@ -122,7 +173,7 @@ function race(string $url, int $workers, string $stockKey, string $soldKey, ?Cli
         if ($pid === 0) {
             $code = 0;
             try {
-                $mine = connect($url); // never the parent's socket
+                $mine = connect($dataUrl); // never the parent's socket
                 $sold = 0;
                 do {
                     $bought = $client === null
@@ -166,8 +217,8 @@ function race(string $url, int $workers, string $stockKey, string $soldKey, ?Cli
 }
 
 try {
-    $redis = connect($url);
-    $redis->ping();
+    $dataUrl = dataServer($url);
+    connect($dataUrl)->ping();
 } catch (Throwable $e) {
     fwrite(STDERR, 'No usable Redis server at ' . masked($url) . ': ' . $e->getMessage() . "\n");
     fwrite(STDERR, "Start one (apt-get install redis-server) or set REDIS_URL=redis://:password@host:6379/0\n");
@@ -178,11 +229,14 @@ $exit = 1;
 try {
     $client = Client::fromOptions($url, ['key_prefix' => $prefix]);
     printf("Redis: %s, libredislock %s\n", masked($url), Redislock\Library::version());
+    if ($dataUrl !== $url) {
+        printf("Stock on the master: %s\n", masked($dataUrl));
+    }
     printf("%d worker processes buy from a stock of %d (keys %s*)\n\n", $workers, STOCK, $prefix);
     echo "run          workers   sold  final stock  oversold     time\n";
-    [$sold, $stock] = race($url, $workers, $stockKey, $soldKey, null, $lockName);
+    [$sold, $stock] = race($dataUrl, $workers, $stockKey, $soldKey, null, $lockName);
     $lost = $sold - (STOCK - $stock);
-    [$sold, $stock] = race($url, $workers, $stockKey, $soldKey, $client, $lockName);
+    [$sold, $stock] = race($dataUrl, $workers, $stockKey, $soldKey, $client, $lockName);
     echo "\nWithout a lock: $lost stock updates were overwritten by concurrent buyers.\n";
     if ($sold === STOCK && $stock === 0) {
         echo 'With redislock: exactly ' . STOCK . " sold, stock 0. Correct.\n";
@@ -194,7 +248,7 @@ try {
     fwrite(STDERR, 'error: ' . get_class($e) . ': ' . $e->getMessage() . "\n");
 } finally {
     try {
-        connect($url)->del($keys);
+        connect($dataUrl)->del($keys);
     } catch (Throwable $e) {
         fwrite(STDERR, 'warning: could not delete the keys ' . implode(', ', $keys) . ': ' . $e->getMessage() . "\n");
     }

@@ -117,7 +117,8 @@ const char *h_code_name(redislock_result code);
     X(persistent_clients_share_a_backend)                                                      \
     X(owner_tokens)                                                                            \
     X(lost_lock_callback_and_log)                                                              \
-    X(cancel_a_waiting_acquire)
+    X(cancel_a_waiting_acquire)                                                                \
+    X(min_replicas_without_replicas)
 
 #define H_DECLARE(name) void test_##name(void);
 H_TESTS(H_DECLARE)

@@ -292,3 +292,36 @@ void test_cancel_a_waiting_acquire(void) {
     redislock_cancel_free(NULL);
     redislock_client_free(c);
 }
+
+void test_min_replicas_without_replicas(void) {
+    char name[128];
+    redislock_config *cfg = NULL;
+    redislock_client *c = NULL;
+    redislock_lock *l = NULL;
+    h_name(name, sizeof name, "min-replicas");
+    CHECK_RC(redislock_config_new(h_url(), &cfg), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_min_replicas(cfg, 1), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 50), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_OK);
+    /* The test server has no replica: no write is acknowledged, no lock is granted. */
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_CONNECTION);
+    CHECK(strstr(h_last_error(), "replicas") != NULL);
+    redislock_client_free(c);
+    c = NULL;
+    /* Nothing was left behind: a client without min_replicas takes the lock at once. */
+    c = h_client();
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(l), REDISLOCK_OK);
+    redislock_lock_free(l);
+    redislock_client_free(c);
+    c = NULL;
+    /* Out of range settings. */
+    CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 5000), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 100), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_min_replicas(cfg, 101), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_config_set_min_replicas(NULL, 1), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_config_set_replica_timeout_ms(NULL, 1), REDISLOCK_NULL_PARAMETER);
+    redislock_config_free(cfg);
+}

@@ -1,11 +1,12 @@
-//! Fuzz target: random sequences of redislock C API calls (called through the crate's
-//! `extern "C"` functions, exactly as C would call them) against one private redis-server.
+//! Fuzz target: random sequences of redislock C API calls (through the library's C symbols,
+//! declared below as in include/redislock.h, exactly as C calls them) against one private
+//! redis-server.
 //!
 //! Each input is decoded into up to 64 operations over a small table of live handles
 //! (configs, clients, locks). All handles are freed at the end of each input, in an order the
 //! input chooses. Invariants checked (a violation aborts = a crash for libFuzzer):
 //!
-//! - no function returns REDISLOCK_PANIC, and every result code is a known one (0..=10);
+//! - no function returns REDISLOCK_PANIC, and every result code is a known one;
 //!   libfuzzer-sys' panic hook aborts on any panic, even one the library would catch;
 //! - `*_out` parameters are untouched on failure and written on success;
 //! - after a successful release: is_held false, remaining 0, a second release NOT_HELD,
@@ -21,7 +22,7 @@
 //! fuzzer die without exiting, by PR_SET_PDEATHSIG.
 #![no_main]
 
-use std::ffi::{CString, c_char};
+use std::ffi::CString;
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::ptr;
@@ -30,17 +31,152 @@ use std::time::{Duration, Instant};
 
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
-use redislock::ffi::client::*;
-use redislock::ffi::config::*;
-use redislock::ffi::last_error::redislock_last_error_message;
-use redislock::ffi::lock::*;
-use redislock::ffi::redislock_version;
-use redislock::ffi::result::redislock_result;
 
-// The exported symbol takes any u32 (ResultCode is repr(transparent) u32).
-unsafe extern "C" {
-    #[link_name = "redislock_result_message"]
-    fn result_message_raw(code: u32, buf: *mut c_char, buf_len: usize) -> usize;
+// Links the library; the functions are reached only through their C symbols (below).
+extern crate redislock;
+
+use c_api::*;
+
+/// The C API exactly as C sees it, declared after include/redislock.h (`tests/c_abi.rs` checks
+/// these declarations against the header, and the header against the exported symbols).
+/// `redislock_result` is received as the `uint32_t` it is in C, so an out-of-range code is an
+/// assertion failure here, not undefined behaviour. The functions are declared `safe` as the
+/// library defines them (plain `extern "C" fn`s whose contract is the header's calling
+/// conventions), so calls read as they would in C.
+#[allow(non_camel_case_types, dead_code)]
+mod c_api {
+    use std::ffi::c_char;
+
+    pub type redislock_result = u32;
+
+    #[repr(C)]
+    pub struct redislock_config {
+        _opaque: [u8; 0],
+    }
+    #[repr(C)]
+    pub struct redislock_client {
+        _opaque: [u8; 0],
+    }
+    #[repr(C)]
+    pub struct redislock_lock {
+        _opaque: [u8; 0],
+    }
+
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct redislock_lock_options {
+        pub lease_ms: u64,
+        pub auto_renew: bool,
+        pub fencing: bool,
+    }
+
+    unsafe extern "C" {
+        pub safe fn redislock_version() -> *const c_char;
+        pub safe fn redislock_client_new(
+            url: *const c_char,
+            client_out: *mut *mut redislock_client,
+        ) -> redislock_result;
+        pub safe fn redislock_client_from_config(
+            config: *const redislock_config,
+            client_out: *mut *mut redislock_client,
+        ) -> redislock_result;
+        pub safe fn redislock_client_free(client: *mut redislock_client);
+        pub safe fn redislock_client_default_lock_options(
+            client: *const redislock_client,
+            options_out: *mut redislock_lock_options,
+        ) -> redislock_result;
+        pub safe fn redislock_config_new(
+            url: *const c_char,
+            config_out: *mut *mut redislock_config,
+        ) -> redislock_result;
+        pub safe fn redislock_config_free(config: *mut redislock_config);
+        pub safe fn redislock_config_set_pool_size(
+            config: *mut redislock_config,
+            n: u32,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_max_waiters(
+            config: *mut redislock_config,
+            n: u32,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_connect_timeout_ms(
+            config: *mut redislock_config,
+            ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_read_timeout_ms(
+            config: *mut redislock_config,
+            ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_write_timeout_ms(
+            config: *mut redislock_config,
+            ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_checkout_timeout_ms(
+            config: *mut redislock_config,
+            ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_lease_ms(
+            config: *mut redislock_config,
+            ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_auto_renew(
+            config: *mut redislock_config,
+            on: bool,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_fencing(
+            config: *mut redislock_config,
+            on: bool,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_key_prefix(
+            config: *mut redislock_config,
+            prefix: *const u8,
+            len: usize,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_recheck_interval_ms(
+            config: *mut redislock_config,
+            ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_recheck_jitter(
+            config: *mut redislock_config,
+            fraction: f64,
+        ) -> redislock_result;
+        pub safe fn redislock_config_set_max_renewed_locks(
+            config: *mut redislock_config,
+            n: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_last_error_message(buf: *mut c_char, buf_len: usize) -> usize;
+        pub safe fn redislock_lock_try_acquire(
+            client: *const redislock_client,
+            name: *const u8,
+            name_len: usize,
+            options: *const redislock_lock_options,
+            lock_out: *mut *mut redislock_lock,
+        ) -> redislock_result;
+        pub safe fn redislock_lock_acquire(
+            client: *const redislock_client,
+            name: *const u8,
+            name_len: usize,
+            options: *const redislock_lock_options,
+            wait_ms: u64,
+            lock_out: *mut *mut redislock_lock,
+        ) -> redislock_result;
+        pub safe fn redislock_lock_release(lock: *mut redislock_lock) -> redislock_result;
+        pub safe fn redislock_lock_extend(
+            lock: *mut redislock_lock,
+            lease_ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_lock_is_held(lock: *const redislock_lock) -> bool;
+        pub safe fn redislock_lock_remaining_ms(lock: *const redislock_lock) -> u64;
+        pub safe fn redislock_lock_fencing_token(
+            lock: *const redislock_lock,
+            token_out: *mut u64,
+        ) -> redislock_result;
+        pub safe fn redislock_lock_free(lock: *mut redislock_lock);
+        pub safe fn redislock_result_message(
+            code: redislock_result,
+            buf: *mut c_char,
+            buf_len: usize,
+        ) -> usize;
+    }
 }
 
 const OK: u32 = 0;
@@ -50,6 +186,8 @@ const NOT_HELD: u32 = 3;
 const INVALID_ARGUMENT: u32 = 4;
 const NULL_PARAMETER: u32 = 10;
 const PANIC: u32 = 11;
+/// How many result codes there are (0 to CODES - 1); src/ffi/tests.rs checks it.
+const CODES: u32 = 13;
 
 const MAX_NAME: usize = 4096;
 const MAX_OPS: usize = 64;
@@ -146,10 +284,9 @@ fn url() -> &'static str {
 
 // ---- checks ----------------------------------------------------------------------------------
 
-fn code(r: redislock_result) -> u32 {
-    let c = r as u32;
+fn code(c: redislock_result) -> u32 {
     assert_ne!(c, PANIC, "a panic was caught at the C boundary");
-    assert!(c <= NULL_PARAMETER, "unknown result code {c}");
+    assert!(c < CODES, "unknown result code {c}");
     c
 }
 
@@ -673,7 +810,7 @@ fn run(data: &[u8]) {
                 // text functions
                 let codes = u.arbitrary::<u32>().unwrap_or(0);
                 let codes = if u.arbitrary().unwrap_or(false) {
-                    codes % 13
+                    codes % (CODES + 1)
                 } else {
                     codes
                 };
@@ -684,7 +821,7 @@ fn run(data: &[u8]) {
                 } else {
                     buf.as_mut_ptr().cast()
                 };
-                let ret = unsafe { result_message_raw(codes, p, buf_len) };
+                let ret = redislock_result_message(codes, p, buf_len);
                 assert!(ret > 0);
                 check_text_buffer(ret, &buf, buf_len);
                 last_error(&mut u);

@@ -56,6 +56,7 @@ fn class(kind: ErrorKind) -> &'static str {
         ErrorKind::Forked => "FORKED",
         ErrorKind::LimitReached => "LIMIT_REACHED",
         ErrorKind::Internal => "INTERNAL",
+        ErrorKind::Cancelled => "CANCELLED",
         _ => "OTHER",
     }
 }

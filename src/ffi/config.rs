@@ -100,6 +100,34 @@ pub extern "C" fn redislock_config_set_persistent(
     }
 }
 
+/// Replicas that must acknowledge every lock write (acquire with its fencing counter, handoff,
+/// extend, renewal) before it counts (default 0; 0 to 100): each such write is followed by
+/// WAIT. An acquire that fewer replicas acknowledge in time is released again and fails with
+/// CONNECTION. With Sentinel, an acknowledged lock survives the promotion of a replica.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_config_set_min_replicas(
+    config: *mut redislock_config,
+    n: u32,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        update(try_mut!(config), |b| b.min_replicas(n));
+        REDISLOCK_OK
+    }
+}
+
+/// How long a lock write waits for the min_replicas acknowledgements, in milliseconds (default
+/// 500; at least 1 and less than the read timeout).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_config_set_replica_timeout_ms(
+    config: *mut redislock_config,
+    ms: u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        update(try_mut!(config), |b| b.replica_timeout(Duration::from_millis(ms)));
+        REDISLOCK_OK
+    }
+}
+
 /// TCP connect timeout in milliseconds (default 2000; 1 ms to 30 days).
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_config_set_connect_timeout_ms(

@@ -33,11 +33,6 @@ pub mod lock;
 pub mod log;
 pub mod result;
 
-pub use client::redislock_client;
-pub use config::redislock_config;
-pub use lock::{redislock_lock, redislock_lock_options};
-pub use result::redislock_result;
-
 use std::ffi::c_char;
 
 /// The library version as a static NUL-terminated string, such as `"0.1.0"`. Never free it.

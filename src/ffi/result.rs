@@ -1,5 +1,9 @@
 //! Result codes: one enum with explicit numbers that are never reused, the one mapping from
-//! [`ErrorKind`], and the static text of each code.
+//! [`ErrorKind`], and the static text of each code (an error kind's own summary).
+//!
+//! Tables of these codes kept elsewhere (the PHP package, the C test harness, the soak workers,
+//! the fuzz target) are checked against the generated header by `src/ffi/tests.rs` and
+//! `tests/c_abi.rs`.
 
 use std::ffi::c_char;
 
@@ -24,7 +28,8 @@ pub enum redislock_result {
     /// Bad input: empty or oversized name, zero or absurd lease or wait, invalid URL or
     /// configuration, a lock without fencing asked for its fencing token.
     REDISLOCK_INVALID_ARGUMENT = 4,
-    /// Redis could not be reached, or did not answer within the configured timeouts.
+    /// Redis could not be reached, did not answer within the configured timeouts, or the server
+    /// at the address does not speak the Redis protocol.
     REDISLOCK_CONNECTION = 5,
     /// Redis answered with an error reply (NOPERM, READONLY, WRONGTYPE, ...).
     REDISLOCK_REDIS_ERROR = 6,
@@ -62,50 +67,38 @@ impl redislock_result {
         }
     }
 
-    /// Every code, in numeric order.
-    pub(crate) fn all() -> [redislock_result; 13] {
-        [
-            REDISLOCK_OK,
-            REDISLOCK_HELD,
-            REDISLOCK_WAIT_TIMEOUT,
-            REDISLOCK_NOT_HELD,
-            REDISLOCK_INVALID_ARGUMENT,
-            REDISLOCK_CONNECTION,
-            REDISLOCK_REDIS_ERROR,
-            REDISLOCK_FORKED,
-            REDISLOCK_LIMIT_REACHED,
-            REDISLOCK_INTERNAL,
-            REDISLOCK_NULL_PARAMETER,
-            REDISLOCK_PANIC,
-            REDISLOCK_CANCELLED,
-        ]
+    /// Every code: those of the C boundary's own, which report no error kind, and each error
+    /// kind's. The tests check that this is exactly the enum of the generated header.
+    pub(crate) fn all() -> impl Iterator<Item = redislock_result> {
+        [REDISLOCK_OK, REDISLOCK_NULL_PARAMETER, REDISLOCK_PANIC]
+            .into_iter()
+            .chain(ErrorKind::ALL.iter().map(|&k| Self::from_kind(k)))
     }
 
     /// The code with this number, if there is one.
     pub(crate) fn from_u32(n: u32) -> Option<redislock_result> {
-        Self::all().into_iter().find(|&c| c as u32 == n)
+        Self::all().find(|&c| c as u32 == n)
     }
 
-    /// The static text of a code.
+    /// The error kind this code reports, if it is one (not OK, NULL_PARAMETER or PANIC):
+    /// derived from [`from_kind`](Self::from_kind), the one mapping.
+    pub(crate) fn kind(self) -> Option<ErrorKind> {
+        ErrorKind::ALL
+            .iter()
+            .copied()
+            .find(|&k| Self::from_kind(k) == self)
+    }
+
+    /// The static text of a code: an error kind's summary, or the text of a code of the C
+    /// boundary's own.
     pub(crate) fn message(self) -> &'static str {
-        match self {
-            REDISLOCK_OK => "success",
-            REDISLOCK_HELD => "the lock is held by another owner",
-            REDISLOCK_WAIT_TIMEOUT => "the lock was not granted within the wait bound",
-            REDISLOCK_NOT_HELD => {
-                "the lock is not held any more (released, expired, lost or taken over)"
-            }
-            REDISLOCK_INVALID_ARGUMENT => "invalid argument or configuration",
-            REDISLOCK_CONNECTION => "Redis is unreachable or did not answer in time",
-            REDISLOCK_REDIS_ERROR => "Redis replied with an error",
-            REDISLOCK_FORKED => {
-                "the lock handle was used in a forked child process; the lock is the parent's"
-            }
-            REDISLOCK_LIMIT_REACHED => "a configured limit was reached (max_renewed_locks)",
-            REDISLOCK_INTERNAL => "internal error in redislock (please report it)",
-            REDISLOCK_NULL_PARAMETER => "a required pointer parameter was NULL",
-            REDISLOCK_PANIC => "a panic was caught inside redislock (please report it)",
-            REDISLOCK_CANCELLED => "the acquire was cancelled",
+        match (self, self.kind()) {
+            (_, Some(kind)) => kind.summary(),
+            (REDISLOCK_OK, None) => "success",
+            (REDISLOCK_NULL_PARAMETER, None) => "a required pointer parameter was NULL",
+            (REDISLOCK_PANIC, None) => "a panic was caught inside redislock (please report it)",
+            // A code that is neither of these nor any kind's: the tests check there is none.
+            (_, None) => "unknown result code",
         }
     }
 }

@@ -41,31 +41,250 @@ fn panics_become_results_and_messages() {
 
 #[test]
 fn every_kind_has_a_distinct_code_and_text() {
-    let kinds = [
-        ErrorKind::Held,
-        ErrorKind::WaitTimeout,
-        ErrorKind::NotHeld,
-        ErrorKind::InvalidArgument,
-        ErrorKind::Connection,
-        ErrorKind::Redis,
-        ErrorKind::Forked,
-        ErrorKind::LimitReached,
-        ErrorKind::Internal,
-        ErrorKind::Cancelled,
-    ];
-    let codes: Vec<_> = kinds
+    let codes: Vec<_> = ErrorKind::ALL
         .iter()
         .map(|&k| redislock_result::from_kind(k))
         .collect();
-    for (i, a) in codes.iter().enumerate() {
+    for (i, (&kind, a)) in ErrorKind::ALL.iter().zip(&codes).enumerate() {
         assert_ne!(*a, REDISLOCK_OK);
         assert!(codes[i + 1..].iter().all(|b| b != a), "{a:?} twice");
+        assert_eq!(a.kind(), Some(kind));
+        assert_eq!(a.message(), kind.summary());
     }
-    for (n, code) in redislock_result::all().iter().enumerate() {
-        assert_eq!(*code as u32, n as u32, "codes are numbered in order");
+    let mut all: Vec<_> = redislock_result::all().collect();
+    all.sort_by_key(|&c| c as u32);
+    for (n, code) in all.iter().enumerate() {
+        assert_eq!(
+            *code as u32, n as u32,
+            "codes are numbered 0, 1, 2, ... without gaps"
+        );
         assert_eq!(redislock_result::from_u32(n as u32), Some(*code));
     }
-    assert_eq!(redislock_result::from_u32(13), None);
+    assert_eq!(redislock_result::from_u32(all.len() as u32), None);
+    let texts: Vec<_> = all.iter().map(|c| c.message()).collect();
+    for (i, t) in texts.iter().enumerate() {
+        assert!(!t.is_empty() && *t != "unknown result code", "{:?}", all[i]);
+        assert!(!texts[i + 1..].contains(t), "text {t:?} twice");
+    }
+}
+
+// ---- The hand-kept tables of result codes in other languages ---------------------------------
+//
+// The enum of the generated header is the reference (`scripts/gen-headers.sh --check` keeps it
+// equal to `redislock_result`). A result code or error kind added in Rust without the PHP
+// package, the C test harness, the soak workers and the fuzz target following fails here.
+
+fn repo_file(path: &str) -> String {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// The text between `start` (exclusive) and the first `end` after it.
+fn between<'a>(text: &'a str, start: &str, end: &str) -> &'a str {
+    let from = text
+        .find(start)
+        .unwrap_or_else(|| panic!("{start:?} not found"))
+        + start.len();
+    let len = text[from..]
+        .find(end)
+        .unwrap_or_else(|| panic!("{end:?} not found after {start:?}"));
+    &text[from..from + len]
+}
+
+/// The string literals ("..." or '...') in `text`, in order.
+fn string_literals(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(['"', '\'']) {
+        let quote = &rest[i..i + 1];
+        let after = &rest[i + 1..];
+        let j = after.find(quote).expect("unterminated string literal");
+        out.push(after[..j].to_owned());
+        rest = &after[j + 1..];
+    }
+    out
+}
+
+/// `(name, number)` of every enumerator of `enum redislock_result` in a generated header.
+fn header_codes(header: &str) -> Vec<(String, u32)> {
+    let body = between(header, "enum redislock_result", "};");
+    body.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("REDISLOCK_"))
+        .map(|l| {
+            let (name, n) = l.trim_end_matches(',').split_once(" = ").expect(l);
+            (name.to_owned(), n.parse().expect(l))
+        })
+        .collect()
+}
+
+/// The codes of the Rust enum, in numeric order, as `(REDISLOCK_NAME, number)`.
+fn rust_codes() -> Vec<(String, u32)> {
+    let mut v: Vec<_> = redislock_result::all()
+        .map(|c| (format!("{c:?}"), c as u32))
+        .collect();
+    v.sort_by_key(|c| c.1);
+    v
+}
+
+/// `REDISLOCK_WAIT_TIMEOUT` -> `WAIT_TIMEOUT`.
+fn short(name: &str) -> &str {
+    name.strip_prefix("REDISLOCK_").unwrap()
+}
+
+#[test]
+fn generated_headers_have_every_code() {
+    let codes = rust_codes();
+    assert_eq!(header_codes(&repo_file("include/redislock.h")), codes);
+    assert_eq!(header_codes(&repo_file("include/redislock_php.h")), codes);
+}
+
+#[test]
+fn php_result_constants_are_the_codes() {
+    let php = repo_file("bindings/php/src/Result.php");
+    let mut constants = Vec::new();
+    for line in php.lines().map(str::trim) {
+        if let Some(decl) = line.strip_prefix("public const ")
+            && let Some((name, value)) = decl.trim_end_matches(';').split_once(" = ")
+            && let Ok(n) = value.parse::<u32>()
+        {
+            constants.push((format!("REDISLOCK_{name}"), n));
+        }
+    }
+    assert_eq!(constants, rust_codes(), "the constants of Result.php");
+    let names = between(&php, "public const NAMES = [", "];");
+    let mut entries = Vec::new();
+    for line in names.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, value) = line.trim_end_matches(',').split_once(" => ").expect(line);
+        entries.push((key.to_owned(), string_literals(value).concat()));
+    }
+    let expected: Vec<_> = rust_codes()
+        .into_iter()
+        .map(|(name, _)| (format!("self::{}", short(&name)), name))
+        .collect();
+    assert_eq!(entries, expected, "Result::NAMES");
+}
+
+#[test]
+fn php_exception_classes_cover_every_failure_code() {
+    let php = repo_file("bindings/php/src/Exception/LockException.php");
+    let table = between(&php, "private const CLASSES = [", "];");
+    let mut classes = std::collections::BTreeMap::new();
+    for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, class) = line.trim_end_matches(',').split_once(" => ").expect(line);
+        let code = key.strip_prefix("Result::").expect(line);
+        let class = class.strip_suffix("::class").expect(line);
+        assert!(
+            classes
+                .insert(format!("REDISLOCK_{code}"), class.to_owned())
+                .is_none(),
+            "{code} twice in LockException::CLASSES"
+        );
+    }
+    let mut expected: Vec<String> = rust_codes().into_iter().map(|c| c.0).collect();
+    expected.retain(|name| name != "REDISLOCK_OK");
+    expected.sort();
+    assert_eq!(
+        classes.keys().cloned().collect::<Vec<_>>(),
+        expected,
+        "LockException::CLASSES must have every code but OK"
+    );
+    // Each error kind has its own class, whose constructor defaults to that kind's code.
+    let mut seen = Vec::new();
+    for &kind in ErrorKind::ALL {
+        let code = format!("{:?}", redislock_result::from_kind(kind));
+        let class = &classes[&code];
+        assert!(!seen.contains(class), "{class} serves two kinds");
+        seen.push(class.clone());
+        let source = repo_file(&format!("bindings/php/src/Exception/{class}.php"));
+        assert!(
+            source.contains(&format!("class {class} extends LockException")),
+            "{class} does not extend LockException"
+        );
+        assert!(
+            source.contains(&format!("int $code = Result::{},", short(&code))),
+            "{class}'s default code is not Result::{}",
+            short(&code)
+        );
+    }
+}
+
+#[test]
+fn c_harness_names_every_code() {
+    let c = repo_file("ffi-tests/c/harness.c");
+    let table = between(&c, "static const char *const names[] = {", "};");
+    let names: Vec<_> = rust_codes().into_iter().map(|c| c.0).collect();
+    assert_eq!(string_literals(table), names, "h_code_name() in harness.c");
+}
+
+#[test]
+fn soak_workers_name_every_code() {
+    let names: Vec<String> = rust_codes()
+        .into_iter()
+        .map(|c| short(&c.0).to_owned())
+        .collect();
+    let c = repo_file("soak/worker.c");
+    let table = between(&c, "static const char *const CODE_NAMES[] = {", "};");
+    assert_eq!(string_literals(table), names, "CODE_NAMES in soak/worker.c");
+    // The Rust worker names each error kind as the C worker names its code.
+    let rust = repo_file("soak/src/main.rs");
+    let class = between(&rust, "fn class(kind: ErrorKind) -> &'static str {", "\n}");
+    for &kind in ErrorKind::ALL {
+        let code = format!("{:?}", redislock_result::from_kind(kind));
+        let arm = format!("ErrorKind::{kind:?} => \"{}\",", short(&code));
+        assert!(
+            class.contains(&arm),
+            "soak/src/main.rs class() lacks `{arm}`"
+        );
+    }
+}
+
+#[test]
+fn fuzz_target_knows_every_code() {
+    let fuzz = repo_file("fuzz/fuzz_targets/c_api.rs");
+    let codes = rust_codes();
+    let mut checked = 0;
+    for line in fuzz.lines().map(str::trim) {
+        let Some(decl) = line.strip_prefix("const ") else {
+            continue;
+        };
+        let Some((name, value)) = decl.trim_end_matches(';').split_once(": u32 = ") else {
+            continue;
+        };
+        if name == "CODES" {
+            assert_eq!(
+                value.parse::<usize>(),
+                Ok(codes.len()),
+                "CODES in the fuzz target"
+            );
+            checked += 1;
+        } else if let Some((_, n)) = codes.iter().find(|c| short(&c.0) == name) {
+            assert_eq!(value.parse::<u32>(), Ok(*n), "{name} in the fuzz target");
+            checked += 1;
+        }
+    }
+    assert!(
+        checked > 1,
+        "no result code constants found in the fuzz target"
+    );
+}
+
+#[test]
+fn readme_lists_every_code() {
+    let readme = repo_file("README.md");
+    for (name, n) in rust_codes().into_iter().filter(|c| c.1 != 0) {
+        assert!(
+            readme.contains(&format!("`{name}` ({n})")),
+            "README.md does not list `{name}` ({n})"
+        );
+    }
+    for &kind in ErrorKind::ALL {
+        let code = redislock_result::from_kind(kind);
+        assert!(
+            readme.contains(&format!("| `{kind:?}` | `{code:?}` ({}) |", code as u32)),
+            "README.md's error table lacks {kind:?}"
+        );
+    }
 }
 
 #[test]
@@ -120,7 +339,11 @@ fn configs_are_checked_when_building() {
         client.is_null(),
         "out-parameters are written only on success"
     );
-    assert!(last_error().contains("pool_size"), "{}", last_error());
+    assert!(
+        last_error().contains("pool_size must be between 1 and 10000, got 0"),
+        "{}",
+        last_error()
+    );
     assert_eq!(redislock_config_set_pool_size(config, 4), REDISLOCK_OK);
     assert_eq!(redislock_config_set_lease_ms(config, 5000), REDISLOCK_OK);
     assert_eq!(redislock_config_set_auto_renew(config, false), REDISLOCK_OK);
@@ -147,6 +370,30 @@ fn configs_are_checked_when_building() {
             fencing: true,
         }
     );
+    // A lease out of range is refused before any connection, with the accepted range.
+    let mut lock = ptr::null_mut();
+    for (lease_ms, auto_renew, range) in [
+        (
+            0,
+            false,
+            "lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed)",
+        ),
+        (u64::MAX, true, "lease must be between 1 ms and 30 days"),
+        (
+            99,
+            true,
+            "an auto-renewed lease must be between 100 ms and 30 days, got 99ms",
+        ),
+    ] {
+        options.lease_ms = lease_ms;
+        options.auto_renew = auto_renew;
+        assert_eq!(
+            redislock_lock_try_acquire(client, c"n".as_ptr().cast(), 1, &options, &mut lock),
+            REDISLOCK_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains(range), "{}", last_error());
+    }
+    assert!(lock.is_null());
     redislock_client_free(client);
 }
 

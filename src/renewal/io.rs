@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::error::Error;
 use crate::lock::{LockState, Phase, drift};
+use crate::replication;
 use crate::scripts;
 
 /// The most EXTENDs sent in one pipeline.
@@ -145,7 +146,13 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
                     .arg(r.lock.token.as_str())
                     .arg(r.lease.as_millis() as u64);
             }
-            let replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+            let waits = replication::add_wait(&mut pipe, &batch[0].lock.backend.cfg);
+            let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+            if waits {
+                // Renewals count only once enough replicas acknowledged them (min_replicas).
+                let acks = replies.pop().unwrap_or(Ok(0))?;
+                replication::check(acks, &batch[0].lock.backend.cfg)?;
+            }
             let noscript = replies.iter().any(|r| {
                 r.as_ref().is_err_and(|e| {
                     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)

@@ -54,6 +54,8 @@ final class Client
         'recheck_jitter' => ['redislock_config_set_recheck_jitter', 'float'],
         'max_renewed_locks' => ['redislock_config_set_max_renewed_locks', 'u64'],
         'persistent' => ['redislock_config_set_persistent', 'bool'],
+        'min_replicas' => ['redislock_config_set_min_replicas', 'u32'],
+        'replica_timeout_ms' => ['redislock_config_set_replica_timeout_ms', 'u64'],
     ];
 
     private const U32_MAX = 4294967295;
@@ -128,6 +130,8 @@ final class Client
      * | recheck_jitter      | float  | 0.2             |
      * | max_renewed_locks   | int    | 4096            |
      * | persistent          | bool   | true            |
+     * | min_replicas        | int    | 0               |
+     * | replica_timeout_ms  | int    | 500             |
      *
      * `persistent` (unlike in C and Rust, on by default here): share the connections and renewal
      * threads of every persistent client of this process with the same URL and connection
@@ -188,16 +192,15 @@ final class Client
     private static function checkOption(string $key, string $type, $value): void
     {
         $ok = match ($type) {
-            'u32' => is_int($value) && $value >= 0 && $value <= self::U32_MAX,
-            'u64' => is_int($value) && $value >= 0,
+            'u32', 'u64' => is_int($value),
             'bool' => is_bool($value),
             'float' => (is_float($value) || is_int($value)) && is_finite((float) $value),
             'bytes' => is_string($value),
         };
         if (!$ok) {
             $want = [
-                'u32' => 'an int between 0 and 4294967295',
-                'u64' => 'a non-negative int',
+                'u32' => 'an int',
+                'u64' => 'an int',
                 'bool' => 'a bool',
                 'float' => 'a finite number',
                 'bytes' => 'a string',
@@ -208,6 +211,11 @@ final class Client
                 $want,
                 get_debug_type($value)
             ));
+        }
+        if ($type === 'u32' || $type === 'u64') {
+            // The library checks the range; a negative value, or one beyond a uint32_t, cannot
+            // get there and is refused here with the same range.
+            Library::unsigned($value, $key, $type === 'u32' ? self::U32_MAX : PHP_INT_MAX);
         }
     }
 
@@ -229,7 +237,7 @@ final class Client
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
         ?bool $fencing = null,
-        ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null
     ): Lock {
         if ($owner !== null) {
             return $this->acquireAs($name, $owner, 0, $leaseMs, $autoRenew, $fencing);
@@ -270,10 +278,10 @@ final class Client
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
         ?bool $fencing = null,
-        ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null
     ): Lock {
         if ($waitMs < 0) {
-            Library::unsigned($waitMs, 'wait bound (ms)');
+            Library::unsigned($waitMs, 'wait_ms');
         }
         if ($owner !== null) {
             if ($waitMs === 0) {
@@ -320,8 +328,12 @@ final class Client
      *                                    expired or taken over)
      * @throws LockException
      */
-    public function restore(string $name, string $ownerToken, ?int $leaseMs = null, bool $autoRenew = false): Lock
-    {
+    public function restore(
+        string $name,
+        #[\SensitiveParameter] string $ownerToken,
+        ?int $leaseMs = null,
+        bool $autoRenew = false
+    ): Lock {
         $out = $this->ffi->new('redislock_lock*');
         Library::check($this->ffi->redislock_lock_restore(
             $this->handle(),
@@ -336,10 +348,45 @@ final class Client
         return new Lock($this, $this->ffi, $out, $name);
     }
 
+    /**
+     * Releases the lock `$name` whoever holds it (or hands it to the oldest waiter): an
+     * operator's last resort for a holder that is gone. Returns whether a holder was there.
+     *
+     * @throws LockException for connection and Redis errors
+     */
+    public function forceRelease(string $name): bool
+    {
+        $released = $this->ffi->new('bool[1]');
+        Library::check($this->ffi->redislock_force_release($this->handle(), $name, strlen($name), $released));
+
+        return (bool) $released[0];
+    }
+
+    /**
+     * Whether the lock `$name` is held now with `$ownerToken` (one round trip). The library
+     * compares: no caller learns another holder's token.
+     *
+     * @throws LockException for connection and Redis errors
+     */
+    public function isOwnedBy(string $name, #[\SensitiveParameter] string $ownerToken): bool
+    {
+        $owned = $this->ffi->new('bool[1]');
+        Library::check($this->ffi->redislock_is_owned_by(
+            $this->handle(),
+            $name,
+            strlen($name),
+            $ownerToken,
+            strlen($ownerToken),
+            $owned
+        ));
+
+        return (bool) $owned[0];
+    }
+
     /** An acquire with a given owner token: one attempt when `$waitMs` is 0. */
     private function acquireAs(
         string $name,
-        string $owner,
+        #[\SensitiveParameter] string $owner,
         int $waitMs,
         ?int $leaseMs,
         ?bool $autoRenew,
@@ -437,7 +484,7 @@ final class Client
     private function lockOptions(?int $leaseMs, ?bool $autoRenew, ?bool $fencing): CData
     {
         if ($leaseMs !== null) {
-            Library::unsigned($leaseMs, 'lease (ms)');
+            Library::unsigned($leaseMs, 'lease_ms');
         }
         [$defaultLease, $defaultRenew, $defaultFencing] = $this->defaults ?? $this->fetchDefaults();
         if ($this->options === null) {

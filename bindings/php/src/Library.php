@@ -17,9 +17,10 @@ use Redislock\Exception\LockException;
  * - PHP-FPM / `ffi.enable=preload`: `preload.php` ran `FFI::load()` on the header in
  *   `opcache.preload`, and this class finds it with `FFI::scope("REDISLOCK")`.
  * - Otherwise (CLI, `ffi.enable=1`): `FFI::cdef()` with the declarations of
- *   `redislock_php.h` and the library named by the environment variable `REDISLOCK_LIB`, by
- *   default `libredislock.so` resolved by the dynamic loader (for example installed in
- *   `/usr/local/lib` and registered with `ldconfig`).
+ *   `redislock_php.h` and the library named by the environment variable `REDISLOCK_LIB` (a path
+ *   or a name), else the library's versioned name `libredislock.so.0.1` (its SONAME) resolved by
+ *   the dynamic loader, as `scripts/install.sh` installs it, else the unversioned
+ *   `libredislock.so` (an installation by hand) if its version is 0.1.x.
  *
  * The header is looked up as described in {@see Library::headerPath()}.
  *
@@ -31,8 +32,16 @@ final class Library
 {
     /** The FFI scope name declared by the header's `#define FFI_SCOPE`. */
     public const SCOPE = 'REDISLOCK';
-    /** Default library: a bare soname, resolved by the dynamic loader. */
-    public const DEFAULT_LIB = 'libredislock.so';
+    /**
+     * Default library: the SONAME of the library version this package is written for, resolved
+     * by the dynamic loader. For 0.x versions the minor version is the compatibility unit
+     * (build.rs). Keep it in step with Cargo.toml's version (tests/install.rs checks it).
+     */
+    public const DEFAULT_LIB = 'libredislock.so.0.1';
+    /** Tried when DEFAULT_LIB is not found, and used only if its version matches ABI_VERSION. */
+    public const FALLBACK_LIB = 'libredislock.so';
+    /** The library versions this package works with: `0.1.x`. */
+    public const ABI_VERSION = '0.1';
     /** Environment variable naming the shared library (path or soname). */
     public const LIB_ENV = 'REDISLOCK_LIB';
     /** Environment variable naming the PHP header (`redislock_php.h`). */
@@ -56,7 +65,11 @@ final class Library
             return self::$ffi;
         }
         if (!extension_loaded('ffi')) {
-            throw new LibraryException('the PHP FFI extension is not loaded');
+            throw new LibraryException('the PHP FFI extension is not loaded (Debian\'s php8.2-cli '
+                . 'and php8.2-fpm have it built in; elsewhere install or enable ext-ffi)');
+        }
+        if (self::ffiDisabled()) {
+            throw new LibraryException(self::ffiDisabledMessage());
         }
         try {
             // Throws when no preload script registered the scope.
@@ -64,21 +77,105 @@ final class Library
         } catch (\Throwable $notPreloaded) {
             // fall through to cdef
         }
-        try {
-            return self::$ffi = FFI::cdef(self::declarations(), self::libraryPath());
-        } catch (LibraryException $e) {
-            throw $e;
-        } catch (\Throwable $e) {
-            $hint = ini_get('ffi.enable') === 'preload' && PHP_SAPI !== 'cli'
-                ? ' (ffi.enable=preload: load the library in opcache.preload with preload.php, '
-                  . 'see the README)'
-                : ' (set REDISLOCK_LIB to the path of libredislock.so, or install it where the '
-                  . 'dynamic loader finds it)';
-            throw new LibraryException(
-                sprintf('cannot load %s: %s%s', self::libraryPath(), $e->getMessage(), $hint),
-                0,
-                $e
+        $declarations = self::declarations();
+        $env = getenv(self::LIB_ENV);
+        $names = is_string($env) && $env !== '' ? [$env] : [self::DEFAULT_LIB, self::FALLBACK_LIB];
+        $failures = [];
+        foreach ($names as $name) {
+            try {
+                $ffi = FFI::cdef($declarations, $name);
+            } catch (\Throwable $e) {
+                if (str_contains($e->getMessage(), 'ffi.enable')) {
+                    // "FFI API is restricted by "ffi.enable" configuration directive": off, or
+                    // preload outside the CLI with no preloaded scope.
+                    throw new LibraryException(ini_get('ffi.enable') === 'preload'
+                        ? self::preloadOnlyMessage()
+                        : self::ffiDisabledMessage(), 0, $e);
+                }
+                $failures[] = sprintf('%s: %s', $name, $e->getMessage());
+                continue;
+            }
+            if ($name === self::FALLBACK_LIB) {
+                self::checkVersion($ffi, $name);
+            }
+
+            return self::$ffi = $ffi;
+        }
+        if (count($names) === 1) {
+            $hint = sprintf('%s=%s: set it to the path of libredislock.so', self::LIB_ENV, $env);
+        } else {
+            $hint = sprintf(
+                'install the library with scripts/install.sh (then run ldconfig, or set '
+                    . 'LD_LIBRARY_PATH to its directory), or set %s to the path of libredislock.so',
+                self::LIB_ENV
             );
+        }
+        throw new LibraryException(sprintf(
+            'cannot load libredislock (%s); %s',
+            implode('; ', $failures),
+            $hint
+        ), 0, $e ?? null);
+    }
+
+    /**
+     * Whether `ffi.enable` turns FFI off for this process (`0`, `off`, `false`, ...): neither
+     * `1` (on everywhere) nor `preload` (on in the CLI and in preloaded code).
+     */
+    public static function ffiDisabled(): bool
+    {
+        $value = ini_get('ffi.enable');
+        if ($value === false) {
+            return false; // no such setting: the extension is not loaded
+        }
+        $value = strtolower(trim($value));
+        if ($value === 'preload' || in_array($value, ['1', 'on', 'yes', 'true'], true)) {
+            return false;
+        }
+
+        return (int) $value === 0;
+    }
+
+    /** What to do when `ffi.enable` is off: the text of the LibraryException thrown then. */
+    public static function ffiDisabledMessage(): string
+    {
+        $ini = php_ini_loaded_file();
+
+        return sprintf(
+            'PHP\'s FFI is disabled (ffi.enable=%s), and this package calls libredislock through '
+                . 'FFI. Enable it: on the command line with php -d ffi.enable=1, or for good with '
+                . 'ffi.enable=1 in php.ini%s (not with ini_set(): it is a php.ini-only setting); '
+                . 'under PHP-FPM or another web server SAPI with ffi.enable=preload, '
+                . 'opcache.enable=1 and opcache.preload=%s (see the package README, "PHP-FPM")',
+            (string) ini_get('ffi.enable'),
+            is_string($ini) ? " ($ini)" : '',
+            dirname(__DIR__) . '/preload.php'
+        );
+    }
+
+    /** What to do when `ffi.enable=preload` and nothing was preloaded (a web SAPI). */
+    public static function preloadOnlyMessage(): string
+    {
+        return sprintf(
+            'ffi.enable=preload lets only preloaded code use FFI outside the command line, and '
+                . 'libredislock was not preloaded: set opcache.enable=1 and opcache.preload=%s '
+                . '(see the package README, "PHP-FPM"), or ffi.enable=1',
+            dirname(__DIR__) . '/preload.php'
+        );
+    }
+
+    /** Refuses an unversioned library whose version this package does not fit. */
+    private static function checkVersion(FFI $ffi, string $name): void
+    {
+        $version = (string) $ffi->redislock_version();
+        if (!str_starts_with($version, self::ABI_VERSION . '.')) {
+            throw new LibraryException(sprintf(
+                '%s is libredislock %s, but this PHP package is for %s.x: install the matching '
+                    . 'library, or set %s to its path',
+                $name,
+                $version,
+                self::ABI_VERSION,
+                self::LIB_ENV
+            ));
         }
     }
 
@@ -96,7 +193,8 @@ final class Library
     }
 
     /**
-     * The library to load: `$REDISLOCK_LIB` if set, else `libredislock.so` (dynamic loader).
+     * The library to load: `$REDISLOCK_LIB` if set, else {@see Library::DEFAULT_LIB} (the
+     * versioned name, through the dynamic loader; `ffi()` falls back to `libredislock.so`).
      */
     public static function libraryPath(): string
     {
@@ -107,7 +205,8 @@ final class Library
 
     /**
      * Where the PHP header `redislock_php.h` is read from, first found wins:
-     * `$REDISLOCK_HEADER`; `include/redislock_php.h` of the source tree this package sits in;
+     * `$REDISLOCK_HEADER`; the copy next to `autoload.php` that `scripts/install.sh` puts in the
+     * installed package; `include/redislock_php.h` of the source tree this package sits in;
      * `/usr/local/include/redislock_php.h`; `/usr/include/redislock_php.h`.
      *
      * @throws LibraryException when none exists
@@ -123,6 +222,7 @@ final class Library
             return $env;
         }
         $candidates = [
+            dirname(__DIR__) . '/redislock_php.h',
             dirname(__DIR__, 3) . '/include/redislock_php.h',
             '/usr/local/include/redislock_php.h',
             '/usr/include/redislock_php.h',
@@ -253,18 +353,40 @@ final class Library
     }
 
     /**
-     * Checks an integer for a `uint64_t` / `uint32_t` parameter.
+     * The accepted range of each integer parameter, in the words of the library's own messages
+     * for an out-of-range value (which add the value given). Needed here only for what cannot
+     * reach the library: a negative value, or one too large for a `uint32_t`. ErrorsTest checks
+     * that each agrees with the library's message.
+     */
+    private const RANGES = [
+        'lease_ms' => 'lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed)',
+        'wait_ms' => 'wait bound must be between 0 ms and 30 days',
+        'pool_size' => 'pool_size must be between 1 and 10000',
+        'max_waiters' => 'max_waiters must be between 1 and 10000',
+        'connect_timeout_ms' => 'connect_timeout must be between 1 ms and 30 days',
+        'read_timeout_ms' => 'read_timeout must be between 1 ms and 30 days',
+        'write_timeout_ms' => 'write_timeout must be between 1 ms and 30 days',
+        'checkout_timeout_ms' => 'checkout_timeout must be between 1 ms and 30 days',
+        'recheck_interval_ms' => 'recheck_interval must be between 1 ms and 30 days',
+        'max_renewed_locks' => 'max_renewed_locks must be between 0 and 1000000',
+    ];
+
+    /**
+     * Checks an integer for a `uint64_t` / `uint32_t` parameter (at most `$max`): a negative or
+     * too large value is refused with the parameter's accepted range, as the library states it
+     * (`$param` is a key of {@see Library::RANGES}, for example `lease_ms`). Values that fit
+     * are passed on for the library to check.
      *
      * @internal
      */
-    public static function unsigned(int $value, string $what, int $max = PHP_INT_MAX): int
+    public static function unsigned(int $value, string $param, int $max = PHP_INT_MAX): int
     {
         if ($value < 0 || $value > $max) {
             throw new InvalidArgumentException(sprintf(
-                '%s must be between 0 and %d, got %d',
-                $what,
-                $max,
-                $value
+                'invalid argument: %s, got %d%s',
+                self::RANGES[$param] ?? "$param is out of range",
+                $value,
+                str_ends_with($param, '_ms') ? ' ms' : ''
             ));
         }
 

@@ -136,7 +136,7 @@ final class Lock
      */
     public function extend(int $leaseMs): void
     {
-        Library::unsigned($leaseMs, 'lease (ms)');
+        Library::unsigned($leaseMs, 'lease_ms');
         Library::check($this->ffi->redislock_lock_extend($this->handle(), $leaseMs));
     }
 

@@ -5,6 +5,7 @@ declare(strict_types=1);
 namespace Redislock\Tests;
 
 use Redislock\Client;
+use Redislock\Library;
 use Redislock\Exception\ConnectionException;
 use Redislock\Exception\ForkedException;
 use Redislock\Exception\InternalException;
@@ -44,31 +45,171 @@ final class ErrorsTest extends RedislockTestCase
         $this->fail("no $class");
     }
 
+    /** The codes of `enum redislock_result` in the header PHP loads: name => number. */
+    private static function headerCodes(): array
+    {
+        $ok = preg_match('/enum redislock_result\s*\{(.*?)\};/s', Library::declarations(), $m);
+        self::assertSame(1, $ok, 'no enum redislock_result in the header');
+        preg_match_all('/\b(REDISLOCK_\w+) = (\d+)/', $m[1], $all, PREG_SET_ORDER);
+        $codes = [];
+        foreach ($all as [, $name, $number]) {
+            $codes[$name] = (int) $number;
+        }
+        self::assertGreaterThan(3, count($codes));
+
+        return $codes;
+    }
+
+    public function testResultConstantsAreTheHeaderEnum(): void
+    {
+        $codes = self::headerCodes();
+        $constants = (new \ReflectionClass(Result::class))->getConstants();
+        unset($constants['NAMES']);
+        $expected = [];
+        foreach ($codes as $name => $number) {
+            $expected[substr($name, strlen('REDISLOCK_'))] = $number;
+        }
+        $this->assertSame($expected, $constants, 'Result constants');
+        $this->assertSame(array_flip($codes), Result::NAMES, 'Result::NAMES');
+        $ffi = Library::ffi();
+        foreach ($codes as $name => $number) {
+            $this->assertSame($number, $ffi->$name, $name);
+        }
+    }
+
     public function testEveryResultCodeHasItsClass(): void
     {
-        $expected = [
-            Result::HELD => LockHeldException::class,
-            Result::WAIT_TIMEOUT => WaitTimeoutException::class,
-            Result::NOT_HELD => NotHeldException::class,
-            Result::INVALID_ARGUMENT => InvalidArgumentException::class,
-            Result::CONNECTION => ConnectionException::class,
-            Result::REDIS_ERROR => RedisErrorException::class,
-            Result::FORKED => ForkedException::class,
-            Result::LIMIT_REACHED => LimitReachedException::class,
-            Result::INTERNAL => InternalException::class,
-            Result::NULL_PARAMETER => InternalException::class,
-            Result::PANIC => InternalException::class,
-            12345 => InternalException::class,
-        ];
-        foreach ($expected as $code => $class) {
+        $classes = [];
+        foreach (self::headerCodes() as $name => $code) {
+            if ($code === Result::OK) {
+                continue;
+            }
             $e = LockException::fromResult($code, 'text');
-            $this->assertSame($class, get_class($e), "code $code");
-            $this->assertSame($code, $e->getCode());
-            $this->assertStringContainsString('text', $e->getMessage());
+            $class = get_class($e);
+            $this->assertNotSame(LockException::class, $class, $name);
+            $this->assertSame($code, $e->getCode(), $name);
+            $this->assertSame('text', $e->getMessage(), "$name is a known code");
+            $classes[$name] = $class;
         }
-        // Constructed by hand, each class carries its own code.
-        $this->assertSame(Result::HELD, (new LockHeldException('x'))->getCode());
-        $this->assertSame(Result::FORKED, (new ForkedException('x'))->getCode());
+        // The codes of the C boundary's own are bugs; every error kind has its own class, which
+        // carries its code when constructed by hand.
+        $this->assertSame(InternalException::class, $classes['REDISLOCK_NULL_PARAMETER']);
+        $this->assertSame(InternalException::class, $classes['REDISLOCK_PANIC']);
+        unset($classes['REDISLOCK_NULL_PARAMETER'], $classes['REDISLOCK_PANIC']);
+        $this->assertSame(count($classes), count(array_unique($classes)), 'one class per kind');
+        foreach ($classes as $name => $class) {
+            $this->assertSame(self::headerCodes()[$name], (new $class('x'))->getCode(), $class);
+        }
+        $unknown = LockException::fromResult(12345, 'text');
+        $this->assertSame(InternalException::class, get_class($unknown));
+        $this->assertStringContainsString('unknown result code 12345', $unknown->getMessage());
+    }
+
+    /** The range an out-of-range message states ("... must be between ..."), without the value. */
+    private function rangeOf(callable $fn): string
+    {
+        $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, $fn);
+        $ok = preg_match('/^invalid argument: (.* between .*), got [^,]+$/', $e->getMessage(), $m);
+        $this->assertSame(1, $ok, $e->getMessage());
+
+        return $m[1];
+    }
+
+    public function testRangeMessagesStateTheAcceptedRange(): void
+    {
+        $client = $this->client();
+        $day30 = 30 * 24 * 3600 * 1000;
+
+        // Lease: a negative value is refused here, zero and too long ones by the library; all
+        // state the same range.
+        $lease = 'lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed)';
+        $this->assertSame($lease, $this->rangeOf(fn () => $client->tryAcquire('r', leaseMs: -5)));
+        $this->assertSame($lease, $this->rangeOf(fn () => $client->tryAcquire('r', leaseMs: 0, autoRenew: false)));
+        $this->assertSame($lease, $this->rangeOf(fn () => $client->acquire('r', 10, $day30 + 1, false)));
+        $this->assertSame($lease, $this->rangeOf(fn () => $client->tryAcquire('r', leaseMs: PHP_INT_MIN)));
+        $this->assertSame(
+            'an auto-renewed lease must be between 100 ms and 30 days',
+            $this->rangeOf(fn () => $client->tryAcquire('r', leaseMs: 99, autoRenew: true))
+        );
+        $lock = $client->tryAcquire('r', leaseMs: 1000, autoRenew: false);
+        $this->assertSame($lease, $this->rangeOf(fn () => $lock->extend(-1)));
+        $this->assertSame($lease, $this->rangeOf(fn () => $lock->extend(0)));
+        $this->assertSame($lease, $this->rangeOf(fn () => $lock->extend($day30 + 1)));
+        $lock->release();
+        $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: -5));
+        $this->assertStringEndsWith('got -5 ms', $e->getMessage());
+
+        // Wait bound: zero is valid.
+        $wait = 'wait bound must be between 0 ms and 30 days';
+        $this->assertSame($wait, $this->rangeOf(fn () => $client->acquire('r', -1)));
+        $this->assertSame($wait, $this->rangeOf(fn () => $client->acquire('r', $day30 + 1)));
+        $client->acquire('r', 0)->release();
+
+        // Client options: below and above the range, and beyond what the C type holds.
+        $options = [
+            'pool_size' => [0, 10001, 'pool_size must be between 1 and 10000'],
+            'max_waiters' => [0, 10001, 'max_waiters must be between 1 and 10000'],
+            'connect_timeout_ms' => [0, $day30 + 1, 'connect_timeout must be between 1 ms and 30 days'],
+            'read_timeout_ms' => [0, $day30 + 1, 'read_timeout must be between 1 ms and 30 days'],
+            'write_timeout_ms' => [0, $day30 + 1, 'write_timeout must be between 1 ms and 30 days'],
+            'checkout_timeout_ms' => [0, $day30 + 1, 'checkout_timeout must be between 1 ms and 30 days'],
+            'recheck_interval_ms' => [0, $day30 + 1, 'recheck_interval must be between 1 ms and 30 days'],
+            'lease_ms' => [0, $day30 + 1, $lease],
+            'max_renewed_locks' => [null, 1000001, 'max_renewed_locks must be between 0 and 1000000'],
+        ];
+        $url = self::server()->url();
+        foreach ($options as $key => [$low, $high, $range]) {
+            $values = [-1, PHP_INT_MIN, $high, 4294967296, PHP_INT_MAX];
+            if ($low !== null) {
+                $values[] = $low;
+            }
+            foreach ($values as $value) {
+                $this->assertSame(
+                    $range,
+                    $this->rangeOf(fn () => Client::fromOptions($url, [$key => $value])),
+                    "$key => $value"
+                );
+            }
+        }
+    }
+
+    public function testAServerThatIsNotRedisIsAConnectionError(): void
+    {
+        // A server that answers like an HTTP server, in a child process.
+        $server = stream_socket_server('tcp://127.0.0.1:0', $errno, $errstr);
+        $this->assertNotFalse($server, $errstr);
+        $port = (int) substr((string) strrchr((string) stream_socket_get_name($server, false), ':'), 1);
+        $child = Fork::run(function ($channel) use ($server): int {
+            $open = [];
+            while (true) {
+                try {
+                    $channel->receive(0.05);
+
+                    return 0;
+                } catch (\RuntimeException $e) {
+                    if (!str_contains($e->getMessage(), 'no message')) {
+                        return 0;
+                    }
+                }
+                $conn = @stream_socket_accept($server, 0.05);
+                if ($conn !== false) {
+                    fwrite($conn, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+                    $open[] = $conn;
+                }
+            }
+        });
+        fclose($server);
+        $client = Client::fromOptions("redis://127.0.0.1:$port/0", [
+            'connect_timeout_ms' => 500,
+            'read_timeout_ms' => 500,
+            'checkout_timeout_ms' => 1000,
+        ]);
+        $e = $this->expectFailure(ConnectionException::class, Result::CONNECTION, fn () => $client->tryAcquire('not-redis'));
+        $this->assertStringContainsString("127.0.0.1:$port", $e->getMessage());
+        $this->assertStringContainsString('did not answer in the Redis protocol', $e->getMessage());
+        $this->assertStringNotContainsString('Parse error', $e->getMessage());
+        $child->send('stop');
+        $child->assertSuccess();
     }
 
     public function testHeld(): void

@@ -31,6 +31,16 @@ foreach ([
     }
 }
 
+// Laravel 8's components for Redislock\Laravel and its tests (Debian's php-illuminate-*), unless
+// a vendor/ directory provides them. The Laravel tests say what is missing.
+if (!interface_exists(Illuminate\Contracts\Cache\LockProvider::class)) {
+    foreach (['Cache', 'Config', 'Container', 'Redis'] as $component) {
+        if (is_file("/usr/share/php/Illuminate/$component/autoload.php")) {
+            require_once "/usr/share/php/Illuminate/$component/autoload.php";
+        }
+    }
+}
+
 $missing = array_filter(['ffi', 'redis', 'pcntl', 'posix'], static fn ($ext) => !extension_loaded($ext));
 if ($missing !== []) {
     fwrite(STDERR, 'The PHP tests need the extensions: ' . implode(', ', $missing)

@@ -23,7 +23,10 @@ use Redislock\Result;
  */
 class LockException extends \RuntimeException
 {
-    /** The exception class for each result code. */
+    /**
+     * The exception class for each result code but OK (ErrorsTest and the library's
+     * src/ffi/tests.rs check that every code of the header is here, each kind with its own class).
+     */
     private const CLASSES = [
         Result::HELD => LockHeldException::class,
         Result::WAIT_TIMEOUT => WaitTimeoutException::class,

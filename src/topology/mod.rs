@@ -1,0 +1,72 @@
+//! Where locks live: how the connection pools of a backend reach the Redis server that holds
+//! the locks, chosen from the URL when the client is built.
+//!
+//! - [`single`]: one server (`redis://`, `rediss://`, `unix://`).
+//! - [`sentinel`]: the master of a Redis Sentinel group (`redis-sentinel://`,
+//!   `rediss-sentinel://`), found through the sentinels and followed across failovers.
+//!
+//! Everything above the pools (acquire, release, renewal, waiting) is the same for every
+//! topology: a topology only opens connections to the server that holds the locks now, and says
+//! when an error means that server changed.
+
+pub(crate) mod sentinel;
+pub(crate) mod single;
+
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::error::Error;
+
+/// A parsed Sentinel URL: the sentinels to ask and the name of the master they monitor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentinelSpec {
+    pub sentinels: Vec<(String, u16)>,
+    pub master_name: String,
+}
+
+/// The servers a backend's pools connect to. One per backend, behind an `Arc`: the size of a
+/// variant does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Topology {
+    Single(single::Single),
+    Sentinel(sentinel::Sentinel),
+}
+
+impl Topology {
+    /// The topology of a configuration; touches no network.
+    pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Topology, Error> {
+        Ok(match &cfg.sentinel {
+            None => Topology::Single(single::Single::new(cfg, info)?),
+            Some(spec) => Topology::Sentinel(sentinel::Sentinel::new(cfg, info, spec.clone())?),
+        })
+    }
+
+    /// A connection to the server that holds the locks now, within `timeout`.
+    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        match self {
+            Topology::Single(t) => t.connect(timeout),
+            Topology::Sentinel(t) => t.connect(timeout),
+        }
+    }
+
+    /// Which generation of the lock server new and idle connections must belong to: it moves on
+    /// when the server that holds the locks changed (a failover), and idle connections of an
+    /// older generation are closed instead of used. Always 0 for a single server.
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            Topology::Single(_) => 0,
+            Topology::Sentinel(t) => t.generation(),
+        }
+    }
+
+    /// Learns from a failed call: whether the error means that the server that holds the locks
+    /// changed (a READONLY reply from a demoted master), so that the call should be repeated on
+    /// a new connection. Connection errors also make a Sentinel topology ask the sentinels
+    /// again on the next connect.
+    pub(crate) fn failed_over(&self, e: &redis::RedisError) -> bool {
+        match self {
+            Topology::Single(_) => false,
+            Topology::Sentinel(t) => t.failed_over(e),
+        }
+    }
+}

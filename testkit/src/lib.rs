@@ -1,0 +1,106 @@
+//! The test kit of redislock: real Redis servers for tests, benchmarks, the fuzz target, the
+//! soak and the C and PHP test runners. Never a mock of Redis, never port 6379, only loopback.
+//!
+//! * [`RedisServer`] starts a real `redis-server` bound to `127.0.0.1` on a free port, with no
+//!   persistence and a private temp directory. It can be killed, paused (SIGSTOP), resumed
+//!   (SIGCONT) and restarted on the same port. Dropping it kills the process and removes the
+//!   directory, also when the test panics.
+//! * [`SentinelGroup`] starts a master, two replicas and three sentinels (`redis-server
+//!   --sentinel`) and waits until the sentinels agree on the master and see the replicas and
+//!   each other; [`Cluster`] starts six nodes and joins them into a cluster of three masters with
+//!   a replica each, and waits for `cluster_state:ok`. Every node is a [`RedisServer`], so any
+//!   node can be killed, paused and restarted.
+//! * [`spawn_self`] / [`child_env`] / [`wait_child`] let a test run a second OS process.
+//! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`] and
+//!   [`eventually`] are the small helpers every test file wants.
+//! * The binary `redislock-testkit` starts a set-up from the command line for the C and PHP
+//!   test runners (see `src/bin/redislock-testkit.rs`).
+//!
+//! The binary is `$REDISLOCK_TEST_REDIS_SERVER` if set, else `redis-server` from `PATH`. Every
+//! process started here is spawned from one long-lived helper thread with `PR_SET_PDEATHSIG =
+//! SIGKILL` on Linux, so even if the test process dies without unwinding no `redis-server` is
+//! left behind.
+
+mod cluster;
+mod process;
+mod sentinel;
+mod server;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use cluster::Cluster;
+pub use process::{child_env, spawn_self, wait_child, wait_child_ok};
+pub use sentinel::SentinelGroup;
+pub use server::RedisServer;
+
+/// Environment variable naming the `redis-server` binary to use.
+pub const REDIS_SERVER_ENV: &str = "REDISLOCK_TEST_REDIS_SERVER";
+
+/// Conventional environment variable telling a re-executed test binary which
+/// child role to play (see [`spawn_self`]).
+pub const CHILD_ROLE_ENV: &str = "REDISLOCK_CHILD_ROLE";
+
+/// How long a server may take to answer after being spawned.
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `restart` keeps retrying while the old port cannot be bound.
+pub(crate) const REBIND_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many fresh ports `start` tries when the chosen one gets taken.
+pub(crate) const START_ATTEMPTS: usize = 5;
+/// Connect / read / write timeout of connections made by `conn*`.
+pub(crate) const CONN_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const POLL: Duration = Duration::from_millis(10);
+/// The default Redis port; never used by this module.
+pub(crate) const FORBIDDEN_PORT: u16 = 6379;
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// `prefix` + pid + process-wide counter + nanoseconds: unique across
+/// concurrently running tests and test processes.
+pub fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        nanos()
+    )
+}
+
+fn nanos() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+// ---- small Redis and timing helpers shared by the test files ----
+
+/// GET `key` as text.
+pub fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(con).unwrap()
+}
+
+/// Whether `key` exists.
+pub fn exists(con: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
+}
+
+/// PTTL of `key` (-2: no key, -1: no expiry).
+pub fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+/// Polls `cond` every 5 ms until it holds (true) or `limit` passes (false).
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
