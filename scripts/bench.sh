@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One benchmark sitting for redislock:
 #
-#   scripts/bench.sh [--peers] [--quick] [--out DIR] [--plot FILE] [--peers-args "ARGS"]
-#                    [-- ARGS for the standalone program]
+#   scripts/bench.sh [--peers] [--fpm] [--quick] [--out DIR] [--plot FILE] [--peers-args "ARGS"]
+#                    [--fpm-args "ARGS"] [-- ARGS for the standalone program]
 #
 #   1. builds, with the release profile, the benchmark program (benches/locks.rs) and
 #      libredislock.so (for the PHP rows; REDISLOCK_LIB points to it unless already set);
@@ -17,12 +17,18 @@
 #      results and report in OUT/peers/ (report.md); the full run takes about 10 minutes,
 #      --quick about 3 (plus its waits for a quiet machine);
 #   4. regenerates the handoff plot, docs/handoff.png by default (--plot FILE), from the h2 records
-#      of OUT/standalone.jsonl and OUT/peers/.
+#      of OUT/standalone.jsonl and OUT/peers/;
+#   5. with --fpm: PHP-FPM under nginx, `scripts/fpm.sh bench` (8 workers, wrk at concurrency 32;
+#      endpoints without a lock, phpredis pconnect + SET NX PX, Redislock\Client, Symfony Lock on
+#      RedislockStore and on RedisStore; 3 rounds of 10,000 requests each, about 5 minutes):
+#      requests/s and latency p50/p99 per endpoint in OUT/fpm.md, logs and raw results in OUT/fpm/.
 #
 # OUT defaults to bench-results/<date-time> (bench-results/latest points to it).
 # --quick: short settings. Standalone: --n 4000 --rounds 3 --target 500 --htarget 40 --cap 20
-#          --scale-secs 10; peers: --n 2000 --target 300 --htarget 40 --cap 20.
+#          --scale-secs 10; peers: --n 2000 --target 300 --htarget 40 --cap 20; FPM: --rounds 1
+#          --requests 5000.
 # --peers-args "...": more run_all.py options, e.g. "--quiet-max 10 --retries 0" on a busy machine.
+# --fpm-args "...": more scripts/fpm.sh bench options, e.g. "--requests 20000 --rounds 5".
 # Environment: CARGO_TARGET_DIR (cargo's), PEERBENCH_WORK (peers work dir, default
 # /tmp/peerbench-work), PEERBENCH_PORT (default: a free port), REDISLOCK_LIB.
 # Benchmarks measure, they do not assert: the exit status only reports failures to run.
@@ -32,6 +38,8 @@ cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 
 PEERS=0
+FPM=0
+FPM_ARGS=
 QUICK=0
 OUT=
 PLOT=docs/handoff.png
@@ -43,6 +51,8 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift ;;
     --plot) PLOT=$2; shift ;;
     --peers-args) PEERS_ARGS=$2; shift ;;
+    --fpm) FPM=1 ;;
+    --fpm-args) FPM_ARGS=$2; shift ;;
     --) shift; break ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -53,8 +63,10 @@ STANDALONE_ARGS=("$@")
 if [ "$QUICK" = 1 ]; then
   STANDALONE_ARGS=(--n 4000 --rounds 3 --target 500 --htarget 40 --cap 20 --scale-secs 10 "${STANDALONE_ARGS[@]}")
   PEER_SIZES=(--n 2000 --target 300 --htarget 40 --cap 20)
+  FPM_SIZES=(--rounds 1 --requests 5000)
 else
   PEER_SIZES=()
+  FPM_SIZES=()   # scripts/fpm.sh bench's defaults: 3 rounds of 10,000 requests
 fi
 
 if [ -z "$OUT" ]; then
@@ -123,7 +135,17 @@ if [ ${#INPUTS[@]} -gt 0 ]; then
     --title "h2 handoff latency: release called -> other worker's acquire returned ($(date +%F), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg) at the end; $(basename "$OUT"))" \
     || rc=$?
 fi
+
+# ---- 5. PHP-FPM under nginx
+if [ "$FPM" = 1 ]; then
+  # shellcheck disable=SC2086 # FPM_ARGS is a list of options on purpose
+  bash "$ROOT/scripts/fpm.sh" bench "${FPM_SIZES[@]}" --out "$OUT/fpm" $FPM_ARGS \
+    | tee "$OUT/fpm.log" || rc=$?
+  sed -n '/^| endpoint/,$p' "$OUT/fpm.log" | grep -v '^fpm: done' > "$OUT/fpm.md" || true
+fi
+
 REPORTS="$OUT/standalone.md"
 [ "$PEERS" = 1 ] && REPORTS+=", $OUT/peers/report.md"
+[ "$FPM" = 1 ] && REPORTS+=", $OUT/fpm.md"
 echo "bench.sh: done (status $rc): $REPORTS; plot $PLOT"
 exit "$rc"

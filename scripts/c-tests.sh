@@ -7,8 +7,10 @@
 # Usage: scripts/c-tests.sh [--release] [--no-asan] [--no-valgrind] [TEST-NAME-FILTER...]
 #
 # Environment:
-#   REDISLOCK_TEST_URL     run against this server; otherwise a private redis-server is started on a
-#                          free loopback port (never 6379) and stopped at the end
+#   REDISLOCK_TEST_URL     run against this server; otherwise the test kit's program
+#                          (`redislock-testkit single`, see scripts/testkit.sh) starts a private
+#                          redis-server on a free loopback port (never 6379) and removes it at the end
+#   REDISLOCK_TESTKIT      that program, instead of building it with cargo
 #   REDISLOCK_LIB_DIR      use the libredislock.so in this directory instead of building it with
 #                          cargo (tests/ffi_c.rs passes the one `cargo test` built)
 #   REDISLOCK_C_BUILD_DIR  where the test programs go (default: <cargo target dir>/ffi-tests-c)
@@ -19,6 +21,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# shellcheck source=scripts/testkit.sh
+source scripts/testkit.sh
 
 profile=debug
 asan=1
@@ -29,7 +33,7 @@ for arg in "$@"; do
         --release) profile=release ;;
         --no-asan) asan=0 ;;
         --no-valgrind) valgrind=0 ;;
-        -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
         -*) echo "unknown option $arg (see --help)" >&2; exit 2 ;;
         *) filters+=("$arg") ;;
     esac
@@ -42,6 +46,8 @@ command -v "$CC" >/dev/null 2>&1 || missing+=("C compiler ($CC)")
 command -v "$CXX" >/dev/null 2>&1 || missing+=("C++ compiler ($CXX)")
 [[ $valgrind -eq 0 ]] || command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
 [[ -n "${REDISLOCK_TEST_URL:-}" ]] || command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+[[ -n "${REDISLOCK_TEST_URL:-}" || -n "${REDISLOCK_TESTKIT:-}" ]] || command -v cargo >/dev/null 2>&1 \
+    || missing+=(cargo)
 if [[ ${#missing[@]} -gt 0 ]]; then
     printf 'c-tests: missing %s; install them with scripts/setup.sh\n' "${missing[*]}" >&2
     exit 1
@@ -59,6 +65,10 @@ else
     [[ $profile == release ]] && cargo_flags+=(--release)
     cargo build "${cargo_flags[@]}"
     libdir="$target_dir/$profile"
+fi
+if [[ -z "${REDISLOCK_TEST_URL:-}" ]]; then
+    step "the test kit's program (redislock-testkit)"
+    testkit_build
 fi
 if [[ ! -f "$libdir/libredislock.so" ]]; then
     echo "c-tests: $libdir/libredislock.so not found" >&2
@@ -107,56 +117,17 @@ if [[ $asan -eq 1 ]]; then
 fi
 
 # --- the server --------------------------------------------------------------------------------
-server_pid=""
-server_dir=""
-cleanup() {
-    if [[ -n "$server_pid" ]]; then
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    [[ -z "$server_dir" ]] || rm -rf "$server_dir"
-}
-trap cleanup EXIT
-
-# Answers PING on 127.0.0.1:$1?
-pings() {
-    local reply=""
-    exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
-    printf 'PING\r\n' >&3
-    read -r -t 2 reply <&3 || true
-    exec 3<&- 3>&-
-    [[ "$reply" == +PONG* ]]
-}
-
+# The test kit's program (scripts/testkit.sh) starts it and removes it at the end.
+trap testkit_stop EXIT
 if [[ -z "${REDISLOCK_TEST_URL:-}" ]]; then
-    step "start redis-server"
-    server_dir="$(mktemp -d)"
-    for _ in $(seq 20); do
-        port=$((20000 + RANDOM % 40000))
-        # Somebody listens there already?
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
-        redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-            --daemonize no --dir "$server_dir" --logfile "$server_dir/redis.log" &
-        server_pid=$!
-        for _ in $(seq 100); do
-            if pings "$port" 2>/dev/null; then break; fi
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.05
-        done
-        if pings "$port" 2>/dev/null; then
-            export REDISLOCK_TEST_URL="redis://127.0.0.1:$port/"
-            break
-        fi
-        kill "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-        server_pid=""
-    done
-    if [[ -z "${REDISLOCK_TEST_URL:-}" ]]; then
-        echo "c-tests: could not start redis-server; its log:" >&2
-        cat "$server_dir/redis.log" >&2 || true
+    step "start redis-server (redislock-testkit single)"
+    if ! testkit_start single; then
+        echo "c-tests: could not start redis-server" >&2
         exit 1
     fi
-    echo "redis-server (pid $server_pid) at $REDISLOCK_TEST_URL"
+    export REDISLOCK_TEST_URL="$TESTKIT_URL"
+    testkit_cmd pid node 0
+    echo "redis-server (pid ${TESTKIT_REPLY#PID }) at $REDISLOCK_TEST_URL"
 fi
 
 # --- run ---------------------------------------------------------------------------------------
@@ -164,7 +135,7 @@ failed=()
 run() {
     local mode="$1" binary="$2"
     step "run $mode"
-    if ! ffi-tests/c/run.sh "$mode" "$binary" "$libdir" "${filters[@]+"${filters[@]}"}"; then
+    if ! testkit_detached ffi-tests/c/run.sh "$mode" "$binary" "$libdir" "${filters[@]+"${filters[@]}"}"; then
         failed+=("$mode")
     fi
 }

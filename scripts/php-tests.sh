@@ -3,7 +3,9 @@
 #   scripts/php-tests.sh [phpunit arguments...]     e.g. --filter SymfonyStoreTest
 # Builds the library with `cargo build --release` first (a no-op when it is up to date) and
 # points REDISLOCK_LIB at the .so, unless REDISLOCK_LIB is already set. The tests start their own
-# redis-server processes on free loopback ports; none uses 127.0.0.1:6379.
+# redis-server processes on free loopback ports (none uses 127.0.0.1:6379) through the test kit's
+# program, `redislock-testkit single`: this script builds it (scripts/testkit.sh) and points
+# REDISLOCK_TESTKIT at it, unless REDISLOCK_TESTKIT is already set.
 # Needs php (with FFI, pcntl, posix, phpredis), Symfony Lock 5.4, phpunit 9 and redis-server:
 # scripts/setup.sh installs them on Debian. cargo test runs this script from tests/php.rs.
 set -euo pipefail
@@ -14,6 +16,9 @@ missing=()
 for tool in php phpunit redis-server; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
+if [ -z "${REDISLOCK_LIB:-}" ] || [ -z "${REDISLOCK_TESTKIT:-}" ]; then
+  command -v cargo >/dev/null || missing+=(cargo)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   for ext in ffi pcntl posix redis; do
     php -r "exit(extension_loaded('$ext') ? 0 : 1);" || missing+=("php extension $ext")
@@ -37,4 +42,10 @@ if [ ! -f "$REDISLOCK_LIB" ]; then
   exit 1
 fi
 echo "php-tests: REDISLOCK_LIB=$REDISLOCK_LIB"
+
+# shellcheck source=scripts/testkit.sh
+source scripts/testkit.sh
+testkit_build
+export REDISLOCK_TESTKIT="$TESTKIT"
+echo "php-tests: REDISLOCK_TESTKIT=$REDISLOCK_TESTKIT"
 exec phpunit -c bindings/php/phpunit.xml "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
-# phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, and the pinned cbindgen that
-# generates the headers.
+# phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
+# (the PHP-FPM test and benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the
+# headers.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,10 @@ for component in cache config container redis; do   # Laravel 8, for Redislock\L
   [ -f "/usr/share/php/Illuminate/${component^}/autoload.php" ] || need+=("php-illuminate-$component")
 done
 command -v phpunit >/dev/null || need+=(phpunit)
+{ command -v php-fpm8.2 || [ -x /usr/sbin/php-fpm8.2 ]; } >/dev/null || need+=(php8.2-fpm)
+{ command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null || need+=(nginx)
+command -v wrk >/dev/null || need+=(wrk)
+command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
 if [ ${#need[@]} -gt 0 ]; then

@@ -7,11 +7,12 @@
 #
 # Options (or environment): --minutes M (SOAK_SECONDS overrides), RUST_THREADS (4),
 # C_THREADS (4), PHP_PROCS (3), CHAOS_MIN_S/CHAOS_MAX_S (5/20: seconds between chaos events).
-# Needs: cargo, gcc, php (ffi, pcntl), redis-server, redis-cli, python3, flock.
+# Needs: cargo, gcc, php (ffi, pcntl), redis-server, redis-cli, python3, flock (scripts/setup.sh).
 #
 # What runs:
 # - the lock server: a private redis-server on a free loopback port (--save "" --appendonly no,
-#   so every kill or restart loses all keys: locks, waiter queues and the fencing counter);
+#   so every kill or restart loses all keys: locks, waiter queues and the fencing counter),
+#   started and faulted by the test kit's program (`redislock-testkit single`, scripts/testkit.sh);
 # - workers: soak/target soak_worker (Rust, threads), soak/worker.c (C, pthreads),
 #   soak/worker.php (PHP, pcntl_fork processes), all hammering one lock name. Each iteration:
 #   acquire with fencing (wait bound 2 s, fixed lease 1.5 s, no auto-renewal), read the stock
@@ -63,7 +64,7 @@ FENCE_KEY="{soak:stock}:fence"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 for tool in cargo gcc php redis-server redis-cli python3 flock; do
-    command -v "$tool" >/dev/null || { echo "soak.sh: $tool not found" >&2; exit 2; }
+    command -v "$tool" >/dev/null || { echo "soak.sh: $tool not found; run scripts/setup.sh" >&2; exit 2; }
 done
 
 # ---- build ----------------------------------------------------------------------------------
@@ -71,6 +72,9 @@ echo "soak: building (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo build --release --lib --quiet
 LIBDIR="$CARGO_TARGET_DIR/release"
 (cd soak && cargo build --release --quiet)
+# shellcheck source=scripts/testkit.sh
+source scripts/testkit.sh
+testkit_build
 WORK="$(mktemp -d -t redislock-soak.XXXXXX)"
 gcc -std=c11 -O2 -Wall -Wextra -Iinclude soak/worker.c -L"$LIBDIR" -lredislock -lpthread \
     -Wl,-rpath,"$LIBDIR" -o "$WORK/c_worker"
@@ -78,49 +82,10 @@ RUST_WORKER="$CARGO_TARGET_DIR/release/soak_worker"
 export REDISLOCK_LIB="$LIBDIR/libredislock.so"
 
 # ---- the lock server ------------------------------------------------------------------------
-free_port() {
-    python3 -c 'import socket
-while True:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close()
-    if p != 6379: print(p); break'
-}
-PORT="$(free_port)"
-URL="redis://127.0.0.1:$PORT/"
 RES="$WORK/resource"
 echo "0 0" > "$RES"
-PIDFILE="$WORK/redis.pid"
 EVENTS="$WORK/chaos.log"
 : > "$EVENTS"
-
-start_redis() {
-    local i
-    for i in $(seq 1 100); do
-        # Started from a subshell that exits at once: the server is no job of this shell (no
-        # "Killed" job notices, no zombie keeping `kill -0` true after a SIGKILL).
-        ( redis-server --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK" \
-            --logfile "$WORK/redis.log" --daemonize no </dev/null >/dev/null 2>&1 &
-          echo $! > "$PIDFILE" )
-        local j
-        for j in $(seq 1 100); do
-            if redis-cli -p "$PORT" ping 2>/dev/null | grep -q PONG; then return 0; fi
-            if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then break; fi
-            sleep 0.05
-        done
-        kill -9 "$(cat "$PIDFILE")" 2>/dev/null || true
-        sleep 0.1 # the port may still be held briefly
-    done
-    echo "soak: cannot start redis-server on port $PORT" >&2
-    return 1
-}
-
-wait_gone() { # until the old server process is gone and the port answers no more (<= 5 s)
-    local i
-    for i in $(seq 1 250); do
-        if ! kill -0 "$1" 2>/dev/null && ! redis-cli -p "$PORT" ping >/dev/null 2>&1; then return 0; fi
-        sleep 0.02
-    done
-    echo "soak: old redis-server $1 still there" >&2
-}
 
 reseed_fence() {
     local highest
@@ -133,34 +98,32 @@ rand_between() { # $1..$2 as a decimal with two digits
 }
 
 chaos_loop() {
-    local end=$(( $(date +%s) + SOAK_SECONDS )) n=0 pid
+    local end=$(( $(date +%s) + SOAK_SECONDS )) n=0
     set +e
     trap 'exit 0' TERM
     while [ "$n" -lt 10000 ]; do
         sleep "$(rand_between "$CHAOS_MIN_S" "$CHAOS_MAX_S")"
         [ "$(date +%s)" -lt "$((end - 2))" ] || break
         n=$((n + 1))
-        pid="$(cat "$PIDFILE")"
         case $((RANDOM % 3)) in
             0)
-                kill -9 "$pid" 2>/dev/null || true
-                wait_gone "$pid"
+                testkit_cmd kill node 0
                 sleep "$(rand_between 0 1)"
-                start_redis
+                testkit_cmd restart node 0
                 reseed_fence
                 echo "kill $(date +%s)" >> "$EVENTS"
                 ;;
             1)
                 local d; d="$(rand_between 0.2 3)"
-                kill -STOP "$pid"
+                testkit_cmd pause node 0
                 sleep "$d"
-                kill -CONT "$pid"
+                testkit_cmd resume node 0
                 echo "pause $d" >> "$EVENTS"
                 ;;
             2)
-                kill -TERM "$pid" 2>/dev/null || true
-                wait_gone "$pid"
-                start_redis
+                # SIGTERM, answered once the server has exited; then a new one on the same port.
+                testkit_cmd term node 0
+                testkit_cmd restart node 0
                 reseed_fence
                 echo "restart $(date +%s)" >> "$EVENTS"
                 ;;
@@ -172,26 +135,36 @@ PIDS=()
 cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    if [ -f "$PIDFILE" ]; then
-        p="$(cat "$PIDFILE")"
-        kill -CONT "$p" 2>/dev/null || true
-        kill -9 "$p" 2>/dev/null || true
+    # The server's log, for the work dir; then the kit stops the server and removes its files.
+    if [ -n "$TESTKIT_PID" ] && testkit_cmd log node 0 2>/dev/null; then
+        cp "${TESTKIT_REPLY#LOG }" "$WORK/redis.log" 2>/dev/null || true
     fi
+    testkit_stop
 }
 trap cleanup EXIT INT TERM
 
-start_redis
+if ! testkit_start single; then
+    echo "soak: cannot start redis-server" >&2
+    exit 1
+fi
+URL="$TESTKIT_URL"
+PORT="${TESTKIT_NODES[0]}"
 echo "soak: lock server $URL, resource $RES, ${SOAK_SECONDS}s, workers: rust ${RUST_THREADS} threads, c ${C_THREADS} threads, php ${PHP_PROCS} processes"
 
 chaos_loop &
 CHAOS_PID=$!
 PIDS+=("$CHAOS_PID")
 
-"$RUST_WORKER" "$URL" "$RES" "$LOCK_NAME" "$SOAK_SECONDS" "$RUST_THREADS" > "$WORK/rust.out" 2> "$WORK/rust.err" &
+# The workers do not hold the kit's pipes (only this shell and the chaos loop talk to it).
+
+"$RUST_WORKER" "$URL" "$RES" "$LOCK_NAME" "$SOAK_SECONDS" "$RUST_THREADS" > "$WORK/rust.out" 2> "$WORK/rust.err" \
+    {TESTKIT_IN}>&- {TESTKIT_OUT}<&- &
 RUST_PID=$!; PIDS+=("$RUST_PID")
-"$WORK/c_worker" "$URL" "$RES" "$LOCK_NAME" "$SOAK_SECONDS" "$C_THREADS" > "$WORK/c.out" 2> "$WORK/c.err" &
+"$WORK/c_worker" "$URL" "$RES" "$LOCK_NAME" "$SOAK_SECONDS" "$C_THREADS" > "$WORK/c.out" 2> "$WORK/c.err" \
+    {TESTKIT_IN}>&- {TESTKIT_OUT}<&- &
 C_PID=$!; PIDS+=("$C_PID")
-php soak/worker.php "$URL" "$RES" "$LOCK_NAME" "$SOAK_SECONDS" "$PHP_PROCS" > "$WORK/php.out" 2> "$WORK/php.err" &
+php soak/worker.php "$URL" "$RES" "$LOCK_NAME" "$SOAK_SECONDS" "$PHP_PROCS" > "$WORK/php.out" 2> "$WORK/php.err" \
+    {TESTKIT_IN}>&- {TESTKIT_OUT}<&- &
 PHP_PID=$!; PIDS+=("$PHP_PID")
 
 worker_fail=0

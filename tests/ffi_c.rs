@@ -1,5 +1,6 @@
 //! The C ABI tested from C: runs the C tests of `ffi-tests/c` against a real `redis-server`
-//! (started here) through `scripts/c-tests.sh`: plain, under AddressSanitizer +
+//! (started here by the test kit, whose URL goes to the script in `REDISLOCK_TEST_URL`, so the
+//! script starts none of its own) through `scripts/c-tests.sh`: plain, under AddressSanitizer +
 //! UndefinedBehaviorSanitizer, and under valgrind. The script also checks that
 //! `include/redislock.h` compiles as C99 and C++ and that `examples/c/oversell.c` builds, all with
 //! `-Wall -Wextra -Wpedantic -Werror`.

@@ -1,7 +1,8 @@
 //! Drives the PHP package's PHPUnit suite (`bindings/php/tests`) from `cargo test`, through
-//! `scripts/php-tests.sh`: it builds the library in release mode, points `REDISLOCK_LIB` at it
-//! and runs `phpunit -c bindings/php/phpunit.xml`. The PHP tests start their own redis-server
-//! processes on free loopback ports.
+//! `scripts/php-tests.sh`: it builds the library in release mode, points `REDISLOCK_LIB` at it,
+//! builds the test kit's program and points `REDISLOCK_TESTKIT` at it, and runs `phpunit -c
+//! bindings/php/phpunit.xml`. The PHP tests start their own redis-server processes on free
+//! loopback ports through that program (`redislock-testkit single`).
 //!
 //! Needs php (FFI, pcntl, posix, phpredis), Symfony Lock 5.4, phpunit 9 and redis-server;
 //! `scripts/setup.sh` installs them on Debian. Missing tools fail this test with that hint.

@@ -1,7 +1,11 @@
 //! The PHP rows of the standalone report: u1 (phpredis floor, redislock, Symfony Lock in rounds
-//! of separate processes, then redislock interleaved with the floor in one process), c8, h2.
+//! of separate processes, then redislock interleaved with the floor in one process), c8, h2, and
+//! "req": a client made in every simulated PHP-FPM request (`benches/php/request_loop.php`).
 
-use crate::json::J;
+use std::path::Path;
+use std::process::Command;
+
+use crate::json::{self, J};
 use crate::metrics;
 use crate::php::Php;
 use crate::report::{
@@ -13,7 +17,7 @@ use crate::server::Server;
 use crate::standalone::Opts;
 use crate::sys::{command_mix, server_calls};
 
-/// The PHP rows: u1 (phpredis floor, redislock, Symfony Lock interleaved), c8 and h2.
+/// The PHP rows: u1 (phpredis floor, redislock, Symfony Lock interleaved), c8, h2 and req.
 pub fn php_sections(
     php: &Php,
     server: &Server,
@@ -254,4 +258,191 @@ pub fn php_sections(
             &rows,
         );
     }
+    if o.wants_php("req") {
+        request_sections(php, server, o, rep, targets);
+    }
+}
+
+/// Runs `benches/php/request_loop.php` with `args`; returns its JSON line.
+fn request_loop(php: &Php, port: u16, args: &[String]) -> Result<J, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/php/request_loop.php");
+    let out = Command::new("php")
+        .args(["-d", "ffi.enable=1"])
+        .arg(&script)
+        .arg(format!("--port={port}"))
+        .args(args)
+        .arg("--json")
+        .env("REDISLOCK_LIB", &php.lib)
+        .output()
+        .map_err(|e| format!("php: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {} failed ({}): {}",
+            script.display(),
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    json::parse(text.lines().last().ok_or("no output")?)
+}
+
+/// "req": a client made in every simulated PHP-FPM request. First 2,000 requests in one fresh
+/// PHP process per variant (redislock `Client::fromUrl` + acquire + release, phpredis `pconnect`
+/// and `connect` + SET NX PX + compare-and-delete): µs per request, threads and connections
+/// after. Then the warm worker: one process alternating redislock and phpredis `pconnect`
+/// requests, `--n` of each, for the target ratio.
+fn request_sections(php: &Php, server: &Server, o: &Opts, rep: &mut Report, targets: &mut Targets) {
+    let port = server.port;
+    let load = Load::start(server);
+    let mut rows = Vec::new();
+    let labels = [
+        (
+            "phpredis-pconnect",
+            "phpredis pconnect + SET NX PX + compare-and-delete",
+        ),
+        (
+            "phpredis-connect",
+            "phpredis connect + SET NX PX + compare-and-delete + close",
+        ),
+        (
+            "redislock",
+            "Client::fromUrl + acquire + release, client dropped",
+        ),
+    ];
+    for (variant, label) in labels {
+        eprintln!("  php req: 2000 requests, {variant} ...");
+        match request_loop(
+            php,
+            port,
+            &["--n=2000".into(), format!("--variant={variant}")],
+        ) {
+            Ok(r) => {
+                let f = |k: &str| r.get(k).and_then(J::as_f64).unwrap_or(f64::NAN);
+                rows.push(vec![
+                    label.to_owned(),
+                    f1(f("us_per_request")),
+                    f1(f("p50_us")),
+                    f1(f("p99_us")),
+                    format!(
+                        "{} ({})",
+                        r.int("threads_after"),
+                        r.int("library_threads_after")
+                    ),
+                    r.int("connections").to_string(),
+                ]);
+                let mut s = J::obj();
+                s.set("lang", "php")
+                    .set("impl", variant)
+                    .set("requests", 2000)
+                    .set("us_per_request", f("us_per_request"))
+                    .set("p50_us", f("p50_us"))
+                    .set("p99_us", f("p99_us"))
+                    .set("threads_after", r.int("threads_after"))
+                    .set("library_threads_after", r.int("library_threads_after"))
+                    .set("connections", r.int("connections"));
+                rep.summary("php_requests", s);
+            }
+            Err(e) => {
+                let mut row = vec![label.to_owned(), format!("FAILED: {e}")];
+                row.resize(6, String::new());
+                rows.push(row);
+            }
+        }
+    }
+    rep.section(
+        "PHP requests: 2,000 simulated requests in one fresh PHP process per row, each making its own client (benches/php/request_loop.php)",
+        load.end(server),
+        &[
+            "each request",
+            "µs per request (mean)",
+            "p50 µs",
+            "p99 µs",
+            "threads after (library's)",
+            "connections opened",
+        ],
+        &rows,
+    );
+
+    let load = Load::start(server);
+    eprintln!(
+        "  php req: warm worker, {} requests of each, interleaved ...",
+        o.n
+    );
+    let mut rows = Vec::new();
+    match request_loop(php, port, &[format!("--n={}", o.n), "--interleave".into()]) {
+        Ok(r) => {
+            let f = |k: &str| r.get(k).and_then(J::as_f64).unwrap_or(f64::NAN);
+            let (r50, rmean) = (f("ratio_p50"), f("ratio_mean"));
+            targets.add(
+                "PHP warm worker: fromUrl + acquire + release",
+                "≤ 1.15× phpredis pconnect",
+                format!(
+                    "{r50:.2}× p50 per request interleaved ({:.1} vs {:.1} µs; means {rmean:.2}×)",
+                    f("redislock_p50_us"),
+                    f("pconnect_p50_us")
+                ),
+                (!r50.is_nan()).then_some(r50 <= 1.15),
+            );
+            for (label, k) in [
+                ("Client::fromUrl + acquire + release", "redislock"),
+                (
+                    "phpredis pconnect + SET NX PX + compare-and-delete",
+                    "pconnect",
+                ),
+            ] {
+                rows.push(vec![
+                    label.to_owned(),
+                    r.int("requests").to_string(),
+                    f1(f(&format!("{k}_mean_us"))),
+                    f1(f(&format!("{k}_p50_us"))),
+                    f1(f(&format!("{k}_p99_us"))),
+                    if k == "redislock" {
+                        f2(r50)
+                    } else {
+                        String::new()
+                    },
+                    if k == "redislock" {
+                        f2(rmean)
+                    } else {
+                        String::new()
+                    },
+                ]);
+            }
+            let mut s = J::obj();
+            s.set("lang", "php")
+                .set(
+                    "impl",
+                    "redislock fromUrl per request vs phpredis pconnect, interleaved",
+                )
+                .set("requests", r.int("requests"))
+                .set("p50_us", f("redislock_p50_us"))
+                .set("pconnect_p50_us", f("pconnect_p50_us"))
+                .set("mean_us", f("redislock_mean_us"))
+                .set("pconnect_mean_us", f("pconnect_mean_us"))
+                .set("ratio_p50", r50)
+                .set("ratio_mean", rmean);
+            rep.summary("php_warm_worker", s);
+        }
+        Err(e) => {
+            let mut row = vec!["interleaved".to_owned(), format!("FAILED: {e}")];
+            row.resize(7, String::new());
+            rows.push(row);
+        }
+    }
+    rep.section(
+        "PHP warm worker: one process alternating, request by request, a redislock request (Client::fromUrl + acquire + release) and a phpredis pconnect one (SET NX PX + compare-and-delete)",
+        load.end(server),
+        &[
+            "each request",
+            "requests",
+            "mean µs",
+            "p50 µs",
+            "p99 µs",
+            "ratio p50",
+            "ratio mean",
+        ],
+        &rows,
+    );
 }

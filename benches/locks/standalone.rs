@@ -51,7 +51,7 @@ impl Opts {
         let names_scenario = self
             .only
             .iter()
-            .any(|s| ["u1", "u8", "c8", "h2"].contains(&s.as_str()));
+            .any(|s| ["u1", "u8", "c8", "h2", "req"].contains(&s.as_str()));
         (self.wants(scenario) || (!self.only.is_empty() && !names_scenario))
             && !self.skip.iter().any(|s| s == scenario)
     }

@@ -13,8 +13,12 @@
 //! * [`spawn_self`] / [`child_env`] / [`wait_child`] let a test run a second OS process.
 //! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`] and
 //!   [`eventually`] are the small helpers every test file wants.
-//! * The binary `redislock-testkit` starts a set-up from the command line for the C and PHP
-//!   test runners (see `src/bin/redislock-testkit.rs`).
+//! * The binary `redislock-testkit` starts a set-up from the command line for the runners in
+//!   other languages: `scripts/c-tests.sh`, the PHP tests (`bindings/php/tests/Support/
+//!   RedisServer.php`, told where it is by `REDISLOCK_TESTKIT`) and `scripts/soak.sh`. It prints
+//!   the URL and ports, then takes commands on standard input (`kill`, `term`, `pause`, `resume`,
+//!   `restart`, `pid`, `running`, `log` of any node or sentinel, `master`, `quit`) and stops
+//!   everything at end of input; see `src/bin/redislock-testkit.rs` for the protocol.
 //!
 //! The binary is `$REDISLOCK_TEST_REDIS_SERVER` if set, else `redis-server` from `PATH`. Every
 //! process started here is spawned from one long-lived helper thread with `PR_SET_PDEATHSIG =

@@ -5,43 +5,52 @@ declare(strict_types=1);
 namespace Redislock\Tests\Support;
 
 /**
- * A real redis-server for the tests: bound to 127.0.0.1 on a free port (never 6379), no
- * persistence, a private temporary directory. It can be killed, paused (SIGSTOP), resumed and
- * restarted on the same port. It is stopped when the object is destroyed and, whatever happens,
- * at the end of the PHP process (shutdown function; and with `setpriv --pdeathsig KILL` the
- * kernel kills it should PHPUnit itself die).
+ * A real redis-server for the tests, started by the project's test kit: the program
+ * `redislock-testkit single` (testkit/src/bin/redislock-testkit.rs) binds it to 127.0.0.1 on a
+ * free port (never 6379), with no persistence and a private temporary directory, and kills,
+ * pauses, resumes and restarts it (on the same port) when told so on its standard input. This
+ * class is a thin client of that program: it reads the URL and port the program prints, sends
+ * one command per fault and waits for its `OK`.
  *
- * Only the process that started a server stops it: a child made with pcntl_fork() that exits
- * leaves the parent's servers alone.
+ * The program is `$REDISLOCK_TESTKIT` (scripts/php-tests.sh builds it and sets that), else
+ * `redislock-testkit` in the Cargo target directory of this source tree.
+ *
+ * Everything is stopped and removed when the object is destroyed and, whatever happens, at the
+ * end of the PHP process (shutdown function; should PHP itself die, the program ends with it
+ * through `setpriv --pdeathsig KILL`, and its servers end with the program).
+ *
+ * Only the process that started a server drives and stops it: a child made with pcntl_fork()
+ * may use its port and URL, but sending commands from there would mix up the answers.
  */
 final class RedisServer
 {
     private const FORBIDDEN_PORT = 6379;
-    private const READY_TIMEOUT = 5.0;
+    /** How long the program may take to print READY. */
+    private const START_TIMEOUT = 60.0;
+    /** How long one command may take (a restart waits until the new server answers). */
+    private const ANSWER_TIMEOUT = 30.0;
 
     /** @var array<int, RedisServer> servers of this process still running, by object id */
     private static array $running = [];
     private static bool $shutdownRegistered = false;
 
-    /** @var resource|null */
+    /** @var resource|null the redislock-testkit process */
     private $process = null;
-    private int $pid = 0;
-    private int $port;
-    private string $dir;
-    /** @var list<string> */
-    private array $extraArgs;
+    /** @var resource|null its standard input */
+    private $input = null;
+    /** @var resource|null its standard output */
+    private $output = null;
+    /** What was read from its output past the last whole line. */
+    private string $buffer = '';
+    private int $port = 0;
+    /** The program's standard error (its panics, redis-server's start-up errors). */
+    private string $errors;
     private int $ownerPid;
 
-    /** @param list<string> $extraArgs */
-    private function __construct(array $extraArgs)
+    private function __construct()
     {
-        $this->extraArgs = $extraArgs;
         $this->ownerPid = getmypid();
-        $dir = sys_get_temp_dir() . '/redislock-php-test-' . getmypid() . '-' . bin2hex(random_bytes(4));
-        if (!mkdir($dir, 0700)) {
-            throw new \RuntimeException("cannot create $dir");
-        }
-        $this->dir = $dir;
+        $this->errors = sys_get_temp_dir() . '/redislock-php-testkit-' . getmypid() . '-' . bin2hex(random_bytes(4)) . '.err';
         if (!self::$shutdownRegistered) {
             self::$shutdownRegistered = true;
             register_shutdown_function([self::class, 'stopAll']);
@@ -49,23 +58,48 @@ final class RedisServer
     }
 
     /**
-     * Starts a server on a free port and waits until it answers PING.
+     * Starts a server on a free port and waits until it answers.
      *
      * @param list<string> $extraArgs more redis-server arguments, e.g. ['--requirepass', 'pw']
      */
     public static function start(array $extraArgs = []): self
     {
-        $server = new self($extraArgs);
-        $last = '';
-        for ($attempt = 0; $attempt < 5; $attempt++) {
-            $server->port = self::freePort();
-            if ($server->spawn()) {
+        $server = new self();
+        $cmd = array_merge([self::testkit(), 'single'], $extraArgs);
+        if (PHP_OS_FAMILY === 'Linux' && is_executable('/usr/bin/setpriv')) {
+            // Killed by the kernel if this PHP process dies without running its shutdown code.
+            $cmd = array_merge(['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'], $cmd);
+        }
+        $process = proc_open($cmd, [
+            0 => ['pipe', 'r'],
+            1 => ['pipe', 'w'],
+            2 => ['file', $server->errors, 'a'],
+        ], $pipes);
+        if (!is_resource($process)) {
+            throw new \RuntimeException('cannot run ' . implode(' ', $cmd));
+        }
+        $server->process = $process;
+        $server->input = $pipes[0];
+        $server->output = $pipes[1];
+        stream_set_blocking($server->output, false);
+        self::$running[spl_object_id($server)] = $server;
+
+        $deadline = microtime(true) + self::START_TIMEOUT;
+        while (($line = $server->readLine($deadline)) !== null) {
+            $words = explode(' ', $line);
+            if ($words[0] === 'NODE' && ($words[1] ?? '') === '0') {
+                $server->port = (int) ($words[2] ?? 0);
+            } elseif ($words[0] === 'READY') {
+                if ($server->port <= 0 || $server->port === self::FORBIDDEN_PORT) {
+                    break;
+                }
+
                 return $server;
             }
-            $last = $server->logTail();
         }
+        $errors = $server->errorText();
         $server->stop();
-        throw new \RuntimeException("redis-server did not start:\n$last");
+        throw new \RuntimeException("redis-server did not start (redislock-testkit single):\n$errors");
     }
 
     public function port(): int
@@ -73,9 +107,10 @@ final class RedisServer
         return $this->port;
     }
 
+    /** The process id of the server now (or, after {@see kill()}, of the last one). */
     public function pid(): int
     {
-        return $this->pid;
+        return (int) substr($this->command('pid node 0', 'PID '), 4);
     }
 
     /** `redis://[user:password@]127.0.0.1:port/db` */
@@ -101,66 +136,78 @@ final class RedisServer
         return $redis;
     }
 
+    /** Whether the server process exists (a paused one does); false in a forked child. */
     public function isRunning(): bool
     {
-        if ($this->process === null) {
+        if ($this->process === null || getmypid() !== $this->ownerPid
+            || !proc_get_status($this->process)['running']) {
             return false;
         }
-        $status = proc_get_status($this->process);
-
-        return $status['running'];
+        try {
+            return $this->command('running node 0', 'RUNNING ') === 'RUNNING yes';
+        } catch (\RuntimeException $e) {
+            return false;
+        }
     }
 
     /** SIGKILL, and reap. */
     public function kill(): void
     {
-        $this->terminate(SIGKILL);
+        $this->command('kill node 0');
     }
 
     /** SIGSTOP: the server keeps its connections but answers nothing. */
     public function pause(): void
     {
-        posix_kill($this->pid, SIGSTOP);
+        $this->command('pause node 0');
     }
 
     /** SIGCONT after {@see pause()}. */
     public function resume(): void
     {
-        posix_kill($this->pid, SIGCONT);
+        $this->command('resume node 0');
     }
 
     /** Kills the server and starts a fresh one (empty) on the same port. */
     public function restart(): void
     {
-        $this->kill();
-        $deadline = microtime(true) + 5.0;
-        while (!$this->spawn()) {
-            if (microtime(true) > $deadline) {
-                throw new \RuntimeException("redis-server did not restart:\n" . $this->logTail());
-            }
-            usleep(50000);
-        }
+        $this->command('restart node 0');
     }
 
-    /** SIGTERM (SIGKILL after 2 s), reap, remove the directory. Idempotent. */
+    /** Stops the server and removes its directory (the program's `quit`). Idempotent. */
     public function stop(): void
     {
         if (getmypid() !== $this->ownerPid) {
             return;
         }
-        $this->terminate(SIGTERM);
         unset(self::$running[spl_object_id($this)]);
-        if (is_dir($this->dir)) {
-            foreach (glob($this->dir . '/*') ?: [] as $file) {
-                @unlink($file);
-            }
-            @rmdir($this->dir);
+        if ($this->process === null) {
+            return;
         }
+        $quit = @fwrite($this->input, "quit\n") !== false
+            && $this->readLine(microtime(true) + self::ANSWER_TIMEOUT) === 'OK';
+        if (!$quit) {
+            // Not answering: its servers die with it (parent-death signal).
+            proc_terminate($this->process, SIGKILL);
+        }
+        @fclose($this->input);
+        @fclose($this->output);
+        proc_close($this->process);
+        $this->process = null;
+        $this->input = null;
+        $this->output = null;
+        @unlink($this->errors);
     }
 
+    /** The end of the server's log (redis.log), for diagnostics; '' if there is none. */
     public function logTail(int $bytes = 2000): string
     {
-        $log = @file_get_contents($this->dir . '/redis.log');
+        try {
+            $path = substr($this->command('log node 0', 'LOG '), 4);
+        } catch (\RuntimeException $e) {
+            return '';
+        }
+        $log = @file_get_contents($path);
 
         return $log === false ? '' : substr($log, -$bytes);
     }
@@ -175,91 +222,6 @@ final class RedisServer
     {
         foreach (self::$running as $server) {
             $server->stop();
-        }
-    }
-
-    private function spawn(): bool
-    {
-        $cmd = [
-            'redis-server',
-            '--port', (string) $this->port,
-            '--bind', '127.0.0.1',
-            '--save', '',
-            '--appendonly', 'no',
-            '--dir', $this->dir,
-            '--loglevel', 'warning',
-        ];
-        $cmd = array_merge($cmd, $this->extraArgs);
-        if (PHP_OS_FAMILY === 'Linux' && is_executable('/usr/bin/setpriv')) {
-            // Killed by the kernel if this PHP process dies without running its shutdown code.
-            $cmd = array_merge(['/usr/bin/setpriv', '--pdeathsig', 'KILL', '--'], $cmd);
-        }
-        $log = $this->dir . '/redis.log';
-        $process = proc_open($cmd, [
-            0 => ['file', '/dev/null', 'r'],
-            1 => ['file', $log, 'a'],
-            2 => ['file', $log, 'a'],
-        ], $pipes);
-        if (!is_resource($process)) {
-            throw new \RuntimeException('cannot run redis-server');
-        }
-        $this->process = $process;
-        $this->pid = proc_get_status($process)['pid'];
-        self::$running[spl_object_id($this)] = $this;
-
-        $deadline = microtime(true) + self::READY_TIMEOUT;
-        while (microtime(true) < $deadline) {
-            if (!$this->isRunning()) {
-                $this->reap();
-
-                return false; // port taken, most likely
-            }
-            try {
-                $redis = new \Redis();
-                if (@$redis->connect('127.0.0.1', $this->port, 0.2)) {
-                    $pong = $redis->ping();
-                    $redis->close();
-                    if ($pong === true || $pong === '+PONG' || $pong === 'PONG') {
-                        return true;
-                    }
-                }
-            } catch (\RedisException $e) {
-                // not yet (or NOAUTH with --requirepass: it answers, which is ready enough)
-                if (str_contains($e->getMessage(), 'NOAUTH')) {
-                    return true;
-                }
-            }
-            usleep(10000);
-        }
-        $this->terminate(SIGKILL);
-
-        return false;
-    }
-
-    private function terminate(int $signal): void
-    {
-        if ($this->process === null) {
-            return;
-        }
-        if ($this->isRunning()) {
-            posix_kill($this->pid, SIGCONT); // a paused server cannot exit
-            posix_kill($this->pid, $signal);
-            $deadline = microtime(true) + 2.0;
-            while ($this->isRunning() && microtime(true) < $deadline) {
-                usleep(5000);
-            }
-            if ($this->isRunning()) {
-                posix_kill($this->pid, SIGKILL);
-            }
-        }
-        $this->reap();
-    }
-
-    private function reap(): void
-    {
-        if ($this->process !== null) {
-            proc_close($this->process);
-            $this->process = null;
         }
     }
 
@@ -279,5 +241,96 @@ final class RedisServer
             }
         }
         throw new \RuntimeException('no free port');
+    }
+
+    /** The redislock-testkit program. */
+    public static function testkit(): string
+    {
+        $given = getenv('REDISLOCK_TESTKIT');
+        if (is_string($given) && $given !== '') {
+            if (!is_executable($given)) {
+                throw new \RuntimeException("REDISLOCK_TESTKIT=$given is not an executable file");
+            }
+
+            return $given;
+        }
+        $targets = [];
+        $targetDir = getenv('CARGO_TARGET_DIR');
+        if (is_string($targetDir) && $targetDir !== '') {
+            $targets[] = $targetDir;
+        }
+        $targets[] = dirname(__DIR__, 4) . '/target';
+        foreach ($targets as $target) {
+            if (is_executable("$target/debug/redislock-testkit")) {
+                return "$target/debug/redislock-testkit";
+            }
+        }
+        throw new \RuntimeException(
+            'the PHP tests start redis-server through the test kit: run them with scripts/php-tests.sh, '
+            . 'or build it (cargo build -p redislock-testkit --bin redislock-testkit) and set '
+            . 'REDISLOCK_TESTKIT to the program'
+        );
+    }
+
+    /** Sends one command and returns its answer, which must start with `$expect`. */
+    private function command(string $command, string $expect = 'OK'): string
+    {
+        if (getmypid() !== $this->ownerPid) {
+            throw new \RuntimeException('only the process that started the server can drive it');
+        }
+        if ($this->process === null) {
+            throw new \RuntimeException("'$command': the server was stopped");
+        }
+        if (@fwrite($this->input, "$command\n") === false || !@fflush($this->input)) {
+            throw new \RuntimeException("'$command': redislock-testkit is gone:\n" . $this->errorText());
+        }
+        $answer = $this->readLine(microtime(true) + self::ANSWER_TIMEOUT);
+        if ($answer === null) {
+            throw new \RuntimeException("'$command': no answer from redislock-testkit:\n" . $this->errorText());
+        }
+        if (!str_starts_with($answer, $expect)) {
+            throw new \RuntimeException("'$command': $answer");
+        }
+
+        return $answer;
+    }
+
+    /** The next line of the program's output, or null at its end or after `$deadline`. */
+    private function readLine(float $deadline): ?string
+    {
+        if ($this->output === null) {
+            return null;
+        }
+        while (($end = strpos($this->buffer, "\n")) === false) {
+            $left = $deadline - microtime(true);
+            if ($left <= 0) {
+                return null;
+            }
+            $read = [$this->output];
+            $write = null;
+            $except = null;
+            // false: interrupted by a signal (SIGCHLD of a forked test child, say); try again.
+            $ready = @stream_select($read, $write, $except, (int) $left, (int) (fmod($left, 1.0) * 1e6));
+            if (!$ready) {
+                continue;
+            }
+            $chunk = fread($this->output, 8192);
+            if ($chunk === false || ($chunk === '' && feof($this->output))) {
+                return null;
+            }
+            $this->buffer .= $chunk;
+        }
+        $line = substr($this->buffer, 0, $end);
+        $this->buffer = (string) substr($this->buffer, $end + 1);
+
+        return rtrim($line, "\r");
+    }
+
+    /** The last lines the program wrote to its standard error. */
+    private function errorText(): string
+    {
+        $text = @file_get_contents($this->errors);
+
+        return $text === false ? '' : substr($text, -4000);
     }
 }
