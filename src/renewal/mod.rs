@@ -12,9 +12,15 @@
 //!   is gone.
 //!
 //! Renewal threads do not each check out a connection: they hand their EXTEND to one renewal-I/O
-//! thread, which sends everything due in one pipeline and hands each thread its reply. Thousands
-//! of locks renewing in the same second then cost a few round trips, not thousands of pool
-//! checkouts by threads competing for two cores.
+//! thread, which sends everything due in one pipeline and applies each reply to its lock, waking
+//! the lock's thread only for a failure. Thousands of locks renewing in the same second then cost
+//! a few round trips and one wake-up per renewal, not thousands of pool checkouts by threads
+//! competing for two cores.
+//!
+//! A thread per lock costs a task and memory mappings: an auto-renewed lock that would need a
+//! thread beyond what the operating system's limits leave (`vm.max_map_count`, `kernel.pid_max`,
+//! `kernel.threads-max`, `RLIMIT_NPROC`, the cgroup's `pids.max`; see `limits.rs`) is refused with
+//! `LimitReached` before its acquire touches Redis.
 //!
 //! Every thread started here is recorded, and when the client's last handle is gone (the
 //! client and every lock taken through it), [`Renewer::shutdown`] wakes them all, lets them end
