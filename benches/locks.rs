@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo bench --bench locks -- [--port P] [--n 20000] [--target 2000] [--htarget 200] [--cap 60]
-//!     [--rounds 5] [--scale-secs 30] [--scale-locks 1000,10000] [--scale-lease-ms 3000]
+//!     [--rounds 5] [--scale-secs 30] [--scale-locks 1000,10000,30000] [--scale-lease-ms 3000]
 //!     [--scale-pool-size N]
 //!     [--only u1,u8,c8,h2,scale,php] [--skip ...] [--raw FILE.jsonl] [--php auto|on|off]
 //!     [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
@@ -22,7 +22,7 @@
 //! Peers contract (shared/bench/peers/README.md, `run.sh --extra LABEL=COMMAND`):
 //!
 //! ```text
-//! locks [--impl redislock|floor] [--auto-renew on|off] --scenario u1|u8|c8|h2 --n N --target T
+//! locks [--impl redislock|floor|handoff-floor] [--auto-renew on|off] --scenario u1|u8|c8|h2 --n N --target T
 //!       --cap C --out FILE --port P
 //! ```
 //!
@@ -98,7 +98,7 @@ fn main() {
         cap: Duration::from_secs(60),
         rounds: 5,
         scale_secs: 30.0,
-        scale_locks: vec![1_000, 10_000],
+        scale_locks: vec![1_000, 10_000, 30_000],
         scale_lease: Duration::from_secs(3),
         scale_pool_size: None,
         only: Vec::new(),
@@ -229,7 +229,18 @@ fn contract(port: u16, p: &Params, imp: &str, auto_renew: bool, out: &PathBuf) {
             &format!("redis-rs {} (floor)", sys::redis_rs_version()),
             "SET NX PX + EVALSHA compare-and-delete",
         ),
-        other => usage(&format!("--impl: redislock or floor, not {other:?}")),
+        "handoff-floor" => scenario::run(&url, "handoff-floor", p, |w| {
+            lockers::HandoffFloor::new(&url, w)
+        })
+        .record(
+            p,
+            "handoff-floor",
+            &format!("redis-rs {} (handoff floor)", sys::redis_rs_version()),
+            "queue + BLPOP, release hands over",
+        ),
+        other => usage(&format!(
+            "--impl: redislock, floor or handoff-floor, not {other:?}"
+        )),
     };
     let mut line = rec.line();
     line.push('\n');

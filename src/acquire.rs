@@ -52,7 +52,15 @@ impl Client {
             None => Token::new(b.pid)?,
         };
         let started = Instant::now();
-        let grant = match try_once(&b, &keys, &token, opts)? {
+        let waits = wait.is_some_and(|w| !w.is_zero());
+        // A name found held recently is queued for at once (the queueing script takes a free
+        // lock too): no SET NX round trip that would most likely be refused.
+        let first = if waits && waiting::recently_contended(keys.lock()) {
+            None
+        } else {
+            try_once(&b, &keys, &token, opts)?
+        };
+        let grant = match first {
             Some(grant) => Some(grant),
             None => match wait {
                 Some(w) if !w.is_zero() => {
@@ -169,7 +177,7 @@ fn try_once(
         // the key already holding our token: the first SET may have been applied.
         if !opts.fencing && attempt == 0 {
             let mut set = redis::cmd("SET");
-            set.arg(&keys.lock)
+            set.arg(keys.lock())
                 .arg(token.as_str())
                 .arg("NX")
                 .arg("PX")
@@ -190,8 +198,8 @@ fn try_once(
             Ok(set.map(|_| 0))
         } else {
             let (ok, fence): (i64, i64) = scripts::ACQUIRE
-                .key(&keys.lock)
-                .key(&keys.fence)
+                .key(keys.lock())
+                .key(keys.fence())
                 .arg(token.as_str())
                 .arg(ms)
                 .arg(if opts.fencing { "1" } else { "0" })

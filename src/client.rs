@@ -146,7 +146,7 @@ impl Client {
         for _ in 0..3 {
             let holder: Option<String> = b
                 .main
-                .run(None, |c, _| redis::cmd("GET").arg(&keys.lock).query(c))?;
+                .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))?;
             let Some(holder) = holder else {
                 return Ok(false);
             };
@@ -164,7 +164,7 @@ impl Client {
         let b = self.backend()?;
         let holder: Option<Vec<u8>> = b
             .main
-            .run(None, |c, _| redis::cmd("GET").arg(&keys.lock).query(c))?;
+            .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))?;
         Ok(holder.is_some_and(|h| crate::token::same(&h, owner_token.as_bytes())))
     }
 

@@ -1,7 +1,7 @@
 //! Redis key names of a lock and its companion keys.
 //!
 //! The lock for name N lives at `prefix + N`. Its companion keys (fencing counter, waiter queue,
-//! waiter entries, per-waiter signal lists) must hash to the same Redis Cluster slot, so they keep
+//! per-waiter liveness keys and signal lists) must hash to the same Redis Cluster slot, so they keep
 //! the key's own `{hash tag}` when it has one, and otherwise wrap the whole key in braces:
 //! `orders:7` → `{orders:7}:fence`, `{orders}:7` → `{orders}:7:fence`. A key that contains `}`
 //! but no hash tag (`a{}b`) cannot be wrapped; its companions get a short tag of the same slot in
@@ -12,22 +12,23 @@ use crate::error::{Error, show_name};
 /// The longest lock name accepted, in bytes (prefix not counted).
 pub const MAX_NAME_LEN: usize = 4096;
 
-/// All keys one lock uses.
+/// All keys one lock uses, in one allocation: the lock key followed by the base its companion
+/// keys are made of (empty when the lock key is its own base, as with a `{hash tag}`).
 #[derive(Debug, Clone)]
 pub(crate) struct LockKeys {
-    /// The lock key itself: holds the owner's token, with a millisecond expiry.
-    pub lock: Vec<u8>,
-    /// Fencing counter (INCR on every fenced grant; never expires).
-    pub fence: Vec<u8>,
-    /// Waiter queue: a sorted set of waiter ids by arrival time.
-    pub queue: Vec<u8>,
-    /// Waiter entries: a hash of waiter id → "deadline:lease:fence:token".
-    pub waiters: Vec<u8>,
-    /// Prefix of the per-waiter signal lists (the waiter id is appended).
-    pub signal_prefix: Vec<u8>,
-    /// Length of the key prefix in front of the name in `lock`.
-    pub prefix_len: usize,
+    buf: Vec<u8>,
+    /// Length of the lock key at the front of `buf`.
+    lock_len: usize,
+    /// Length of the key prefix in front of the name in the lock key.
+    prefix_len: usize,
 }
+
+/// Suffixes of the companion keys.
+const FENCE: &[u8] = b":fence";
+const QUEUE: &[u8] = b":q";
+/// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
+const SIGNAL: &[u8] = b":s:";
+const ALIVE: &[u8] = b":e:";
 
 impl LockKeys {
     /// Checks the name and builds the keys.
@@ -41,35 +42,81 @@ impl LockKeys {
                 show_name(name)
             )));
         }
-        let mut lock = Vec::with_capacity(prefix.len() + name.len());
-        lock.extend_from_slice(prefix);
-        lock.extend_from_slice(name);
-        let base = if hash_tag(&lock).is_some() {
-            lock.clone()
-        } else if !lock.contains(&b'}') {
-            [b"{".as_slice(), &lock, b"}"].concat()
-        } else {
-            [b"{".as_slice(), &tag_for_slot(slot(&lock)), b"}", &lock].concat()
-        };
-        let with = |suffix: &[u8]| [base.as_slice(), suffix].concat();
+        let lock_len = prefix.len() + name.len();
+        let mut buf = Vec::with_capacity(2 * lock_len + 8);
+        buf.extend_from_slice(prefix);
+        buf.extend_from_slice(name);
+        if hash_tag(&buf).is_none() {
+            if !buf.contains(&b'}') {
+                buf.push(b'{');
+                buf.extend_from_within(..lock_len);
+                buf.push(b'}');
+            } else {
+                let tag = tag_for_slot(slot(&buf));
+                buf.push(b'{');
+                buf.extend_from_slice(&tag);
+                buf.push(b'}');
+                buf.extend_from_within(..lock_len);
+            }
+        }
         Ok(LockKeys {
-            fence: with(b":fence"),
-            queue: with(b":q"),
-            waiters: with(b":w"),
-            signal_prefix: with(b":s:"),
+            buf,
+            lock_len,
             prefix_len: prefix.len(),
-            lock,
         })
     }
 
-    /// The name as shown in messages (made only when needed: it is not cheap).
-    pub(crate) fn shown(&self) -> String {
-        show_name(&self.lock[self.prefix_len..])
+    /// The lock key itself: holds the owner's token, with a millisecond expiry.
+    pub(crate) fn lock(&self) -> &[u8] {
+        &self.buf[..self.lock_len]
+    }
+
+    /// The lock's name (the lock key without the client's prefix).
+    pub(crate) fn name(&self) -> &[u8] {
+        &self.buf[self.prefix_len..self.lock_len]
+    }
+
+    /// What companion keys start with: the lock key with its hash tag (or wrapped in one).
+    fn base(&self) -> &[u8] {
+        if self.buf.len() == self.lock_len {
+            self.lock()
+        } else {
+            &self.buf[self.lock_len..]
+        }
+    }
+
+    fn companion(&self, suffix: &[u8], tail: &[u8]) -> Vec<u8> {
+        let base = self.base();
+        let mut k = Vec::with_capacity(base.len() + suffix.len() + tail.len());
+        k.extend_from_slice(base);
+        k.extend_from_slice(suffix);
+        k.extend_from_slice(tail);
+        k
+    }
+
+    /// Fencing counter (INCR on every fenced grant; never expires).
+    pub(crate) fn fence(&self) -> Vec<u8> {
+        self.companion(FENCE, b"")
+    }
+
+    /// Waiter queue: a list of waiter entries in arrival order.
+    pub(crate) fn queue(&self) -> Vec<u8> {
+        self.companion(QUEUE, b"")
     }
 
     /// The signal list of one waiter.
     pub(crate) fn signal(&self, waiter_id: &str) -> Vec<u8> {
-        [self.signal_prefix.as_slice(), waiter_id.as_bytes()].concat()
+        self.companion(SIGNAL, waiter_id.as_bytes())
+    }
+
+    /// The liveness key of one waiter: it exists while the waiter's queue entry is valid.
+    pub(crate) fn alive(&self, waiter_id: &str) -> Vec<u8> {
+        self.companion(ALIVE, waiter_id.as_bytes())
+    }
+
+    /// The name as shown in messages (made only when needed: it is not cheap).
+    pub(crate) fn shown(&self) -> String {
+        show_name(self.name())
     }
 }
 
@@ -137,13 +184,13 @@ mod tests {
         ] {
             for prefix in [&b""[..], b"app:", b"{app}:"] {
                 let k = LockKeys::new(prefix, name).unwrap();
-                let s = slot(&k.lock);
-                for c in [&k.fence, &k.queue, &k.waiters, &k.signal("ab12")] {
+                let s = slot(k.lock());
+                for c in [k.fence(), k.queue(), k.signal("ab12"), k.alive("ab12")] {
                     assert_eq!(
-                        slot(c),
+                        slot(&c),
                         s,
                         "{:?} vs {:?}",
-                        String::from_utf8_lossy(c),
+                        String::from_utf8_lossy(&c),
                         k.shown()
                     );
                 }
@@ -164,12 +211,18 @@ mod tests {
     #[test]
     fn key_shapes() {
         let k = LockKeys::new(b"p:", b"orders:7").unwrap();
-        assert_eq!(k.lock, b"p:orders:7");
-        assert_eq!(k.fence, b"{p:orders:7}:fence");
+        assert_eq!(k.lock(), b"p:orders:7");
+        assert_eq!(k.name(), b"orders:7");
+        assert_eq!(k.fence(), b"{p:orders:7}:fence");
+        assert_eq!(k.queue(), b"{p:orders:7}:q");
+        assert_eq!(k.signal("ab"), b"{p:orders:7}:s:ab");
+        assert_eq!(k.alive("ab"), b"{p:orders:7}:e:ab");
         let k = LockKeys::new(b"", b"{orders}:7").unwrap();
-        assert_eq!(k.fence, b"{orders}:7:fence");
+        assert_eq!(k.lock(), b"{orders}:7");
+        assert_eq!(k.fence(), b"{orders}:7:fence");
         let k = LockKeys::new(b"", b"a{}b").unwrap();
-        assert!(k.fence.starts_with(b"{") && k.fence.ends_with(b"}a{}b:fence"));
+        assert_eq!(k.lock(), b"a{}b");
+        assert!(k.fence().starts_with(b"{") && k.fence().ends_with(b"}a{}b:fence"));
     }
 
     #[test]

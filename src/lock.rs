@@ -70,12 +70,10 @@ pub(crate) type LostCallback = Box<dyn FnOnce(&Error) + Send>;
 pub(crate) fn release_key(pool: &ConnPool, k: &LockKeys, token: &Token) -> Result<bool, Error> {
     let released: i64 = pool.run(None, |c, _| {
         scripts::RELEASE
-            .key(&k.lock)
-            .key(&k.fence)
-            .key(&k.queue)
-            .key(&k.waiters)
+            .key(k.lock())
+            .key(k.fence())
+            .key(k.queue())
             .arg(token.as_str())
-            .arg(&k.signal_prefix)
             .invoke(c)
     })?;
     Ok(released == 1)
@@ -93,7 +91,7 @@ pub(crate) fn extend_key(
     let ms = lease.as_millis() as u64;
     let extended: i64 = pool.run(None, |c, _| {
         let extended = scripts::EXTEND
-            .key(&k.lock)
+            .key(k.lock())
             .arg(token.as_str())
             .arg(ms)
             .invoke(c)?;
@@ -304,8 +302,7 @@ pub struct Lock {
 impl Lock {
     /// The lock's name (without the client's key prefix).
     pub fn name(&self) -> &[u8] {
-        let k = &self.state.keys;
-        &k.lock[k.prefix_len..]
+        self.state.keys.name()
     }
 
     /// Whether the lock is still ours, as far as this process knows, without a round trip:

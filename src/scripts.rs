@@ -12,19 +12,20 @@
 //! A fenced grant increments the counter before it sets the key: a script that fails midway
 //! keeps its earlier writes, and a failing INCR must not leave the key set with nobody holding it.
 //!
-//! A waiter entry carries a deadline that the waiter refreshes on every re-check, so the entry of
-//! a waiter that died is skipped once its deadline passes.
+//! The queue is a list of waiter entries `wid:lease:fence:token` in arrival order; what a handoff
+//! needs (the waiter's lease, fencing flag and token) is in the entry itself. Each waiter also
+//! has a liveness key with an expiry that the waiter refreshes on every re-check, so the entry of
+//! a waiter that died is skipped once that key has expired: RELEASE's `DEL` of it both tells
+//! whether the waiter is alive and cleans up, with no clock reading. The liveness key also tells
+//! ENQUEUE whether the waiter's entry is still queued (it is created with the entry and deleted
+//! when the entry is used up), so a re-check keeps its place. The queue's expiry is only ever
+//! extended, to at least that of every liveness key. A handoff therefore costs RELEASE six server
+//! calls (GET, LPOP, DEL, SET, RPUSH, PEXPIRE) and the waiter's ENQUEUE five (GET, SET NX,
+//! RPUSH, PTTL, PTTL), plus an INCR with fencing.
 
 use std::sync::LazyLock;
 
 use redis::Script;
-
-/// Shared helpers prepended to the scripts that use them.
-const NOW_MS: &str = "local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-";
 
 /// ACQUIRE: take the lock if it is free, with an optional fencing token.
 /// Used when fencing is on, and to retry an acquire whose first outcome is unknown.
@@ -53,95 +54,88 @@ return {1, f}",
 
 /// ENQUEUE: a waiter's atomic "take it if free, else queue me (or refresh my entry)".
 ///
-/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (zset), KEYS[4] entries (hash),
-/// KEYS[5] this waiter's signal list.
-/// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" for fencing, ARGV[4] waiter id,
-/// ARGV[5] entry lifetime in ms (the waiter re-checks before it runs out).
+/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (list), KEYS[4] this waiter's
+/// liveness key, KEYS[5] this waiter's signal list.
+/// ARGV[1] token, ARGV[2] lease ms, ARGV[3] "1" for fencing, ARGV[4] the waiter's queue entry
+/// (`wid:lease:fence:token`), ARGV[5] entry lifetime in ms (the waiter re-checks before it runs
+/// out), ARGV[6] "1" when the waiter may have queued before (a re-check), "0" on its first call.
 /// Returns {1, fence, pttl} when the lock is ours now (taken here, or handed over to this waiter
 /// by a release since its last BLPOP; if an abandoned BLPOP took the grant, the fence is read
-/// from the counter), or {0, 0, pttl} when queued (pttl of the lock key, -1 if
-/// it has no expiry).
+/// from the counter), or {0, 0, pttl} when queued (pttl of the lock key, -1 if it has no
+/// expiry).
 pub(crate) static ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        "local function granted(f)
-  redis.call('ZREM', KEYS[3], ARGV[4])
-  redis.call('HDEL', KEYS[4], ARGV[4])
-  redis.call('DEL', KEYS[5])
-  return {1, f, redis.call('PTTL', KEYS[1])}
-end
-local cur = redis.call('GET', KEYS[1])
+        "local cur = redis.call('GET', KEYS[1])
 if cur == ARGV[1] then
-  local popped = tonumber(redis.call('LPOP', KEYS[5]) or '')
-  return granted(popped or tonumber(redis.call('GET', KEYS[2]) or '0'))
+  local f = tonumber(redis.call('LPOP', KEYS[5]) or '')
+  f = f or tonumber(redis.call('GET', KEYS[2]) or '0')
+  redis.call('LREM', KEYS[3], 1, ARGV[4])
+  redis.call('DEL', KEYS[4], KEYS[5])
+  return {1, f, redis.call('PTTL', KEYS[1])}
 end
 if not cur then
   local f = 0
   if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return granted(f)
+  if ARGV[6] == '1' then
+    redis.call('LREM', KEYS[3], 1, ARGV[4])
+    redis.call('DEL', KEYS[4], KEYS[5])
+  end
+  return {1, f, tonumber(ARGV[2])}
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[5])
-redis.call('ZADD', KEYS[3], 'NX', tonumber(t[1]) * 1000000 + tonumber(t[2]), ARGV[4])
-redis.call('HSET', KEYS[4], ARGV[4], (now + ttl) .. ':' .. ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[1])
-for i = 3, 4 do
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+if redis.call('SET', KEYS[4], '1', 'PX', ttl, 'NX') then
+  redis.call('RPUSH', KEYS[3], ARGV[4])
+else
+  redis.call('PEXPIRE', KEYS[4], ttl)
 end
+if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], 2 * ttl) end
 return {0, 0, redis.call('PTTL', KEYS[1])}",
     )
 });
 
 /// RELEASE: if the key holds our token, hand the lock to the oldest live waiter, else delete it.
 ///
-/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue, KEYS[4] entries.
-/// ARGV[1] token, ARGV[2] signal-list prefix (the waiter id is appended).
+/// KEYS[1] lock key, KEYS[2] fencing counter, KEYS[3] queue (`<base>:q`; a waiter's signal
+/// list and liveness key are `<base>:s:<wid>` and `<base>:e:<wid>`, in the same slot).
+/// ARGV[1] token.
 /// Returns 1 when released (or handed over), 0 when the key did not hold our token.
 pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
-        "{NOW_MS}
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  local now = now_ms()
-  while true do
-    local head = redis.call('ZPOPMIN', KEYS[3])
-    if #head == 0 then break end
-    local wid = head[1]
-    local e = redis.call('HGET', KEYS[4], wid)
-    redis.call('HDEL', KEYS[4], wid)
-    if e then
-      local deadline, lease, fence, token = string.match(e, '^(%d+):(%d+):(%d):(.*)$')
-      if deadline and tonumber(deadline) > now then
-        local f = 0
-        if fence == '1' then f = redis.call('INCR', KEYS[2]) end
-        redis.call('SET', KEYS[1], token, 'PX', lease)
-        local s = ARGV[2] .. wid
-        redis.call('RPUSH', s, f)
-        redis.call('PEXPIRE', s, lease)
-        return 1
-      end
-    end
+    Script::new(
+        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local base = string.sub(KEYS[3], 1, -2)
+while true do
+  local head = redis.call('LPOP', KEYS[3])
+  if not head then break end
+  local wid, lease, fence, token = string.match(head, '^([^:]+):(%d+):(%d):(.+)$')
+  if wid and redis.call('DEL', base .. 'e:' .. wid) == 1 then
+    local f = 0
+    if fence == '1' then f = redis.call('INCR', KEYS[2]) end
+    redis.call('SET', KEYS[1], token, 'PX', lease)
+    local s = base .. 's:' .. wid
+    redis.call('RPUSH', s, f)
+    redis.call('PEXPIRE', s, lease)
+    return 1
   end
 end
 redis.call('DEL', KEYS[1])
-return 1"
-    ))
+return 1",
+    )
 });
 
 /// CANCEL: a waiter whose wait bound ran out leaves the queue.
 ///
-/// KEYS[1] lock key, KEYS[2] queue, KEYS[3] entries, KEYS[4] this waiter's signal list,
-/// KEYS[5] fencing counter (read when the grant was popped by an abandoned BLPOP, or the list's
-/// head is a cancel mark: the counter cannot have moved since, as the lock is ours).
-/// ARGV[1] token, ARGV[2] waiter id.
+/// KEYS[1] lock key, KEYS[2] queue, KEYS[3] this waiter's liveness key, KEYS[4] its signal
+/// list, KEYS[5] fencing counter (read when the grant was popped by an abandoned BLPOP, or the
+/// list's head is a cancel mark: the counter cannot have moved since, as the lock is ours).
+/// ARGV[1] token, ARGV[2] the waiter's queue entry.
 /// Returns {1, fence, pttl} when a release had handed the lock to this waiter after all (it is
 /// ours), else {0, 0, 0}.
 pub(crate) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
-        "redis.call('ZREM', KEYS[2], ARGV[2])
-redis.call('HDEL', KEYS[3], ARGV[2])
+        "redis.call('LREM', KEYS[2], 1, ARGV[2])
 local f = tonumber(redis.call('LPOP', KEYS[4]) or '')
-redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[3], KEYS[4])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   f = f or tonumber(redis.call('GET', KEYS[5]) or '0')
   return {1, f, redis.call('PTTL', KEYS[1])}

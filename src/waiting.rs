@@ -23,6 +23,8 @@ use crate::pool::{PooledConn, mark_broken};
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
+pub(crate) use hint::recently_contended;
+
 /// How much longer than its next re-check a queue entry lives: enough for a live waiter to come
 /// back, short enough that a dead waiter is skipped soon.
 const ENTRY_GRACE: Duration = Duration::from_millis(500);
@@ -97,15 +99,25 @@ fn wait_for_grant(
     cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
     let wid = random_hex::<8>(b.pid)?;
-    let signal = keys.signal(&wid);
+    let w = Waiter {
+        signal: keys.signal(&wid),
+        alive: keys.alive(&wid),
+        entry: queue_entry(
+            &wid,
+            opts.lease.as_millis() as u64,
+            opts.fencing,
+            token.as_str(),
+        ),
+        jitter_seed: wid,
+    };
     if let Some(c) = cancel
-        && !c.block(b, &signal)
+        && !c.block(b, &w.signal)
     {
         return Err(Error::cancelled(&keys.shown()));
     }
-    let result = wait_queued(b, keys, token, opts, deadline, cancel, &wid, &signal);
+    let result = wait_queued(b, keys, token, opts, deadline, cancel, &w);
     if let Some(c) = cancel {
-        c.unblock(&signal);
+        c.unblock(&w.signal);
     }
     let cancelled = cancel.is_some_and(Cancel::is_cancelled);
     let result = match result {
@@ -120,13 +132,13 @@ fn wait_for_grant(
     // Leave the queue. A release may have handed us the lock in the meantime: then it is ours.
     let left: Result<(i64, i64, i64), Error> = b.main.run(None, |c, _| {
         scripts::CANCEL
-            .key(&keys.lock)
-            .key(&keys.queue)
-            .key(&keys.waiters)
-            .key(&signal)
-            .key(&keys.fence)
+            .key(keys.lock())
+            .key(keys.queue())
+            .key(&w.alive)
+            .key(&w.signal)
+            .key(keys.fence())
             .arg(token.as_str())
-            .arg(&wid)
+            .arg(&w.entry)
             .invoke(c)
     });
     if cancelled {
@@ -147,7 +159,42 @@ fn wait_for_grant(
     }
 }
 
-/// The waiting loop, with the waiter queued under `wid`.
+/// A waiter's queue entry, `wid:lease:fence:token` (put together by hand: `format!` costs
+/// a few thousand instructions per wait).
+fn queue_entry(wid: &str, lease_ms: u64, fencing: bool, token: &str) -> String {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = lease_ms;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut e = String::with_capacity(wid.len() + token.len() + 26);
+    e.push_str(wid);
+    e.push(':');
+    e.extend(digits[i..].iter().map(|&d| d as char));
+    e.push_str(if fencing { ":1:" } else { ":0:" });
+    e.push_str(token);
+    e
+}
+
+/// One waiter's keys and queue entry.
+struct Waiter {
+    /// The list a release pushes the grant onto (and a cancel its mark).
+    signal: Vec<u8>,
+    /// Exists while the queue entry is valid; the waiter refreshes it on every re-check.
+    alive: Vec<u8>,
+    /// The queue entry: `wid:lease:fence:token`, what a release needs to hand the lock over.
+    entry: String,
+    /// The waiter id, which seeds the re-check jitter.
+    jitter_seed: String,
+}
+
+/// The waiting loop, with the waiter's keys and queue entry in `w`.
 #[allow(clippy::too_many_arguments)]
 fn wait_queued(
     b: &Backend,
@@ -156,12 +203,13 @@ fn wait_queued(
     opts: &LockOptions,
     deadline: Instant,
     cancel: Option<&Cancel>,
-    wid: &str,
-    signal: &[u8],
+    w: &Waiter,
 ) -> Result<Option<Grant>, Error> {
-    let mut jitter = Jitter::new(wid);
+    let mut jitter = Jitter::new(&w.jitter_seed);
     let mut conn: Option<PooledConn<'_>> = None;
     let mut reconnects = 0;
+    // Whether an ENQUEUE was sent already: from then on the waiter may be in the queue.
+    let mut sent = false;
     loop {
         let now = Instant::now();
         if now >= deadline || cancel.is_some_and(Cancel::is_cancelled) {
@@ -177,14 +225,16 @@ fn wait_queued(
                 Err(e) => return Err(e),
             },
         };
+        let first = !sent;
+        sent = true;
         match wait_once(
             b,
             &mut c.redis,
             keys,
             token,
             opts,
-            wid,
-            signal,
+            w,
+            first,
             left,
             &mut jitter,
         ) {
@@ -218,7 +268,7 @@ fn wait_queued(
 }
 
 /// One round: take the lock or queue up, then block until a release hands it over or the
-/// re-check time comes, or a cancel.
+/// re-check time comes, or a cancel. `first`: no ENQUEUE of this waiter was sent before.
 #[allow(clippy::too_many_arguments)]
 fn wait_once(
     b: &Backend,
@@ -226,51 +276,62 @@ fn wait_once(
     keys: &LockKeys,
     token: &Token,
     opts: &LockOptions,
-    wid: &str,
-    signal: &[u8],
+    w: &Waiter,
+    first: bool,
     left: Duration,
     jitter: &mut Jitter,
 ) -> redis::RedisResult<Wake> {
     let cfg = &b.cfg;
     let entry_ttl = left.min(cfg.recheck_interval) + ENTRY_GRACE;
-    let sent = Instant::now();
-    let (granted, fence, pttl): (i64, i64, i64) = scripts::ENQUEUE
-        .key(&keys.lock)
-        .key(&keys.fence)
-        .key(&keys.queue)
-        .key(&keys.waiters)
-        .key(signal)
-        .arg(token.as_str())
-        .arg(opts.lease.as_millis() as u64)
-        .arg(if opts.fencing { "1" } else { "0" })
-        .arg(wid)
-        .arg(entry_ttl.as_millis() as u64)
-        .invoke(c)?;
-    if granted == 1 {
-        return Ok(Wake::Granted(grant_from_pttl(
-            fence, pttl, opts.lease, sent,
-        )));
-    }
-    let mut block = left.min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter));
-    if pttl > 0 {
-        block = block.min(Duration::from_millis(pttl as u64 + 1));
-    }
     // BLPOP with timeout 0 would block forever: never ask for less than 1 ms.
-    let block = block.max(Duration::from_millis(1));
+    let planned = left
+        .min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter))
+        .max(Duration::from_millis(1));
+    // One read timeout serves the whole round (one setsockopt, not two around every BLPOP).
     // Redis notices a BLPOP timeout only at its next event-loop tick (up to 1/hz = 100 ms late
-    // on an idle server). When this block ends at the wait bound, the socket's read timeout
-    // enforces the bound instead; the caller then drops the connection and cancels.
-    let slack = if block >= left {
+    // on an idle server), so a block that ends before the wait bound gets the connection's read
+    // timeout on top. A block that ends at the wait bound gets almost nothing on top: the
+    // socket's read timeout enforces the bound, and the caller then drops the connection and
+    // cancels. The ENQUEUE before the BLPOP is bounded by the same timeout, which is never
+    // shorter than the time left before the wait bound nor than the connection's own.
+    let slack = if planned >= left {
         DEADLINE_SLACK
     } else {
         b.wait.read_timeout()
     };
-    c.set_read_timeout(Some(block + slack))?;
+    c.set_read_timeout(Some(planned + slack))?;
+    let sent = Instant::now();
+    let (granted, fence, pttl): (i64, i64, i64) = scripts::ENQUEUE
+        .key(keys.lock())
+        .key(keys.fence())
+        .key(keys.queue())
+        .key(&w.alive)
+        .key(&w.signal)
+        .arg(token.as_str())
+        .arg(opts.lease.as_millis() as u64)
+        .arg(if opts.fencing { "1" } else { "0" })
+        .arg(&w.entry)
+        .arg(entry_ttl.as_millis() as u64)
+        .arg(if first { "0" } else { "1" })
+        .invoke(c)?;
+    if granted == 1 {
+        if first {
+            // Found free at once: the next acquire of this name tries the plain SET first.
+            hint::clear(keys.lock());
+        }
+        return Ok(Wake::Granted(grant_from_pttl(
+            fence, pttl, opts.lease, sent,
+        )));
+    }
+    hint::note(keys.lock());
+    let mut block = planned;
+    if pttl > 0 {
+        block = block.min(Duration::from_millis(pttl as u64 + 1));
+    }
     let popped: Option<(Vec<u8>, Vec<u8>)> = redis::cmd("BLPOP")
-        .arg(signal)
-        .arg(format!("{:.3}", block.as_secs_f64()))
+        .arg(&w.signal)
+        .arg(block.as_millis() as f64 / 1000.0)
         .query(c)?;
-    c.set_read_timeout(Some(b.wait.read_timeout()))?;
     // Redis sets the key and answers this BLPOP in the same event-loop turn, so the lease is
     // counted from the reply less a millisecond for its way here. (The send of the BLPOP is no
     // useful bound: the waiter may have blocked for most of a lease before the handoff.)
@@ -299,6 +360,91 @@ fn grant_from_pttl(fence: i64, pttl: i64, lease: Duration, sent: Instant) -> Gra
     }
 }
 
+/// Which lock names were found held recently, so that an acquire that may wait can queue at
+/// once (ENQUEUE takes a free lock too) instead of first sending a `SET NX` that a contended
+/// lock would refuse: a round trip and a server call less per contended acquire.
+///
+/// A small lossy table of the process: a slot per hash of the lock key, holding the key's tag and
+/// when it was found held. A wrong answer costs no correctness, only a round trip or a heavier
+/// script: names that share a slot evict each other, and a name found free by a direct ENQUEUE
+/// is cleared, so an uncontended name soon goes back to the plain `SET NX`.
+mod hint {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    const SLOTS: usize = 256;
+    /// How long a name counts as contended after it was last found held.
+    const FOR: Duration = Duration::from_secs(5);
+
+    static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+    /// FNV-1a, 64 bits.
+    fn hash(key: &[u8]) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in key {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    }
+
+    /// Milliseconds since the first use, never 0 (0 marks an empty slot), wrapping after 49 days.
+    fn now_ms() -> u32 {
+        let ms = EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32;
+        ms.max(1)
+    }
+
+    fn slot(key: &[u8]) -> (&'static AtomicU64, u64) {
+        let h = hash(key);
+        (&TABLE[h as usize % SLOTS], h & 0xffff_ffff_0000_0000)
+    }
+
+    /// The lock `key` was found held just now.
+    pub(crate) fn note(key: &[u8]) {
+        let (slot, tag) = slot(key);
+        slot.store(tag | u64::from(now_ms()), Ordering::Relaxed);
+    }
+
+    /// The lock `key` was found free.
+    pub(crate) fn clear(key: &[u8]) {
+        let (slot, tag) = slot(key);
+        let v = slot.load(Ordering::Relaxed);
+        if v & 0xffff_ffff_0000_0000 == tag {
+            let _ = slot.compare_exchange(v, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the lock `key` was found held within the last few seconds.
+    pub(crate) fn recently_contended(key: &[u8]) -> bool {
+        let (slot, tag) = slot(key);
+        let v = slot.load(Ordering::Relaxed);
+        let at = v as u32;
+        at != 0
+            && v & 0xffff_ffff_0000_0000 == tag
+            && now_ms().wrapping_sub(at) < FOR.as_millis() as u32
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn noted_until_cleared() {
+            let k = b"hint-test:a";
+            assert!(!recently_contended(k));
+            note(k);
+            assert!(recently_contended(k));
+            // Another name's clear leaves this one alone.
+            clear(b"hint-test:b");
+            assert!(recently_contended(k));
+            clear(k);
+            assert!(!recently_contended(k));
+        }
+    }
+}
+
 /// A small xorshift generator seeded from the waiter id, for re-check jitter.
 struct Jitter(u64);
 
@@ -320,6 +466,19 @@ impl Jitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_entries() {
+        assert_eq!(
+            queue_entry("ab12", 30_000, false, "tok"),
+            "ab12:30000:0:tok"
+        );
+        assert_eq!(queue_entry("ab12", 0, true, "t:k"), "ab12:0:1:t:k");
+        assert_eq!(
+            queue_entry("f", u64::MAX, true, ""),
+            format!("f:{}:1:", u64::MAX)
+        );
+    }
 
     #[test]
     fn jitter_stays_in_range() {

@@ -10,7 +10,7 @@ use redislock::Client;
 use support::{RedisServer, eventually, unique_name};
 
 fn queued(con: &mut redis::Connection, name: &str) -> i64 {
-    redis::cmd("ZCARD")
+    redis::cmd("LLEN")
         .arg(format!("{{{name}}}:q"))
         .query(con)
         .unwrap()

@@ -15,7 +15,7 @@ use support::{
 };
 
 fn queued(con: &mut redis::Connection, name: &str) -> i64 {
-    redis::cmd("ZCARD")
+    redis::cmd("LLEN")
         .arg(format!("{{{name}}}:q"))
         .query(con)
         .unwrap()

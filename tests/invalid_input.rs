@@ -346,7 +346,7 @@ fn key_prefix_is_put_in_front_of_the_name() {
         let q = format!("{{{key}}}:q");
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if redis::cmd("ZCARD").arg(&q).query::<i64>(&mut con).unwrap() == 1 {
+            if redis::cmd("LLEN").arg(&q).query::<i64>(&mut con).unwrap() == 1 {
                 queued = true;
                 break;
             }
@@ -416,7 +416,7 @@ fn hash_tagged_companion_keys_share_the_tag() {
         // The queue keeps the name's own hash tag: `{tag}:lock:q`.
         let q = format!("{name}:q");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while redis::cmd("ZCARD").arg(&q).query::<i64>(&mut con).unwrap() != 1 {
+        while redis::cmd("LLEN").arg(&q).query::<i64>(&mut con).unwrap() != 1 {
             assert!(Instant::now() < deadline, "no waiter queued at {q}");
             thread::sleep(Duration::from_millis(5));
         }

@@ -158,7 +158,7 @@ fn waiter_blocked_during_restart_does_not_hang() {
         let mut con = srv.conn();
         let q = format!("{{{name}}}:q");
         assert!(eventually(Duration::from_secs(5), || {
-            redis::cmd("ZCARD").arg(&q).query::<i64>(&mut con).unwrap() == 1
+            redis::cmd("LLEN").arg(&q).query::<i64>(&mut con).unwrap() == 1
         }));
         srv.restart();
         let (r, took) = w.join().unwrap();

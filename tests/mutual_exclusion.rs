@@ -123,7 +123,7 @@ fn two_processes_sixteen_threads_lose_no_update() {
     assert_eq!(get_i64(&mut con, &inside), Some(0));
     // Everything is released: the lock key is gone and no waiter is left queued.
     assert!(!exists(&mut con, &lock), "lock key left behind");
-    let queued: i64 = redis::cmd("ZCARD")
+    let queued: i64 = redis::cmd("LLEN")
         .arg(format!("{{{lock}}}:q"))
         .query(&mut con)
         .unwrap();

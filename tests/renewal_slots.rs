@@ -144,7 +144,7 @@ fn waiter_handed_a_released_lock_is_not_refused_by_its_slot() {
                     .map(|l| l.release())
             });
             let queued = eventually(Duration::from_secs(10), || {
-                redis::cmd("ZCARD")
+                redis::cmd("LLEN")
                     .arg(format!("{{{name}}}:q"))
                     .query::<i64>(&mut con)
                     .unwrap()

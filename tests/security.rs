@@ -87,8 +87,8 @@ fn wrong_password_is_a_redis_error_not_a_timeout() {
 // ---------------------------------------------------------------------------
 
 /// Every command the library needs, directly or from its Lua scripts, with a key prefix
-/// `app:` (lock keys `app:<name>`, companion keys `{app:<name>}:fence|q|w|s:<id>`).
-const NEEDED: [&str; 19] = [
+/// `app:` (lock keys `app:<name>`, companion keys `{app:<name>}:fence|q|e:<id>|s:<id>`).
+const NEEDED: [&str; 12] = [
     "set",
     "evalsha",
     "script|load",
@@ -98,16 +98,9 @@ const NEEDED: [&str; 19] = [
     "pttl",
     "incr",
     "del",
-    "exists",
-    "time",
-    "zadd",
-    "zrem",
-    "zpopmin",
-    "hset",
-    "hget",
-    "hdel",
     "rpush",
     "lpop",
+    "lrem",
 ];
 const KEY_PATTERNS: [&str; 2] = ["~app:*", "~{app:*"];
 const ACL_PW: &str = "locker-pw";
@@ -362,16 +355,9 @@ without_tests! {
     acl_without_pttl_fails => "pttl",
     acl_without_incr_fails => "incr",
     acl_without_del_fails => "del",
-    acl_without_exists_fails => "exists",
-    acl_without_time_fails => "time",
-    acl_without_zadd_fails => "zadd",
-    acl_without_zrem_fails => "zrem",
-    acl_without_zpopmin_fails => "zpopmin",
-    acl_without_hset_fails => "hset",
-    acl_without_hget_fails => "hget",
-    acl_without_hdel_fails => "hdel",
     acl_without_rpush_fails => "rpush",
     acl_without_lpop_fails => "lpop",
+    acl_without_lrem_fails => "lrem",
 }
 
 #[test]

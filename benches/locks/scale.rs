@@ -1,7 +1,9 @@
 //! Renewal at scale: N auto-renewed locks (lease 3 s, so renewed every second) held for a
 //! while by one client, in a child process of its own so that its threads, memory and CPU are
 //! its alone. The client is built with `max_renewed_locks(N)` and asked for N + 1 locks: the
-//! extra one must be refused with `LimitReached` before touching Redis.
+//! extra one must be refused with `LimitReached` before touching Redis. When an operating-system
+//! limit (threads, pids, memory mappings) comes first, the library refuses earlier, also with
+//! `LimitReached`: the child then holds what it got and reports where and why it was refused.
 //!
 //! The child prints one JSON line; the parent adds redis-server's CPU over the child's run.
 
@@ -53,13 +55,20 @@ pub fn child(url: &str, a: &ScaleArgs) -> J {
     let cpu0 = cpu();
     let t0 = Instant::now();
     let mut locks = Vec::with_capacity(n);
+    // A refusal (LimitReached) before N: the library saw an operating-system limit coming.
+    let mut early_refusal = None;
     for i in 0..n {
         let name = format!("pb:scale:{n}:{i}");
         match client.lock(name.as_bytes()).try_acquire() {
             Ok(l) => locks.push(l),
+            Err(e) if e.kind() == ErrorKind::LimitReached => {
+                early_refusal = Some(e.to_string());
+                break;
+            }
             Err(e) => panic!("acquire {name}: {e}"),
         }
     }
+    let held = locks.len();
     let acquire_s = t0.elapsed().as_secs_f64();
     let extra = client
         .lock(format!("pb:scale:{n}:extra").as_bytes())
@@ -90,11 +99,22 @@ pub fn child(url: &str, a: &ScaleArgs) -> J {
     let (threads_end, rss_end, hwm) = snapshot();
     let t1 = Instant::now();
     let mut release_errors = 0;
+    // Why releases failed (a lost lock says why it was lost), with counts.
+    let mut reasons: std::collections::BTreeMap<String, u64> = Default::default();
     for l in locks {
-        if l.release().is_err() {
+        if let Err(e) = l.release() {
             release_errors += 1;
+            // The message names the lock first; the reason follows the last colon.
+            let text = e.to_string();
+            let why = text.rsplit(": ").next().unwrap_or(&text).to_owned();
+            *reasons.entry(why).or_default() += 1;
         }
     }
+    let reasons = reasons
+        .iter()
+        .map(|(why, n)| format!("{n}× {why}"))
+        .collect::<Vec<_>>()
+        .join("; ");
     let release_s = t1.elapsed().as_secs_f64();
     let mut o = J::obj();
     o.set("kind", "renewal_scale")
@@ -107,6 +127,9 @@ pub fn child(url: &str, a: &ScaleArgs) -> J {
                 .unwrap_or("default".into()),
         )
         .set("hold_s", held_s)
+        .set("held", held)
+        .set("refused_early", early_refusal.is_some())
+        .set("early_refusal", early_refusal.unwrap_or_default())
         .set("max_renewed_locks", n)
         .set("extra_refused", refused)
         .set("extra_result", refusal)
@@ -119,6 +142,7 @@ pub fn child(url: &str, a: &ScaleArgs) -> J {
         .set("stats_renewals", stats.renewals)
         .set("stats_renewal_threads", stats.renewal_threads)
         .set("release_errors", release_errors)
+        .set("release_errors_why", reasons)
         .set("threads_before", threads0)
         .set("threads_held", threads_end)
         .set("threads_max", max_threads.max(threads_end))

@@ -1,14 +1,15 @@
 //! Batched renewal I/O: renewal threads hand their EXTEND to one thread that sends everything
-//! due in one pipeline and hands each its reply.
+//! due in one pipeline and applies each reply to its lock.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::error::Error;
-use crate::lock::LockState;
+use crate::lock::{LockState, Phase, drift};
 use crate::replication;
 use crate::scripts;
 
@@ -21,55 +22,58 @@ pub(super) struct IoQueue {
     pub(super) running: bool,
 }
 
-/// One renewal's EXTEND and, once sent, its outcome.
+/// One renewal's EXTEND and, once its reply is in, what became of it.
 pub(super) struct Request {
     pub(super) lock: Arc<LockState>,
-    pub(super) lease_ms: u64,
-    pub(super) outcome: Mutex<Option<Result<i64, Error>>>,
-    pub(super) done: Condvar,
+    pub(super) lease: Duration,
+    /// When the renewal was handed over: the new lease counts from here.
+    pub(super) sent: Instant,
+    pub(super) state: Mutex<RequestState>,
 }
 
-/// Queues an EXTEND of `lock` for the renewal-I/O thread and waits up to `limit` for its reply.
-pub(super) fn extend_batched(
+#[derive(Default)]
+pub(super) struct RequestState {
+    pub(super) outcome: Option<Outcome>,
+    /// The renewal thread waits for this reply past the time it expected it: wake it.
+    pub(super) waiting: bool,
+}
+
+/// What a renewal's reply did.
+pub(super) enum Outcome {
+    /// Extended: the I/O thread has set the lock's new lease and next renewal already.
+    Extended,
+    /// The key no longer held the token (0), or the EXTEND failed: the renewal thread decides.
+    Failed(Result<i64, Error>),
+}
+
+/// Queues an EXTEND of `lock` for the renewal-I/O thread, starting that thread if needed.
+/// The renewal thread then need not wait for the reply: a success is applied to the lock by the
+/// I/O thread, which wakes the renewal thread only for a failure (or a reply it is waiting for).
+pub(super) fn submit(
     inner: &Arc<Inner>,
     lock: &Arc<LockState>,
-    lease_ms: u64,
-    limit: Duration,
-) -> Result<i64, Error> {
+    lease: Duration,
+    sent: Instant,
+) -> Result<Arc<Request>, Error> {
     let request = Arc::new(Request {
         lock: lock.clone(),
-        lease_ms,
-        outcome: Mutex::new(None),
-        done: Condvar::new(),
+        lease,
+        sent,
+        state: Mutex::new(RequestState::default()),
     });
-    {
-        let mut q = inner.io.lock();
-        q.requests.push(request.clone());
-        if !q.running {
-            let io_inner = inner.clone();
-            spawn(inner, "redislock-renew-io", move || io_loop(io_inner))
-                .map_err(|e| Error::limit(format!("cannot start the renewal I/O thread: {e}")))?;
-            q.running = true;
-        }
-        inner.io_wake.notify_one();
+    let mut q = inner.io.lock();
+    q.requests.push(request.clone());
+    if !q.running {
+        let io_inner = inner.clone();
+        spawn(inner, "redislock-renew-io", move || io_loop(io_inner))
+            .map_err(|e| Error::limit(format!("cannot start the renewal I/O thread: {e}")))?;
+        q.running = true;
     }
-    let deadline = Instant::now() + limit;
-    let mut outcome = request.outcome.lock();
-    while outcome.is_none() {
-        if request.done.wait_until(&mut outcome, deadline).timed_out() {
-            break;
-        }
-    }
-    outcome.take().unwrap_or_else(|| {
-        Err(Error::connection(
-            request.lock.backend.main.server(),
-            "renewal got no reply in time",
-            true,
-        ))
-    })
+    inner.io_wake.notify_one();
+    Ok(request)
 }
 
-/// Sends queued EXTENDs in pipelines and hands out the replies. Ends after [`IDLE_EXIT`] idle,
+/// Sends queued EXTENDs in pipelines and applies the replies. Ends after [`IDLE_EXIT`] idle,
 /// or at shutdown (when no lock is held any more).
 fn io_loop(inner: Arc<Inner>) {
     loop {
@@ -90,9 +94,38 @@ fn io_loop(inner: Arc<Inner>) {
         };
         let outcomes = send_batch(&batch);
         for (request, outcome) in batch.iter().zip(outcomes) {
-            *request.outcome.lock() = Some(outcome);
-            request.done.notify_one();
+            apply(&inner, request, outcome);
         }
+    }
+}
+
+/// Applies one reply: a success to the lock's lease directly, without waking its renewal
+/// thread (unless it waits for this reply); anything else is left to that thread, woken now.
+/// Lock order: the lock's status, then the request's state (the renewal thread holds the status
+/// while it looks at the request).
+fn apply(inner: &Inner, r: &Request, outcome: Result<i64, Error>) {
+    let lock = &r.lock;
+    let mut st = lock.status.lock();
+    let mut rs = r.state.lock();
+    let wake = match outcome {
+        Ok(1) => {
+            if st.phase == Phase::Held {
+                st.valid_until = r.sent + r.lease.saturating_sub(drift(r.lease));
+                st.next_renewal = r.sent + r.lease / 3;
+                inner.renewals.fetch_add(1, Ordering::Relaxed);
+            }
+            rs.outcome = Some(Outcome::Extended);
+            rs.waiting
+        }
+        other => {
+            rs.outcome = Some(Outcome::Failed(other));
+            true
+        }
+    };
+    drop(rs);
+    drop(st);
+    if wake {
+        lock.wake.notify_all();
     }
 }
 
@@ -109,9 +142,9 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
                 pipe.cmd("EVALSHA")
                     .arg(scripts::EXTEND.get_hash())
                     .arg(1)
-                    .arg(&r.lock.keys.lock)
+                    .arg(r.lock.keys.lock())
                     .arg(r.lock.token.as_str())
-                    .arg(r.lease_ms);
+                    .arg(r.lease.as_millis() as u64);
             }
             let waits = replication::add_wait(&mut pipe, &batch[0].lock.backend.cfg);
             let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;

@@ -12,15 +12,22 @@
 //!   is gone.
 //!
 //! Renewal threads do not each check out a connection: they hand their EXTEND to one renewal-I/O
-//! thread, which sends everything due in one pipeline and hands each thread its reply. Thousands
-//! of locks renewing in the same second then cost a few round trips, not thousands of pool
-//! checkouts by threads competing for two cores.
+//! thread, which sends everything due in one pipeline and applies each reply to its lock, waking
+//! the lock's thread only for a failure. Thousands of locks renewing in the same second then cost
+//! a few round trips and one wake-up per renewal, not thousands of pool checkouts by threads
+//! competing for two cores.
+//!
+//! A thread per lock costs a task and memory mappings: an auto-renewed lock that would need a
+//! thread beyond what the operating system's limits leave (`vm.max_map_count`, `kernel.pid_max`,
+//! `kernel.threads-max`, `RLIMIT_NPROC`, the cgroup's `pids.max`; see `limits.rs`) is refused with
+//! `LimitReached` before its acquire touches Redis.
 //!
 //! Every thread started here is recorded, and when the client's last handle is gone (the
 //! client and every lock taken through it), [`Renewer::shutdown`] wakes them all, lets them end
 //! and joins them, within a bound: nothing of a freed client keeps running.
 
 mod io;
+mod limits;
 mod timer;
 mod worker;
 
@@ -79,8 +86,22 @@ struct Inner {
     shutdown: AtomicBool,
     /// Every thread started, until joined.
     handles: Mutex<Vec<JoinHandle<()>>>,
+    /// How many handles the last sweep of ended threads left.
+    swept: AtomicUsize,
+    /// The last reading of the operating system's thread limits.
+    os: Mutex<OsCap>,
     /// Threads started and not yet at their end.
     live: Arc<Live>,
+}
+
+/// How many auto-renewed locks the operating system's limits allow, as last read.
+#[derive(Default)]
+struct OsCap {
+    /// Renewal threads alive at the reading plus the threads that could still start.
+    cap: usize,
+    /// The limit that sets `cap`.
+    bound: String,
+    read_at: Option<Instant>,
 }
 
 /// Counts the renewal machinery's running threads, so that shutdown can wait for them.
@@ -116,11 +137,16 @@ fn spawn(inner: &Inner, name: &str, f: impl FnOnce() + Send + 'static) -> std::i
     if stopping(inner) {
         return Err(std::io::Error::other("the client is shutting down"));
     }
-    // Threads that ended on their own (idle for IDLE_EXIT) are joined here, as new ones start.
-    let (ended, running): (Vec<_>, Vec<_>) = handles.drain(..).partition(|h| h.is_finished());
-    *handles = running;
-    for h in ended {
-        let _ = h.join();
+    // Threads that ended on their own (idle for IDLE_EXIT) are joined here, as new ones start:
+    // whenever the list has doubled since the last sweep, so that starting n threads costs
+    // O(n) in all, not O(n) each.
+    if handles.len() >= 2 * inner.swept.load(Ordering::Relaxed).max(8) {
+        let (ended, running): (Vec<_>, Vec<_>) = handles.drain(..).partition(|h| h.is_finished());
+        *handles = running;
+        inner.swept.store(handles.len(), Ordering::Relaxed);
+        for h in ended {
+            let _ = h.join();
+        }
     }
     *inner.live.count.lock() += 1;
     let guard = LiveGuard(inner.live.clone());
@@ -172,6 +198,8 @@ impl Renewer {
                 io_wake: Condvar::new(),
                 shutdown: AtomicBool::new(false),
                 handles: Mutex::new(Vec::new()),
+                swept: AtomicUsize::new(0),
+                os: Mutex::new(OsCap::default()),
                 live: Arc::new(Live::default()),
             }),
         }
@@ -227,19 +255,59 @@ impl Renewer {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Takes a slot, or refuses when `max_renewed_locks` are held already.
+    /// Takes a slot, or refuses when `max_renewed_locks` are held already, or when a renewal
+    /// thread for one more lock would come near an operating-system limit.
     pub(crate) fn reserve(&self) -> Result<Slot, Error> {
         let inner = &self.inner;
-        if inner.active.fetch_add(1, Ordering::AcqRel) >= inner.max {
-            inner.active.fetch_sub(1, Ordering::AcqRel);
-            return Err(Error::limit(format!(
+        let n = inner.active.fetch_add(1, Ordering::AcqRel) + 1;
+        let refused = if n > inner.max {
+            Some(Error::limit(format!(
                 "{} auto-renewed locks are held through this client already (max_renewed_locks)",
                 inner.max
-            )));
+            )))
+        } else if n >= limits::CHECK_FROM {
+            self.check_os(n).err()
+        } else {
+            None
+        };
+        if let Some(e) = refused {
+            inner.active.fetch_sub(1, Ordering::AcqRel);
+            return Err(e);
         }
         Ok(Slot {
             inner: inner.clone(),
         })
+    }
+
+    /// Whether the operating system lets the renewal machinery hold `n` locks, each with its
+    /// own thread (see `limits.rs`). The limits are read again when `n` nears the last reading's
+    /// cap, at most every `RECHECK_EVERY`, and every few seconds in any case.
+    fn check_os(&self, n: usize) -> Result<(), Error> {
+        let inner = &self.inner;
+        let mut os = inner.os.lock();
+        let age = os.read_at.map(|t| t.elapsed());
+        let read = match age {
+            None => true,
+            Some(age) => {
+                age >= limits::RECHECK_EVERY
+                    && (n > os.cap - os.cap / 8 || age >= 10 * limits::RECHECK_EVERY)
+            }
+        };
+        if read {
+            let budget = limits::budget(&limits::read());
+            let threads = inner.threads.load(Ordering::Acquire);
+            os.cap = threads.saturating_add(usize::try_from(budget.threads).unwrap_or(usize::MAX));
+            os.bound = budget.bound;
+            os.read_at = Some(Instant::now());
+        }
+        if n > os.cap {
+            return Err(Error::limit(format!(
+                "no more than {} auto-renewed locks can be held in this process, each with a \
+                 renewal thread of its own, without coming near an operating-system limit: {}",
+                os.cap, os.bound
+            )));
+        }
+        Ok(())
     }
 
     /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::io::extend_batched;
+use super::io::{Outcome, Request, submit};
 use super::{IDLE_EXIT, Inner, stopping};
-use crate::lock::{LockState, Phase, drift};
+use crate::lock::{LockState, Phase};
 
 /// A renewal thread's mailbox.
 pub(super) struct Worker {
@@ -60,6 +60,11 @@ pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
 }
 
 /// Keeps one lock alive until it is released or found lost.
+///
+/// Once per period this thread wakes, hands the EXTEND to the renewal-I/O thread and sleeps
+/// until the next renewal would be due. A success is applied to the lock by the I/O thread
+/// without waking this one; a failure wakes it at once, and so does a reply that comes later than
+/// the next renewal would have been due. So a renewal costs this thread one wake-up.
 fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
     let count = |pick: fn(&Inner) -> &AtomicU64| {
         if let Some(inner) = renewer.upgrade() {
@@ -84,7 +89,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             }
             lock.wake.wait_until(&mut st, due);
         }
-        let (lease, due, valid_until) = (st.lease, st.next_renewal, st.valid_until);
+        let (lease, due) = (st.lease, st.next_renewal);
         drop(st);
 
         let sent = Instant::now();
@@ -98,11 +103,18 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
                 lease.as_millis()
             );
         }
-        let ms = lease.as_millis() as u64;
-        let left = valid_until.saturating_duration_since(sent);
-        let result = match renewer.upgrade() {
-            Some(inner) => extend_batched(&inner, lock, ms, left),
+        let submitted = match renewer.upgrade() {
+            Some(inner) => submit(&inner, lock, lease, sent),
             None => return,
+        };
+        let result = match submitted {
+            Ok(request) => match wait_for_reply(lock, &request, sent + lease / 3) {
+                Some(Outcome::Extended) => continue,
+                Some(Outcome::Failed(result)) => result,
+                // Released, or its lease ran out waiting: the loop above says which.
+                None => continue,
+            },
+            Err(e) => Err(e),
         };
 
         let mut st = lock.status.lock();
@@ -110,11 +122,6 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             return;
         }
         match result {
-            Ok(1) => {
-                st.valid_until = sent + lease.saturating_sub(drift(lease));
-                st.next_renewal = sent + lease / 3;
-                count(|i| &i.renewals);
-            }
             Ok(_) => {
                 lock.mark_lost(st, "renewal found the key gone or held by another owner");
                 count(|i| &i.lost);
@@ -132,5 +139,36 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
                 st.next_renewal = Instant::now() + retry;
             }
         }
+    }
+}
+
+/// Sleeps until the reply of `request` is in, and returns it; `None` when the lock was released
+/// or its lease ran out first. Until `expected` (when the next renewal would be due after a
+/// success, the usual case) it sleeps without asking to be woken for a success; past it, it asks.
+fn wait_for_reply(lock: &LockState, request: &Request, expected: Instant) -> Option<Outcome> {
+    let mut st = lock.status.lock();
+    loop {
+        if st.phase != Phase::Held {
+            return None;
+        }
+        let now = Instant::now();
+        {
+            let mut rs = request.state.lock();
+            if let Some(outcome) = rs.outcome.take() {
+                return Some(outcome);
+            }
+            if now >= st.valid_until {
+                return None;
+            }
+            rs.waiting = now >= expected;
+        }
+        // The I/O thread takes the status before it looks at `waiting`, so a reply cannot slip
+        // in between the look above and this wait.
+        let until = if now < expected {
+            expected.min(st.valid_until)
+        } else {
+            st.valid_until
+        };
+        lock.wake.wait_until(&mut st, until);
     }
 }
