@@ -167,18 +167,24 @@ impl LockState {
         Error::not_held(&self.keys.shown(), why)
     }
 
+    /// The status, locked, while the lock is held; else why it is not.
+    fn held_status(&self) -> Result<MutexGuard<'_, Status>, Error> {
+        let st = self.status.lock();
+        if st.phase == Phase::Held {
+            return Ok(st);
+        }
+        let phase = st.phase;
+        drop(st);
+        Err(self.not_held(phase))
+    }
+
     /// Releases the lock; a second call reports [`Error::is_not_held`]. The handle's state
     /// changes only with the server's answer: after a connection error or timeout the lock is
     /// still held as far as this handle knows (and still renewed), so the call can be repeated.
     pub(crate) fn release(&self) -> Result<(), Error> {
         self.check_process()?;
         {
-            let mut st = self.status.lock();
-            if st.phase != Phase::Held {
-                let phase = st.phase;
-                drop(st);
-                return Err(self.not_held(phase));
-            }
+            let mut st = self.held_status()?;
             // The place among the renewed locks is given back before the release is sent: the
             // waiter it hands the lock to may claim one the moment it wakes.
             st.slot = None;
@@ -229,12 +235,7 @@ impl LockState {
     pub(crate) fn detach(&self) -> Result<(), Error> {
         self.check_process()?;
         {
-            let mut st = self.status.lock();
-            if st.phase != Phase::Held {
-                let phase = st.phase;
-                drop(st);
-                return Err(self.not_held(phase));
-            }
+            let mut st = self.held_status()?;
             st.phase = Phase::Detached;
             st.slot = None;
         }
@@ -357,10 +358,7 @@ impl Lock {
         let s = &self.state;
         check_lease(lease, s.auto_renew)?;
         s.check_process()?;
-        let phase = s.status.lock().phase;
-        if phase != Phase::Held {
-            return Err(s.not_held(phase));
-        }
+        drop(s.held_status()?);
         let sent = Instant::now();
         let extended = extend_key(&s.backend.main, &s.backend.cfg, &s.keys, &s.token, lease)?;
         let mut st = s.status.lock();
