@@ -39,6 +39,7 @@ mod error;
 #[allow(unsafe_code)]
 mod ffi;
 mod keys;
+mod kinds;
 mod lock;
 mod pool;
 mod renewal;
@@ -54,6 +55,10 @@ pub use client::{Client, LockRequest};
 pub use config::{ClientBuilder, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use error::{Error, ErrorKind};
 pub use keys::MAX_NAME_LEN;
+pub use kinds::{
+    MAX_PERMITS, MAX_SET_NAMES, MultiLock, MultiLockRequest, Permits, ReadLock, RwLockRequest,
+    SemaphoreRequest, WriteLock,
+};
 pub use lock::Lock;
 pub use renewal::{IDLE_EXIT, Stats};
 pub use token::{MAX_OWNER_LEN, MIN_OWNER_LEN};

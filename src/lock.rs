@@ -10,6 +10,7 @@ use crate::backend::{Backend, Owner};
 use crate::config::{Config, check_lease};
 use crate::error::Error;
 use crate::keys::LockKeys;
+use crate::kinds::{self, Kind};
 use crate::pool::ConnPool;
 use crate::renewal::Slot;
 use crate::replication;
@@ -60,6 +61,9 @@ pub(crate) struct LockState {
     pub wake: Condvar,
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
     pub on_lost: Mutex<Option<LostCallback>>,
+    /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
+    /// locks), which decides the scripts that release and extend it.
+    pub kind: Kind,
 }
 
 /// What [`Lock::on_lost`] calls.
@@ -145,6 +149,7 @@ impl LockState {
             }),
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
+            kind: Kind::Exclusive,
         }
     }
 
@@ -189,7 +194,7 @@ impl LockState {
             // waiter it hands the lock to may claim one the moment it wakes.
             st.slot = None;
         }
-        let released = match release_key(&self.backend.main, &self.keys, &self.token) {
+        let released = match kinds::release(self) {
             Ok(released) => released,
             Err(e) => {
                 // Still ours as far as we know, and still renewed: take a place again if one is
@@ -360,7 +365,7 @@ impl Lock {
         s.check_process()?;
         drop(s.held_status()?);
         let sent = Instant::now();
-        let extended = extend_key(&s.backend.main, &s.backend.cfg, &s.keys, &s.token, lease)?;
+        let extended = kinds::extend(s, lease)?;
         let mut st = s.status.lock();
         if extended {
             if st.phase == Phase::Held {

@@ -9,9 +9,9 @@ use parking_lot::Mutex;
 
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::error::Error;
+use crate::kinds;
 use crate::lock::{LockState, Phase, drift};
 use crate::replication;
-use crate::scripts;
 
 /// The most EXTENDs sent in one pipeline.
 const MAX_BATCH: usize = 1024;
@@ -139,12 +139,7 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
             for r in batch {
-                pipe.cmd("EVALSHA")
-                    .arg(scripts::EXTEND.get_hash())
-                    .arg(1)
-                    .arg(r.lock.keys.lock())
-                    .arg(r.lock.token.as_str())
-                    .arg(r.lease.as_millis() as u64);
+                kinds::add_renewal(&mut pipe, &r.lock, r.lease);
             }
             let waits = replication::add_wait(&mut pipe, &batch[0].lock.backend.cfg);
             let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
@@ -159,7 +154,7 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
                 })
             });
             if noscript && !loaded {
-                scripts::EXTEND.load(c)?;
+                kinds::load_renewal_scripts(c)?;
                 loaded = true;
                 continue;
             }
