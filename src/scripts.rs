@@ -242,6 +242,13 @@ local function readers_left()
     redis.call('PEXPIREAT', R, top[2])
   end
 end
+local function next_ms()
+  if redis.call('GET', K) == MARK then
+    local first = redis.call('ZRANGEBYSCORE', R, '(' .. now, '+inf', 'LIMIT', 0, 1, 'WITHSCORES')
+    if #first > 0 then return tonumber(first[2]) - now end
+  end
+  return redis.call('PTTL', K)
+end
 local function dispatch(me)
   local mine = nil
   while true do
@@ -280,7 +287,8 @@ end
 /// queue entry (`wid:kind:lease:fence:token`), ARGV[6] entry lifetime ms, ARGV[7] "try" (one
 /// attempt, never queue), "first" or "again" (a re-check).
 /// Returns {1, fence, ms left of our lease} when the lock is ours (taken now, or handed over
-/// since the last BLPOP), {0, 0, pttl of the lock key} when queued or (with "try") refused;
+/// since the last BLPOP), {0, 0, ms until the first holder's lease runs out (the writer's, or
+/// the earliest reader's)} when queued or (with "try") refused;
 /// an error reply `WRONGTYPE` when the name is in use as a semaphore.
 pub(crate) static RW_ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
@@ -311,7 +319,7 @@ if not queued and redis.call('LLEN', Q) == 0 then
     return {1, grant(kind, token, lease, ARGV[3]), lease}
   end
 end
-if mode == 'try' then return {0, 0, redis.call('PTTL', K)} end
+if mode == 'try' then return {0, 0, next_ms()} end
 local ttl = tonumber(ARGV[6])
 if redis.call('SET', alive, '1', 'PX', ttl, 'NX') then
   redis.call('RPUSH', Q, entry)
@@ -319,7 +327,7 @@ else
   redis.call('PEXPIRE', alive, ttl)
 end
 if redis.call('PTTL', Q) < ttl then redis.call('PEXPIRE', Q, 2 * ttl) end
-return {0, 0, redis.call('PTTL', K)}"
+return {0, 0, next_ms()}"
     ))
 });
 
@@ -461,6 +469,11 @@ local function sync()
     redis.call('PEXPIREAT', K, top[2])
   end
 end
+local function next_ms()
+  local first = redis.call('ZRANGEBYSCORE', K, '(0', '+inf', 'LIMIT', 0, 1, 'WITHSCORES')
+  if #first == 0 then return -2 end
+  return tonumber(first[2]) - now
+end
 local function dispatch(me, n, used)
   local mine = nil
   while n do
@@ -503,8 +516,8 @@ end
 /// ARGV[1] token, ARGV[2] k, ARGV[3] n (permits of the semaphore), ARGV[4] lease ms, ARGV[5]
 /// the queue entry (`wid:k:n:lease:token`), ARGV[6] entry lifetime ms, ARGV[7] "try", "first"
 /// or "again".
-/// Returns {1, 0, ms left of our lease} when the permits are ours, {0, 0, pttl of the key} when
-/// queued or refused; error replies `PERMITS <n>` when the semaphore has another number of
+/// Returns {1, 0, ms left of our lease} when the permits are ours, {0, 0, ms until the first
+/// holder's lease runs out} when queued or refused; error replies `PERMITS <n>` when the semaphore has another number of
 /// permits, `WRONGTYPE` when the name is in use as a lock.
 pub(crate) static SEM_ENQUEUE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(concat!(
@@ -539,7 +552,7 @@ if not queued and redis.call('LLEN', Q) == 0 and used + k <= n then
   return {1, 0, lease}
 end
 sync()
-if mode == 'try' then return {0, 0, redis.call('PTTL', K)} end
+if mode == 'try' then return {0, 0, next_ms()} end
 local ttl = tonumber(ARGV[6])
 if redis.call('SET', alive, '1', 'PX', ttl, 'NX') then
   redis.call('RPUSH', Q, entry)
@@ -547,7 +560,7 @@ else
   redis.call('PEXPIRE', alive, ttl)
 end
 if redis.call('PTTL', Q) < ttl then redis.call('PEXPIRE', Q, 2 * ttl) end
-return {0, 0, redis.call('PTTL', K)}"
+return {0, 0, next_ms()}"
     ))
 });
 

@@ -49,8 +49,8 @@ pub(crate) enum Step {
     /// Ours: the fencing tokens (one per name; 0 without fencing) and how many ms of the lease
     /// are left.
     Granted { fences: Vec<u64>, left_ms: i64 },
-    /// Queued (or refused, for [`Mode::Try`]); the holder's key has `pttl` ms left (-1: no
-    /// expiry, -2: none).
+    /// Queued (or refused, for [`Mode::Try`]); the first holder's lease (of several, the one
+    /// that runs out first) has `pttl` ms left (-1: it has no expiry, -2: no holder).
     Queued { pttl: i64 },
 }
 
@@ -275,7 +275,7 @@ fn wait_once(
         Step::Queued { pttl } => pttl,
     };
     let mut block = planned;
-    if pttl > 0 {
+    if pttl >= 0 {
         block = block.min(Duration::from_millis(pttl as u64 + 1));
     }
     let mut blpop = redis::cmd("BLPOP");
