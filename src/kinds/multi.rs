@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use super::queue::{self, Mode, Queue, Signal, Step};
-use super::{Kind, guard_methods, hold, reserve};
+use super::{Kind, guard_methods, hold, other_kind, reserve};
 use crate::backend::Backend;
 use crate::cancel::Cancel;
 use crate::client::{Client, LockOptions};
@@ -152,7 +152,8 @@ impl<'a> MultiLockRequest<'a> {
         let grant = match wait {
             Some(w) if !w.is_zero() => {
                 drop(place.take());
-                let grant = queue::wait(b, &waiter, &wid, opts.lease, started + w, self.cancel)?;
+                let grant = queue::wait(b, &waiter, &wid, opts.lease, started + w, self.cancel)
+                    .map_err(|e| other_kind(e, &shown, "a lock"))?;
                 if grant.is_some() {
                     place = match reserve(&owner, opts) {
                         Ok(place) => place,
@@ -164,7 +165,8 @@ impl<'a> MultiLockRequest<'a> {
                 }
                 grant
             }
-            _ => queue::try_once(b, &waiter, opts.lease)?,
+            _ => queue::try_once(b, &waiter, opts.lease)
+                .map_err(|e| other_kind(e, &shown, "a lock"))?,
         };
         let Some(grant) = grant else {
             return Err(match wait {
