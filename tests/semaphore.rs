@@ -515,3 +515,74 @@ fn child_sem_fork() {
     p.release().unwrap();
     println!("FORK CHECKED");
 }
+
+/// With `min_replicas`, a grant of each kind counts only once a replica has it: without a
+/// replica every kind is refused and leaves nothing; with one, grants (also those handed over
+/// to a waiter) go through.
+#[test]
+fn min_replicas_covers_every_kind() {
+    let srv = RedisServer::start();
+    let c = Client::builder(&srv.url())
+        .min_replicas(1)
+        .replica_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let mut con = srv.conn();
+    let e = c.rw_lock("rw").try_read().unwrap_err();
+    assert!(e.is_connection(), "{e}");
+    assert!(e.to_string().contains("0 of the 1 replicas"), "{e}");
+    assert!(c.rw_lock("rw").try_write().unwrap_err().is_connection());
+    assert!(
+        c.semaphore("sem", 2)
+            .try_acquire(1)
+            .unwrap_err()
+            .is_connection()
+    );
+    assert!(
+        c.lock_all(&["a", "b"])
+            .try_acquire()
+            .unwrap_err()
+            .is_connection()
+    );
+    assert_eq!(leftover(&mut con, &[]), Vec::<String>::new());
+
+    let port = srv.port().to_string();
+    let _replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    assert!(eventually(SURELY, || c
+        .rw_lock("rw")
+        .try_read()
+        .map(|r| r.release())
+        .is_ok()));
+    let w = c.rw_lock("rw").try_write().unwrap();
+    let waiting_reader = {
+        let c = c.clone();
+        thread::spawn(move || c.rw_lock("rw").read(SURELY).map(|r| r.release()))
+    };
+    let permit = c.semaphore("sem", 1).try_acquire(1).unwrap();
+    let waiting_permit = {
+        let c = c.clone();
+        thread::spawn(move || {
+            c.semaphore("sem", 1)
+                .acquire(1, SURELY)
+                .map(|p| p.release())
+        })
+    };
+    let a = c.try_acquire("a").unwrap();
+    let waiting_set = {
+        let c = c.clone();
+        thread::spawn(move || c.lock_all(&["a", "b"]).acquire(SURELY).map(|s| s.release()))
+    };
+    thread::sleep(Duration::from_millis(200));
+    w.downgrade().unwrap().release().unwrap();
+    permit.release().unwrap();
+    a.release().unwrap();
+    waiting_reader.join().unwrap().unwrap().unwrap();
+    waiting_permit.join().unwrap().unwrap().unwrap();
+    waiting_set.join().unwrap().unwrap().unwrap();
+    let fences: Vec<String> = ["a", "b"]
+        .iter()
+        .map(|n| format!("{{{n}}}:fence"))
+        .collect();
+    let except: Vec<&str> = fences.iter().map(String::as_str).collect();
+    assert_eq!(leftover(&mut con, &except), Vec::<String>::new());
+}
