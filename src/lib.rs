@@ -12,6 +12,9 @@
 //! - Waiting does not spin: a release hands the lock directly to the oldest waiter and wakes it,
 //!   with a jittered fallback re-check for holders that vanish.
 //! - Optional fencing tokens, strictly increasing per lock name.
+//! - Beyond the exclusive lock: read/write locks ([`Client::rw_lock`]), semaphores
+//!   ([`Client::semaphore`]) and sets of locks taken all or none ([`Client::lock_all`]), with
+//!   the same leases, renewal, fair waiting and lost-grant reports.
 //! - Fork-safe: a client used after `fork()` rebuilds its pools; a lock inherited across fork is
 //!   not the child's.
 //!
