@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backend::Backend;
-use crate::scripts;
+use crate::ops;
 
 /// The value a cancel pushes onto a waiter's signal list (a grant is a number).
 pub(crate) const CANCEL_MARK: &[u8] = b"cancel";
@@ -71,13 +71,7 @@ impl Cancel {
         for (backend, signal) in blocked {
             // Best effort: if the server cannot be reached, the waiter notices the flag at its
             // next re-check or when its wait bound ends.
-            let _ = backend.main.run(None, |c, _| {
-                scripts::SIGNAL_CANCEL
-                    .key(&signal)
-                    .arg(CANCEL_MARK)
-                    .arg(MARK_LIFETIME.as_millis() as u64)
-                    .invoke::<i64>(c)
-            });
+            let _ = ops::signal_cancel(&backend, &signal, CANCEL_MARK, MARK_LIFETIME);
         }
     }
 

@@ -40,6 +40,7 @@ mod error;
 mod ffi;
 mod keys;
 mod lock;
+mod ops;
 mod pool;
 mod renewal;
 mod replication;
