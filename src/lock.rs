@@ -10,8 +10,8 @@ use crate::backend::{Backend, Owner};
 use crate::config::check_lease;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::renewal::Reservation;
 use crate::ops;
+use crate::renewal::Reservation;
 use crate::token::Token;
 
 /// Where a lock stands, as its holder sees it.

@@ -12,13 +12,20 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Node, Servers};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::pool::PooledConn;
 use crate::replication;
 use crate::scripts;
 use crate::token::Token;
+
+/// The server that holds the lock of `keys`.
+fn node<'b>(b: &'b Backend, _keys: &LockKeys) -> &'b Node {
+    match &b.servers {
+        Servers::One(node) => node,
+    }
+}
 
 /// A lock granted: its fencing token (0 without fencing) and the instant from which its lease
 /// counts.
@@ -61,7 +68,7 @@ pub(crate) fn acquire(
     let mut sent_at = Instant::now();
     // Set while a grant waits for its replicas' acknowledgement (min_replicas).
     let mut unacknowledged = false;
-    let result = b.main.run(None, |c, attempt| {
+    let result = node(b, keys).main.run(None, |c, attempt| {
         sent = true;
         sent_at = Instant::now();
         // A retry (after the connection dropped mid-call) uses the script, which also accepts
@@ -123,7 +130,7 @@ pub(crate) fn acquire(
 /// RELEASE: frees the lock, or hands it to the oldest live waiter, if the key holds `token`.
 /// Returns whether it did.
 pub(crate) fn release(b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-    let released: i64 = b.main.run(None, |c, _| {
+    let released: i64 = node(b, keys).main.run(None, |c, _| {
         scripts::RELEASE
             .key(keys.lock())
             .key(keys.fence())
@@ -143,7 +150,7 @@ pub(crate) fn extend(
     lease: Duration,
 ) -> Result<bool, Error> {
     let ms = lease.as_millis() as u64;
-    let extended: i64 = b.main.run(None, |c, _| {
+    let extended: i64 = node(b, keys).main.run(None, |c, _| {
         let extended = scripts::EXTEND
             .key(keys.lock())
             .arg(token.as_str())
@@ -168,7 +175,11 @@ pub(crate) struct Extension<'a> {
 /// the server lost it. One outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the key
 /// no longer held the token. With `min_replicas`, one WAIT covers the whole pipeline.
 pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
-    let sent = b.main.run(None, |c, _| {
+    let Some(first) = locks.first() else {
+        return Vec::new();
+    };
+    let main = &node(b, first.keys).main;
+    let sent = main.run(None, |c, _| {
         let mut loaded = false;
         loop {
             let mut pipe = redis::pipe();
@@ -206,7 +217,7 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
             .into_iter()
             .map(|r| match r {
                 Ok(n) => Ok(n == 1),
-                Err(e) => Err(Error::from_redis(b.main.server(), &e)),
+                Err(e) => Err(Error::from_redis(main.server(), &e)),
             })
             .collect(),
         Err(e) => locks.iter().map(|_| Err(e.clone())).collect(),
@@ -215,7 +226,8 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
 
 /// GET: the token the lock key holds now, if any.
 pub(crate) fn holder(b: &Backend, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
-    b.main
+    node(b, keys)
+        .main
         .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))
 }
 
@@ -223,32 +235,32 @@ pub(crate) fn holder(b: &Backend, keys: &LockKeys) -> Result<Option<Vec<u8>>, Er
 /// blocked waiters never starve releases and renewals of connections), within `limit`.
 pub(crate) fn waiter_conn<'b>(
     b: &'b Backend,
-    _keys: &LockKeys,
+    keys: &LockKeys,
     limit: Duration,
 ) -> Result<PooledConn<'b>, Error> {
-    b.wait.get(Some(limit))
+    node(b, keys).wait.get(Some(limit))
 }
 
 /// Whether every waiter connection is in use (a failed [`waiter_conn`] then means "wait for
 /// one", not "unreachable").
-pub(crate) fn waiters_exhausted(b: &Backend, _keys: &LockKeys) -> bool {
-    b.wait.exhausted()
+pub(crate) fn waiters_exhausted(b: &Backend, keys: &LockKeys) -> bool {
+    node(b, keys).wait.exhausted()
 }
 
 /// For a waiter whose call failed on its connection: whether it may go on with a new one (see
 /// [`crate::pool::ConnPool::retryable`]; call once per error).
-pub(crate) fn waiter_may_retry(b: &Backend, e: &redis::RedisError) -> bool {
-    b.wait.retryable(e)
+pub(crate) fn waiter_may_retry(b: &Backend, keys: &LockKeys, e: &redis::RedisError) -> bool {
+    node(b, keys).wait.retryable(e)
 }
 
 /// The name of the server waiters of `keys`' lock block on, for messages.
-pub(crate) fn waiter_server<'b>(b: &'b Backend, _keys: &LockKeys) -> &'b str {
-    b.wait.server()
+pub(crate) fn waiter_server<'b>(b: &'b Backend, keys: &LockKeys) -> &'b str {
+    node(b, keys).wait.server()
 }
 
 /// How long a waiter connection's reads may take beyond what they wait for.
-pub(crate) fn waiter_read_timeout(b: &Backend) -> Duration {
-    b.wait.read_timeout()
+pub(crate) fn waiter_read_timeout(b: &Backend, keys: &LockKeys) -> Duration {
+    node(b, keys).wait.read_timeout()
 }
 
 /// ENQUEUE on a waiter's connection: take the lock if it is free, else queue the waiter (or
@@ -309,7 +321,7 @@ pub(crate) fn leave_queue(
     token: &Token,
     w: &Waiter,
 ) -> Result<Option<(i64, i64)>, Error> {
-    let (ours, fence, pttl): (i64, i64, i64) = b.main.run(None, |c, _| {
+    let (ours, fence, pttl): (i64, i64, i64) = node(b, keys).main.run(None, |c, _| {
         scripts::CANCEL
             .key(keys.lock())
             .key(keys.queue())
@@ -327,11 +339,12 @@ pub(crate) fn leave_queue(
 /// if nobody pops it.
 pub(crate) fn signal_cancel(
     b: &Backend,
+    keys: &LockKeys,
     signal: &[u8],
     mark: &[u8],
     lifetime: Duration,
 ) -> Result<(), Error> {
-    b.main.run(None, |c, _| {
+    node(b, keys).main.run(None, |c, _| {
         scripts::SIGNAL_CANCEL
             .key(signal)
             .arg(mark)

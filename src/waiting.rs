@@ -109,7 +109,7 @@ fn wait_for_grant(
         ),
     };
     if let Some(c) = cancel
-        && !c.block(b, &w.signal)
+        && !c.block(b, keys, &w.signal)
     {
         return Err(Error::cancelled(&keys.shown()));
     }
@@ -227,7 +227,7 @@ fn wait_queued(
                 // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
                 // connection; our queue entry is still there, so the place in line is kept.
                 // Signals may come often and end nothing; dropped connections are counted.
-                if ops::waiter_may_retry(b, &e)
+                if ops::waiter_may_retry(b, keys, &e)
                     && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
@@ -274,7 +274,7 @@ fn wait_once(
     let slack = if planned >= left {
         DEADLINE_SLACK
     } else {
-        ops::waiter_read_timeout(b)
+        ops::waiter_read_timeout(b, keys)
     };
     c.set_read_timeout(Some(planned + slack))?;
     let sent = Instant::now();

@@ -164,7 +164,9 @@ fn child_racer() {
     }
     let var = |n: &str| child_env(n).unwrap_or_else(|| panic!("{n} not set"));
     let dir = PathBuf::from(var("REDISLOCK_TEST_DIR"));
-    assert!(eventually(Duration::from_secs(30), || dir.join("go").exists()));
+    assert!(eventually(Duration::from_secs(30), || dir
+        .join("go")
+        .exists()));
     let overlaps = race(
         &var("REDISLOCK_TEST_URL"),
         &var("REDISLOCK_TEST_LOCK"),
@@ -294,7 +296,10 @@ fn interop_with_plain_set_nx(t: &dyn Setup) {
     // A waiter gets it once the plain client deletes its key.
     let waiter = {
         let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || c.acquire(&name, Duration::from_secs(10)).map(|l| l.release()))
+        thread::spawn(move || {
+            c.acquire(&name, Duration::from_secs(10))
+                .map(|l| l.release())
+        })
     };
     thread::sleep(Duration::from_millis(100));
     let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
