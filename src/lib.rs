@@ -44,6 +44,7 @@ mod ffi;
 mod keys;
 mod kinds;
 mod lock;
+mod ops;
 mod pool;
 mod renewal;
 mod replication;

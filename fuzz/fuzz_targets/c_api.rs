@@ -356,7 +356,7 @@ fn small_len(u: &mut Unstructured) -> usize {
 
 // ---- the handle table ------------------------------------------------------------------------
 
-struct LockSlot {
+struct HeldLock {
     ptr: *mut redislock_lock,
     /// Whether it was acquired with a fencing token.
     fencing: bool,
@@ -368,7 +368,7 @@ struct LockSlot {
 struct Table {
     configs: Vec<*mut redislock_config>,
     clients: Vec<*mut redislock_client>,
-    locks: Vec<LockSlot>,
+    locks: Vec<HeldLock>,
 }
 
 fn pick<T>(u: &mut Unstructured, v: &[T]) -> Option<usize> {
@@ -630,7 +630,7 @@ fn acquire(u: &mut Unstructured, t: &mut Table, wait: Option<u64>) {
         assert_ne!(c, HELD, "acquire with a wait bound returned HELD");
     }
     if c == OK {
-        t.locks.push(LockSlot {
+        t.locks.push(HeldLock {
             ptr: out,
             fencing,
             released: false,
@@ -638,7 +638,7 @@ fn acquire(u: &mut Unstructured, t: &mut Table, wait: Option<u64>) {
     }
 }
 
-fn check_released(l: &LockSlot) {
+fn check_released(l: &HeldLock) {
     assert!(!redislock_lock_is_held(l.ptr), "is_held true after release");
     assert_eq!(
         redislock_lock_remaining_ms(l.ptr),

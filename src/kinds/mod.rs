@@ -19,7 +19,8 @@ use crate::backend::{Backend, Owner};
 use crate::client::LockOptions;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::{Lock, LockState, extend_key, release_key};
+use crate::lock::{Lock, LockState};
+use crate::ops;
 use crate::replication;
 use crate::scripts;
 use crate::token::Token;
@@ -58,7 +59,7 @@ pub(crate) fn release_parts(
     token: &Token,
 ) -> Result<bool, Error> {
     match kind {
-        Kind::Exclusive => release_key(&b.main, keys, token),
+        Kind::Exclusive => ops::release(b, keys, token),
         Kind::Read => rwlock::release(b, keys, token, false),
         Kind::Write => rwlock::release(b, keys, token, true),
         Kind::Permits(k) => semaphore::release(b, keys, token, *k),
@@ -80,52 +81,51 @@ pub(crate) fn extend_parts(
     token: &Token,
     lease: Duration,
 ) -> Result<bool, Error> {
-    if matches!(kind, Kind::Exclusive) {
-        return extend_key(&b.main, &b.cfg, keys, token, lease);
-    }
     let ms = lease.as_millis() as u64;
-    let extended: i64 = b.main.run(None, |c, _| {
-        let extended: i64 = match kind {
-            Kind::Read => scripts::RW_EXTEND_READ
+    let extended: i64 = match kind {
+        Kind::Exclusive | Kind::Write => return ops::extend(b, keys, token, lease),
+        Kind::Read => ops::run(b, keys, |c, _| {
+            let extended: i64 = scripts::RW_EXTEND_READ
                 .key(keys.lock())
                 .key(keys.rw_readers())
                 .arg(token.as_str())
                 .arg(ms)
-                .invoke(c)?,
-            Kind::Permits(k) => scripts::SEM_EXTEND
+                .invoke(c)?;
+            acknowledged(c, b, extended)
+        })?,
+        Kind::Permits(k) => ops::run(b, keys, |c, _| {
+            let extended: i64 = scripts::SEM_EXTEND
                 .key(keys.lock())
                 .arg(token.as_str())
                 .arg(*k)
                 .arg(ms)
-                .invoke(c)?,
-            Kind::Set(names) => {
-                let mut call = scripts::SET_EXTEND.prepare_invoke();
-                for k in names.iter() {
-                    call.key(k.lock());
-                }
-                call.arg(token.as_str()).arg(ms).invoke(c)?
+                .invoke(c)?;
+            acknowledged(c, b, extended)
+        })?,
+        Kind::Set(names) => ops::run(b, keys, |c, _| {
+            let mut call = scripts::SET_EXTEND.prepare_invoke();
+            for k in names.iter() {
+                call.key(k.lock());
             }
-            Kind::Exclusive | Kind::Write => scripts::EXTEND
-                .key(keys.lock())
-                .arg(token.as_str())
-                .arg(ms)
-                .invoke(c)?,
-        };
-        if extended == 1 {
-            replication::wait(c, &b.cfg)?;
-        }
-        Ok(extended)
-    })?;
+            let extended: i64 = call.arg(token.as_str()).arg(ms).invoke(c)?;
+            acknowledged(c, b, extended)
+        })?,
+    };
     Ok(extended == 1)
 }
 
-/// Adds the EVALSHA that extends the grant `s` to `pipe` (the renewal I/O thread sends many in
-/// one pipeline; its reply is 1 when extended, 0 when the grant is no longer ours).
-pub(crate) fn add_renewal(pipe: &mut redis::Pipeline, s: &LockState, lease: Duration) {
-    add_extend(pipe, &s.kind, &s.keys, &s.token, lease);
+/// With `min_replicas`, an extension counts once enough replicas acknowledged it.
+fn acknowledged(c: &mut redis::Connection, b: &Backend, extended: i64) -> redis::RedisResult<i64> {
+    if extended == 1 {
+        replication::wait(c, &b.cfg)?;
+    }
+    Ok(extended)
 }
 
-fn add_extend(
+/// Adds the EVALSHA that extends a grant of `kind` to `pipe` (renewal sends many in one
+/// pipeline, `ops::extend_many`); its reply is 1 when extended, 0 when the grant is no longer
+/// ours.
+pub(crate) fn add_extend(
     pipe: &mut redis::Pipeline,
     kind: &Kind,
     keys: &LockKeys,
@@ -174,8 +174,8 @@ fn add_extend(
     }
 }
 
-/// Loads every script [`add_renewal`] may send (after the server answered NOSCRIPT).
-pub(crate) fn load_renewal_scripts(c: &mut redis::Connection) -> redis::RedisResult<()> {
+/// Loads every script [`add_extend`] may send (after the server answered NOSCRIPT).
+pub(crate) fn load_extend_scripts(c: &mut redis::Connection) -> redis::RedisResult<()> {
     for s in [
         &*scripts::EXTEND,
         &*scripts::RW_EXTEND_READ,
@@ -222,7 +222,7 @@ pub(crate) fn hold(
 }
 
 /// A place among the client's `max_renewed_locks`, taken before a grant is asked for.
-pub(crate) type Place = crate::renewal::Slot;
+pub(crate) type Place = crate::renewal::Reservation;
 
 /// Takes a place among the renewed locks when the options ask for auto-renewal.
 pub(crate) fn reserve(owner: &Owner, opts: &LockOptions) -> Result<Option<Place>, Error> {

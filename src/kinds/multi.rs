@@ -14,10 +14,10 @@
 //! key), atomic within each slot group only.
 
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::queue::{self, Mode, Queue, Signal, Step};
-use super::{Kind, guard_methods, hold, other_kind, reserve};
+use super::{Kind, guard_methods, hold, other_kind};
 use crate::backend::Backend;
 use crate::cancel::Cancel;
 use crate::client::{Client, LockOptions};
@@ -25,6 +25,7 @@ use crate::config::{check_lease, check_wait};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::Lock;
+use crate::ops;
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
@@ -144,43 +145,13 @@ impl<'a> MultiLockRequest<'a> {
         }
         let owner = self.client.backend()?;
         let b = owner.backend();
-        let mut place = reserve(&owner, opts)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;
         let waiter = SetWaiter::new(&keys, &token, &wid, opts, shown.clone());
-        let started = Instant::now();
-        let grant = match wait {
-            Some(w) if !w.is_zero() => {
-                drop(place.take());
-                let grant = queue::wait(b, &waiter, &wid, opts.lease, started + w, self.cancel)
-                    .map_err(|e| other_kind(e, &shown, "a lock"))?;
-                if grant.is_some() {
-                    place = match reserve(&owner, opts) {
-                        Ok(place) => place,
-                        Err(e) => {
-                            let _ = waiter.give_back(b);
-                            return Err(e);
-                        }
-                    };
-                }
-                grant
-            }
-            _ => queue::try_once(b, &waiter, opts.lease)
-                .map_err(|e| other_kind(e, &shown, "a lock"))?,
-        };
-        let Some(grant) = grant else {
-            return Err(match wait {
-                Some(_) => Error::wait_timeout(&shown, started.elapsed()),
-                None => Error::held(&shown),
-            });
-        };
         let kind = Kind::Set(keys.clone().into_boxed_slice());
-        let grant = queue::acknowledge(
-            b,
-            &waiter,
-            || super::extend_parts(b, &kind, &keys[0], &token, opts.lease),
-            grant,
-        )?;
+        let extend = || super::extend_parts(b, &kind, &keys[0], &token, opts.lease);
+        let (grant, place) = queue::obtain(&owner, &waiter, &wid, opts, wait, self.cancel, &extend)
+            .map_err(|e| other_kind(e, &shown, "a lock"))?;
         let names = keys.iter().map(|k| k.name().to_vec()).collect();
         let fences = opts.fencing.then_some(grant.fences);
         let first = keys[0].clone();
@@ -280,6 +251,10 @@ impl<'a> SetWaiter<'a> {
 }
 
 impl Queue for SetWaiter<'_> {
+    fn keys(&self) -> &LockKeys {
+        &self.keys[0]
+    }
+
     fn shown(&self) -> String {
         self.shown.clone()
     }
@@ -314,7 +289,7 @@ impl Queue for SetWaiter<'_> {
 /// Releases every name of the set that still holds `token` (each handed to its oldest waiter).
 /// Returns whether all of them still did.
 pub(super) fn release(b: &Backend, keys: &[LockKeys], token: &Token) -> Result<bool, Error> {
-    let held: i64 = b.main.run(None, |c, _| {
+    let held: i64 = ops::run(b, &keys[0], |c, _| {
         let mut call = scripts::SET_RELEASE.prepare_invoke();
         for k in keys {
             call.key(k.lock()).key(k.fence()).key(k.queue());

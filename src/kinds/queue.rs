@@ -11,9 +11,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::Backend;
+use super::{Place, reserve};
+use crate::backend::{Backend, Owner};
 use crate::cancel::{CANCEL_MARK, Cancel};
+use crate::client::LockOptions;
 use crate::error::Error;
+use crate::keys::LockKeys;
+use crate::ops;
 use crate::pool::{PooledConn, mark_broken};
 
 /// How much longer than its next re-check a queue entry lives.
@@ -66,6 +70,8 @@ pub(crate) enum Signal {
 
 /// One kind's waiter: its scripts and keys.
 pub(crate) trait Queue {
+    /// The keys of the (first) name: they pick the server the waiter talks to.
+    fn keys(&self) -> &LockKeys;
     /// The name as shown in messages.
     fn shown(&self) -> String;
     /// The signal lists the waiter blocks on (the first is the one a cancel pushes onto).
@@ -104,14 +110,10 @@ impl Grant {
 /// One attempt on the main pool. A retry after a dropped connection finds the grant ours if
 /// the first call was applied. When the reply is lost to a timeout, the grant may have been
 /// made: `give_back` runs before the error is returned.
-pub(crate) fn try_once(
-    b: &Backend,
-    q: &dyn Queue,
-    lease: Duration,
-) -> Result<Option<Grant>, Error> {
+fn try_once(b: &Backend, q: &dyn Queue, lease: Duration) -> Result<Option<Grant>, Error> {
     let mut sent = Instant::now();
     let mut tried = false;
-    let result = b.main.run(None, |c, _| {
+    let result = ops::run(b, q.keys(), |c, _| {
         tried = true;
         sent = Instant::now();
         q.step(c, Mode::Try, Duration::ZERO)
@@ -143,7 +145,7 @@ pub(crate) fn wait(
 ) -> Result<Option<Grant>, Error> {
     let first_signal = &q.signals()[0];
     if let Some(c) = cancel
-        && !c.block(b, first_signal)
+        && !c.block(b, q.keys(), first_signal)
     {
         return Err(Error::cancelled(&q.shown()));
     }
@@ -158,7 +160,7 @@ pub(crate) fn wait(
         other => other,
     };
     // Leave the queue. A release may have handed us the grant in the meantime: then it is ours.
-    let left = b.main.run(None, |c, _| q.leave(c));
+    let left = ops::run(b, q.keys(), |c, _| q.leave(c));
     if cancelled {
         if matches!(left, Ok(Step::Granted { .. })) {
             q.give_back(b)?;
@@ -197,9 +199,9 @@ fn wait_queued(
         let left = deadline - now;
         let c = match conn.as_mut() {
             Some(c) => c,
-            None => match b.wait.get(Some(left)) {
+            None => match ops::waiter_conn(b, q.keys(), left) {
                 Ok(c) => conn.insert(c),
-                Err(_) if b.wait.exhausted() => continue,
+                Err(_) if ops::waiters_exhausted(b, q.keys()) => continue,
                 Err(e) => return Err(e),
             },
         };
@@ -216,18 +218,18 @@ fn wait_queued(
                 if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
                     return Ok(None);
                 }
-                if b.wait.retryable(&e)
+                if ops::waiter_may_retry(b, q.keys(), &e)
                     && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
                         "waiter for {} reconnects to {}: {e}",
                         q.shown(),
-                        b.wait.server()
+                        ops::waiter_server(b, q.keys())
                     );
                     reconnects += u32::from(e.is_connection_dropped());
                     continue;
                 }
-                return Err(Error::from_redis(b.wait.server(), &e));
+                return Err(Error::from_redis(ops::waiter_server(b, q.keys()), &e));
             }
         }
     }
@@ -262,7 +264,7 @@ fn wait_once(
     let slack = if planned >= left {
         DEADLINE_SLACK
     } else {
-        b.wait.read_timeout()
+        ops::waiter_read_timeout(b, q.keys())
     };
     c.set_read_timeout(Some(planned + slack))?;
     let sent = Instant::now();
@@ -306,28 +308,83 @@ pub(crate) fn fence_of(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-/// With `min_replicas`, a grant won by waiting counts once the replicas have it: the handoff
-/// was written by the releaser's connection, so a write of ours after it (the lease reset by
-/// `extend`) and WAIT cover it. On failure the grant is given back.
-pub(crate) fn acknowledge(
+/// Takes a grant for `q`: one attempt when `wait` is `None` (fails with [`Error::is_held`]),
+/// else waits up to `wait` (fails with [`Error::is_wait_timeout`]). A place among the renewed
+/// locks is taken before the first round trip (so a refusal costs none) and given back while
+/// waiting; it is returned with the grant. With `min_replicas` a grant counts once the replicas
+/// have it (`extend`, a write of ours after the grant, and WAIT): a handoff lost before they
+/// had it (a failover) means waiting again, within the same bound.
+pub(crate) fn obtain(
+    owner: &Owner,
+    q: &dyn Queue,
+    wid: &str,
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+    extend: &dyn Fn() -> Result<bool, Error>,
+) -> Result<(Grant, Option<Place>), Error> {
+    let b = owner.backend();
+    let mut place = reserve(owner, opts)?;
+    let started = Instant::now();
+    let waits = wait.is_some_and(|w| !w.is_zero());
+    let grant = if !waits {
+        match try_once(b, q, opts.lease)? {
+            Some(grant) => acknowledge(b, q, extend, grant)?,
+            None => None,
+        }
+    } else {
+        drop(place.take());
+        let deadline = started + wait.unwrap_or_default();
+        let grant = loop {
+            let Some(grant) = self::wait(b, q, wid, opts.lease, deadline, cancel)? else {
+                break None;
+            };
+            match acknowledge(b, q, extend, grant)? {
+                Some(grant) => break Some(grant),
+                None => log::info!(
+                    "{} was handed over but lost before its replicas had it; waiting again",
+                    q.shown()
+                ),
+            }
+        };
+        if grant.is_some() {
+            place = match reserve(owner, opts) {
+                Ok(place) => place,
+                Err(e) => {
+                    let _ = q.give_back(b);
+                    return Err(e);
+                }
+            };
+        }
+        grant
+    };
+    match grant {
+        Some(grant) => Ok((grant, place)),
+        None if wait.is_some() => Err(Error::wait_timeout(&q.shown(), started.elapsed())),
+        None => Err(Error::held(&q.shown())),
+    }
+}
+
+/// With `min_replicas`, a grant counts once the replicas have it: the grant (or the handoff,
+/// written by the releaser's connection) is followed by a write of ours (the lease reset,
+/// `extend`) and WAIT, which cover it as replicas apply the stream in order. `None`: the grant
+/// was gone by then (lost in a failover). On an error the grant is given back.
+fn acknowledge(
     b: &Backend,
     q: &dyn Queue,
-    extend: impl FnOnce() -> Result<bool, Error>,
+    extend: &dyn Fn() -> Result<bool, Error>,
     grant: Grant,
-) -> Result<Grant, Error> {
+) -> Result<Option<Grant>, Error> {
     if b.cfg.min_replicas == 0 {
-        return Ok(grant);
+        return Ok(Some(grant));
     }
     let sent = Instant::now();
     match extend() {
-        Ok(true) => Ok(Grant {
+        Ok(true) => Ok(Some(Grant {
             fences: grant.fences,
             lease_from: sent,
-        }),
-        Ok(false) => Err(Error::not_held(
-            &q.shown(),
-            "it was lost during its handoff",
-        )),
+        })),
+        Ok(false) => Ok(None),
         Err(e) => {
             let _ = q.give_back(b);
             Err(e)

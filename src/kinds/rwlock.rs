@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use super::queue::{self, Mode, Queue, Signal, Step};
-use super::{Kind, guard_methods, hold, other_kind, reserve};
+use super::{Kind, guard_methods, hold, other_kind};
 use crate::backend::Backend;
 use crate::cancel::Cancel;
 use crate::client::{Client, LockOptions};
@@ -21,6 +21,7 @@ use crate::config::{check_lease, check_wait};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::{Lock, Phase};
+use crate::ops;
 use crate::replication;
 use crate::scripts;
 use crate::token::{Token, random_hex};
@@ -135,45 +136,14 @@ impl<'a> RwLockRequest<'a> {
         }
         let owner = self.client.backend()?;
         let b = owner.backend();
-        let mut place = reserve(&owner, opts)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;
         let waiter = RwWaiter::new(&keys, &token, &wid, write, opts);
-        let what = if write { "a write lock" } else { "a read lock" };
-        let started = Instant::now();
-        let grant = match wait {
-            Some(w) if !w.is_zero() => {
-                drop(place.take());
-                let grant = queue::wait(b, &waiter, &wid, opts.lease, started + w, self.cancel)
-                    .map_err(|e| other_kind(e, &shown, what))?;
-                if grant.is_some() {
-                    place = match reserve(&owner, opts) {
-                        Ok(place) => place,
-                        Err(e) => {
-                            let _ = waiter.give_back(b);
-                            return Err(e);
-                        }
-                    };
-                }
-                grant
-            }
-            _ => {
-                queue::try_once(b, &waiter, opts.lease).map_err(|e| other_kind(e, &shown, what))?
-            }
-        };
-        let Some(grant) = grant else {
-            return Err(match wait {
-                Some(_) => Error::wait_timeout(&shown, started.elapsed()),
-                None => Error::held(&shown),
-            });
-        };
         let kind = if write { Kind::Write } else { Kind::Read };
-        let grant = queue::acknowledge(
-            b,
-            &waiter,
-            || super::extend_parts(b, &kind, &keys, &token, opts.lease),
-            grant,
-        )?;
+        let extend = || super::extend_parts(b, &kind, &keys, &token, opts.lease);
+        let what = if write { "a write lock" } else { "a read lock" };
+        let (grant, place) = queue::obtain(&owner, &waiter, &wid, opts, wait, self.cancel, &extend)
+            .map_err(|e| other_kind(e, &shown, what))?;
         let fence = opts.fencing.then(|| grant.fences[0]);
         hold(
             &owner,
@@ -262,6 +232,10 @@ fn granted(reply: (i64, i64, i64)) -> Step {
 }
 
 impl Queue for RwWaiter<'_> {
+    fn keys(&self) -> &LockKeys {
+        self.keys
+    }
+
     fn shown(&self) -> String {
         self.keys.shown()
     }
@@ -328,7 +302,7 @@ pub(super) fn release(
     token: &Token,
     write: bool,
 ) -> Result<bool, Error> {
-    let released: i64 = b.main.run(None, |c, _| {
+    let released: i64 = ops::run(b, keys, |c, _| {
         scripts::RW_RELEASE
             .key(keys.lock())
             .key(keys.fence())
@@ -410,7 +384,7 @@ impl WriteLock {
             }
             // From here the write lock's renewal stops, and dropping its handle does nothing.
             st.phase = Phase::Detached;
-            (st.lease, st.slot.take())
+            (st.lease, st.reservation.take())
         };
         if s.auto_renew {
             s.backend.renewer.forget(s.renew_id);
@@ -418,7 +392,7 @@ impl WriteLock {
         }
         let b = &s.backend;
         let sent = Instant::now();
-        let downgraded: i64 = b.main.run(None, |c, _| {
+        let downgraded: i64 = ops::run(b, &s.keys, |c, _| {
             let done: i64 = scripts::RW_DOWNGRADE
                 .key(s.keys.lock())
                 .key(s.keys.fence())

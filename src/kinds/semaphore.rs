@@ -8,10 +8,10 @@
 //! anything is held or waiting; a request that says another N is refused. See the scripts
 //! (`SEM_*` in `scripts.rs`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::queue::{self, Mode, Queue, Signal, Step};
-use super::{Kind, guard_methods, hold, other_kind, reserve};
+use super::{Kind, guard_methods, hold, other_kind};
 use crate::backend::Backend;
 use crate::cancel::Cancel;
 use crate::client::{Client, LockOptions};
@@ -19,6 +19,7 @@ use crate::config::{check_lease, check_wait};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::lock::Lock;
+use crate::ops;
 use crate::scripts;
 use crate::token::{Token, random_hex};
 
@@ -127,43 +128,13 @@ impl<'a> SemaphoreRequest<'a> {
         }
         let owner = self.client.backend()?;
         let b = owner.backend();
-        let mut place = reserve(&owner, opts)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;
         let waiter = SemWaiter::new(&keys, &token, &wid, k, n, opts.lease);
-        let refused = |e: Error| mismatch(other_kind(e, &shown, "a semaphore"), &shown, n);
-        let started = Instant::now();
-        let grant = match wait {
-            Some(w) if !w.is_zero() => {
-                drop(place.take());
-                let grant = queue::wait(b, &waiter, &wid, opts.lease, started + w, self.cancel)
-                    .map_err(refused)?;
-                if grant.is_some() {
-                    place = match reserve(&owner, opts) {
-                        Ok(place) => place,
-                        Err(e) => {
-                            let _ = waiter.give_back(b);
-                            return Err(e);
-                        }
-                    };
-                }
-                grant
-            }
-            _ => queue::try_once(b, &waiter, opts.lease).map_err(refused)?,
-        };
-        let Some(grant) = grant else {
-            return Err(match wait {
-                Some(_) => Error::wait_timeout(&shown, started.elapsed()),
-                None => Error::held(&shown),
-            });
-        };
         let kind = Kind::Permits(k);
-        let grant = queue::acknowledge(
-            b,
-            &waiter,
-            || super::extend_parts(b, &kind, &keys, &token, opts.lease),
-            grant,
-        )?;
+        let extend = || super::extend_parts(b, &kind, &keys, &token, opts.lease);
+        let (grant, place) = queue::obtain(&owner, &waiter, &wid, opts, wait, self.cancel, &extend)
+            .map_err(|e| mismatch(other_kind(e, &shown, "a semaphore"), &shown, n))?;
         let lock = hold(
             &owner,
             keys,
@@ -243,6 +214,10 @@ fn granted(reply: (i64, i64, i64)) -> Step {
 }
 
 impl Queue for SemWaiter<'_> {
+    fn keys(&self) -> &LockKeys {
+        self.keys
+    }
+
     fn shown(&self) -> String {
         self.keys.shown()
     }
@@ -312,7 +287,7 @@ impl Queue for SemWaiter<'_> {
 /// Gives back `k` permits held with `token`, granting the waiting requests that now fit, in
 /// order. Returns whether they were still ours.
 pub(super) fn release(b: &Backend, keys: &LockKeys, token: &Token, k: u32) -> Result<bool, Error> {
-    let released: i64 = b.main.run(None, |c, _| {
+    let released: i64 = ops::run(b, keys, |c, _| {
         scripts::SEM_RELEASE
             .key(keys.lock())
             .key(keys.sem_queue())
