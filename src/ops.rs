@@ -5,7 +5,9 @@
 //! This is the seam between the lock logic and the servers: acquire (`acquire.rs`), waiting
 //! (`waiting.rs`), release and extend (`lock.rs`), renewal (`renewal/`) and cancel (`cancel.rs`)
 //! call only these functions, and only these functions pick a connection pool of the backend.
-//! A topology that places locks on more than one server routes here, by the lock's keys.
+//! A topology that places locks on more than one server routes here, by the lock's keys. The
+//! other kinds of lock (`kinds/`) type their own script calls and run them through [`run`] and
+//! the waiter functions here, so they are routed the same way.
 //!
 //! With `min_replicas`, every write that grants or extends a lock is followed on the same
 //! connection by WAIT (`replication.rs`), and counts only once enough replicas acknowledge it.
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, Node, Servers};
 use crate::error::Error;
 use crate::keys::LockKeys;
+use crate::kinds::{self, Kind};
 use crate::pool::PooledConn;
 use crate::replication;
 use crate::scripts;
@@ -169,10 +172,12 @@ pub(crate) struct Extension<'a> {
     pub keys: &'a LockKeys,
     pub token: &'a Token,
     pub lease: Duration,
+    /// What kind of grant it is: which script extends it (see `kinds/`).
+    pub kind: &'a Kind,
 }
 
-/// EXTEND for many locks of one backend in one pipeline (renewal), loading the script first if
-/// the server lost it. One outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the key
+/// EXTEND (for other kinds of grant, their own extend script) for many locks of one backend in
+/// one pipeline (renewal), loading the scripts first if the server lost them. One outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the key
 /// no longer held the token. With `min_replicas`, one WAIT covers the whole pipeline.
 pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
     let Some(first) = locks.first() else {
@@ -185,12 +190,7 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
             for l in locks {
-                pipe.cmd("EVALSHA")
-                    .arg(scripts::EXTEND.get_hash())
-                    .arg(1)
-                    .arg(l.keys.lock())
-                    .arg(l.token.as_str())
-                    .arg(l.lease.as_millis() as u64);
+                kinds::add_extend(&mut pipe, l.kind, l.keys, l.token, l.lease);
             }
             let waits = replication::add_wait(&mut pipe, &b.cfg);
             let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
@@ -205,7 +205,7 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
                 })
             });
             if noscript && !loaded {
-                scripts::EXTEND.load(c)?;
+                kinds::load_extend_scripts(c)?;
                 loaded = true;
                 continue;
             }
@@ -222,6 +222,20 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
             .collect(),
         Err(e) => locks.iter().map(|_| Err(e.clone())).collect(),
     }
+}
+
+/// Runs `op`, a call of a script of another kind of lock (`kinds/`, which types each call), on
+/// the main pool of the server that holds the lock of `keys`, as [`ConnPool::run`] does: on a
+/// connection the server dropped, `op` runs again with `attempt` ≥ 1, so it must be safe to
+/// repeat.
+///
+/// [`ConnPool::run`]: crate::pool::ConnPool::run
+pub(crate) fn run<T>(
+    b: &Backend,
+    keys: &LockKeys,
+    op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
+) -> Result<T, Error> {
+    node(b, keys).main.run(None, op)
 }
 
 /// GET: the token the lock key holds now, if any.
