@@ -34,6 +34,8 @@
 //! runs that one scenario against 127.0.0.1:P and appends one JSON line to FILE.
 //! The `--bench` flag that cargo passes is ignored.
 
+#[path = "locks/failover.rs"]
+mod failover;
 #[path = "locks/json.rs"]
 mod json;
 #[path = "locks/lockers.rs"]
