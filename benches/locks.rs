@@ -5,17 +5,22 @@
 //! ```text
 //! cargo bench --bench locks -- [--port P] [--n 20000] [--target 2000] [--htarget 200] [--cap 60]
 //!     [--rounds 5] [--scale-secs 30] [--scale-locks 1000,10000,30000] [--scale-lease-ms 3000]
-//!     [--scale-pool-size N]
-//!     [--only u1,u8,c8,h2,scale,php] [--skip ...] [--raw FILE.jsonl] [--php auto|on|off]
-//!     [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
+//!     [--scale-pool-size N] [--failovers 3]
+//!     [--only u1,u8,c8,h2,sentinel,scale,php] [--skip ...] [--raw FILE.jsonl]
+//!     [--php auto|on|off] [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
 //! ```
 //!
-//! starts its own `redis-server` on a free loopback port (`--save "" --appendonly no`), or uses
+//! starts its own `redis-server` on a free loopback port through the test kit
+//! (`redislock-testkit`: no persistence, killed when the program ends or dies), or uses
 //! 127.0.0.1:P with `--port`, and runs: the two-round-trip floor (redis-rs `SET NX PX` + EVALSHA
 //! of a compare-and-delete script) interleaved with redislock (fixed lease and auto-renewal) in
-//! u1 and u8; c8 and h2; renewal at scale (1,000 and 10,000 auto-renewed locks, and the refusal
-//! of one lock beyond `max_renewed_locks`); and the PHP rows (redislock's PHP package over FFI
-//! beside the phpredis floor and Symfony Lock) when PHP, the package and the cdylib are there.
+//! u1 and u8; c8 and h2; Sentinel (a test-kit group of one master, two replicas and three
+//! sentinels: u1 and c8 through `redis-sentinel://` with and without `min_replicas(1)` beside
+//! the single server, and `--failovers` trials of killing the master; `--only` / `--skip`
+//! `sentinel`, or one part: `sentinel-u1`, `sentinel-c8`, `sentinel-failover`); renewal at scale
+//! (1,000 and 10,000 auto-renewed locks, and the refusal of one lock beyond
+//! `max_renewed_locks`); and the PHP rows (redislock's PHP package over FFI beside the phpredis
+//! floor and Symfony Lock) when PHP, the package and the cdylib are there.
 //! It prints markdown tables, a targets table and one JSON summary line per row; `--raw` keeps
 //! every run's record in the peers' format.
 //!
@@ -29,6 +34,8 @@
 //! runs that one scenario against 127.0.0.1:P and appends one JSON line to FILE.
 //! The `--bench` flag that cargo passes is ignored.
 
+#[path = "locks/failover.rs"]
+mod failover;
 #[path = "locks/json.rs"]
 mod json;
 #[path = "locks/lockers.rs"]
@@ -45,6 +52,8 @@ mod report;
 mod scale;
 #[path = "locks/scenario.rs"]
 mod scenario;
+#[path = "locks/sentinel.rs"]
+mod sentinel;
 #[path = "locks/server.rs"]
 mod server;
 #[path = "locks/standalone.rs"]
@@ -59,8 +68,26 @@ use std::time::Duration;
 use lockers::{Floor, Redislock};
 use scenario::{Params, Sc};
 
+/// What `--help` prints (the top of this file says more).
+const HELP: &str = "\
+The redislock benchmark program (BENCHMARKS.md).
+
+Standalone run (its own redis-server through the test kit, or 127.0.0.1:P with --port):
+  cargo bench --bench locks -- [--port P] [--n 20000] [--rounds 5] [--target 2000]
+      [--htarget 200] [--cap 60] [--scale-secs 30] [--scale-locks 1000,10000,30000]
+      [--scale-lease-ms 3000] [--scale-pool-size N] [--failovers 3]
+      [--only SECTIONS] [--skip SECTIONS] [--raw FILE.jsonl] [--php auto|on|off]
+      [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
+  SECTIONS: comma-separated u1, u8, c8, h2, sentinel (or one part of it: sentinel-u1,
+  sentinel-c8, sentinel-failover), scale, php.
+
+One scenario under the peers harness's contract (appends one JSON record to FILE):
+  locks [--impl redislock|floor|handoff-floor] [--auto-renew on|off] --scenario u1|u8|c8|h2
+      --n N --target T --cap C --out FILE --port P
+";
+
 fn usage(msg: &str) -> ! {
-    eprintln!("locks: {msg}\n(see the top of benches/locks.rs for the options)");
+    eprintln!("locks: {msg}\n(--help lists the options)");
     std::process::exit(2);
 }
 
@@ -101,6 +128,7 @@ fn main() {
         scale_locks: vec![1_000, 10_000, 30_000],
         scale_lease: Duration::from_secs(3),
         scale_pool_size: None,
+        failovers: 3,
         only: Vec::new(),
         skip: Vec::new(),
         raw: None,
@@ -144,6 +172,7 @@ fn main() {
             "--scale-lease-ms" => {
                 o.scale_lease = Duration::from_millis(num("--scale-lease-ms", &val()))
             }
+            "--failovers" => o.failovers = num("--failovers", &val()),
             "--only" => o.only = val().split(',').map(str::to_owned).collect(),
             "--skip" => o.skip = val().split(',').map(str::to_owned).collect(),
             "--raw" => o.raw = Some(PathBuf::from(val())),
@@ -156,7 +185,10 @@ fn main() {
             "--peers-dir" => o.peers_dir = PathBuf::from(val()),
             "--php-lib" => o.php_lib = Some(PathBuf::from(val())),
             "--scale-child" => scale_child = Some(num::<usize>("--scale-child", &val())),
-            "-h" | "--help" => usage("help"),
+            "-h" | "--help" => {
+                print!("{HELP}");
+                return;
+            }
             other => usage(&format!("unknown argument {other:?}")),
         }
     }

@@ -7,7 +7,10 @@
 #   1. builds, with the release profile, the benchmark program (benches/locks.rs) and
 #      libredislock.so (for the PHP rows; REDISLOCK_LIB points to it unless already set);
 #   2. runs the standalone program, `cargo bench --bench locks -- --raw OUT/standalone.jsonl`:
-#      its own redis-server; floor, u1, u8, c8, h2, renewal scale, PHP rows; the report (markdown
+#      its own redis-server (through the test kit); floor, u1, u8, c8, h2, Sentinel (a group of
+#      1 master, 2 replicas and 3 sentinels: u1 and c8 through redis-sentinel:// with and
+#      without min_replicas(1), 3 failovers; about 1 minute; `-- --skip sentinel` leaves it
+#      out, `-- --only sentinel` runs it alone), renewal scale, PHP rows; the report (markdown
 #      tables, targets, JSON summary lines) goes to OUT/standalone.md and to the terminal;
 #   3. with --peers: the peers harness of ../shared/bench/peers (setup.sh, then run.sh) with three
 #      rows added through its --extra hook:
@@ -25,7 +28,7 @@
 #
 # OUT defaults to bench-results/<date-time> (bench-results/latest points to it).
 # --quick: short settings. Standalone: --n 4000 --rounds 3 --target 500 --htarget 40 --cap 20
-#          --scale-secs 10; peers: --n 2000 --target 300 --htarget 40 --cap 20; FPM: --rounds 1
+#          --scale-secs 10 --failovers 1; peers: --n 2000 --target 300 --htarget 40 --cap 20; FPM: --rounds 1
 #          --requests 5000.
 # --peers-args "...": more run_all.py options, e.g. "--quiet-max 10 --retries 0" on a busy machine.
 # --fpm-args "...": more scripts/fpm.sh bench options, e.g. "--requests 20000 --rounds 5".
@@ -61,7 +64,7 @@ while [ $# -gt 0 ]; do
 done
 STANDALONE_ARGS=("$@")
 if [ "$QUICK" = 1 ]; then
-  STANDALONE_ARGS=(--n 4000 --rounds 3 --target 500 --htarget 40 --cap 20 --scale-secs 10 "${STANDALONE_ARGS[@]}")
+  STANDALONE_ARGS=(--n 4000 --rounds 3 --target 500 --htarget 40 --cap 20 --scale-secs 10 --failovers 1 "${STANDALONE_ARGS[@]}")
   PEER_SIZES=(--n 2000 --target 300 --htarget 40 --cap 20)
   FPM_SIZES=(--rounds 1 --requests 5000)
 else
@@ -128,7 +131,8 @@ fi
 
 # ---- 4. plot
 INPUTS=()
-[ -s "$OUT/standalone.jsonl" ] && INPUTS+=("$OUT/standalone.jsonl")
+# (a run without h2, e.g. `-- --only sentinel`, has nothing to plot from the standalone program)
+grep -qs '"scenario":"h2"' "$OUT/standalone.jsonl" && INPUTS+=("$OUT/standalone.jsonl")
 [ -d "$OUT/peers" ] && INPUTS+=("$OUT/peers")
 if [ ${#INPUTS[@]} -gt 0 ]; then
   python3 scripts/plot_handoff.py -o "$PLOT" "${INPUTS[@]}" \

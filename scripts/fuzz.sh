@@ -5,8 +5,8 @@
 #   FUZZ_SECONDS=3600 bash scripts/fuzz.sh  # an hour
 #
 # Installs cargo-fuzz (cargo install cargo-fuzz --locked) if missing. Starts no server itself:
-# the target starts a private redis-server on a free loopback port (or uses
-# $REDISLOCK_FUZZ_URL). Works on stable Rust through RUSTC_BOOTSTRAP=1 (cargo-fuzz needs
+# the target starts a private redis-server on a free loopback port through the test kit
+# (redislock-testkit), or uses $REDISLOCK_FUZZ_URL. Works on stable Rust through RUSTC_BOOTSTRAP=1 (cargo-fuzz needs
 # -Zsanitizer and friends). Seeds: fuzz/corpus/c_api; the corpus grows in fuzz/corpus-work/c_api.
 # Crashes land in fuzz/artifacts/c_api/; reproduce one with
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run c_api fuzz/artifacts/c_api/crash-...

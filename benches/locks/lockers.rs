@@ -207,35 +207,53 @@ pub fn variant(auto_renew: bool) -> String {
 /// the ratios hold up on a busy machine better than those of separate runs. Not a contract
 /// scenario (no record); `n` timed cycles each, after 200 warm-up cycles each.
 pub fn u1_per_cycle(url: &str, n: usize) -> [Vec<u64>; 3] {
-    fn cycle<L: Locker>(l: &mut L, key: &str) -> u64 {
+    let mut out = per_cycle(
+        vec![
+            timed("pb:u:rust:mixed:floor", Floor::new(url, 0)),
+            timed(
+                "pb:u:rust:mixed:off",
+                Redislock {
+                    client: redislock_client(url, false),
+                    auto_renew: false,
+                },
+            ),
+            timed(
+                "pb:u:rust:mixed:on",
+                Redislock {
+                    client: redislock_client(url, true),
+                    auto_renew: true,
+                },
+            ),
+        ],
+        n,
+    )
+    .into_iter();
+    std::array::from_fn(|_| out.next().unwrap_or_default())
+}
+
+/// One configuration of a per-cycle interleaving: one acquire + release on its own key, timed
+/// in ns.
+pub type TimedCycle<'a> = Box<dyn FnMut() -> u64 + 'a>;
+
+/// A [`TimedCycle`] of `locker` on `key`.
+pub fn timed<'a, L: Locker + 'a>(key: &'a str, mut locker: L) -> TimedCycle<'a> {
+    Box::new(move || {
         let s = Instant::now();
-        let g = l.acquire(key);
-        l.release(g);
+        let g = locker.acquire(key);
+        locker.release(g);
         s.elapsed().as_nanos() as u64
-    }
-    let mut floor = Floor::new(url, 0);
-    let mut off = Redislock {
-        client: redislock_client(url, false),
-        auto_renew: false,
-    };
-    let mut on = Redislock {
-        client: redislock_client(url, true),
-        auto_renew: true,
-    };
-    let keys = [
-        "pb:u:rust:mixed:floor",
-        "pb:u:rust:mixed:off",
-        "pb:u:rust:mixed:on",
-    ];
-    let mut out: [Vec<u64>; 3] = Default::default();
+    })
+}
+
+/// Runs the configurations interleaved cycle by cycle on this thread, the order rotating every
+/// cycle; returns `n` timed cycles of each (after 200 warm-up cycles each), in ns.
+pub fn per_cycle(mut configs: Vec<TimedCycle<'_>>, n: usize) -> Vec<Vec<u64>> {
+    let k = configs.len();
+    let mut out = vec![Vec::with_capacity(n); k];
     for i in 0..200 + n {
-        for k in 0..3 {
-            let which = (i + k) % 3;
-            let d = match which {
-                0 => cycle(&mut floor, keys[0]),
-                1 => cycle(&mut off, keys[1]),
-                _ => cycle(&mut on, keys[2]),
-            };
+        for j in 0..k {
+            let which = (i + j) % k;
+            let d = configs[which]();
             if i >= 200 {
                 out[which].push(d);
             }

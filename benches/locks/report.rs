@@ -8,11 +8,17 @@ use std::time::Instant;
 use crate::json::J;
 use crate::metrics::Contended;
 use crate::scenario::Sc;
-use crate::server::Server;
 use crate::sys::{cpu_secs, machine_busy_secs};
 
-/// CPU of other tenants (machine busy time less this process, its children and redis-server)
-/// over a section, in cores: the noise indicator printed with every table.
+/// The Redis processes a section measures against, for their CPU time: one server, or a
+/// Sentinel group with the single server beside it.
+pub trait RedisCpu {
+    /// User + system CPU seconds of those processes so far (None when not visible).
+    fn redis_cpu_secs(&self) -> Option<f64>;
+}
+
+/// CPU of other tenants (machine busy time less this process, its children and the Redis
+/// processes) over a section, in cores: the noise indicator printed with every table.
 pub struct Load {
     t: Instant,
     busy: f64,
@@ -33,19 +39,21 @@ pub fn own_cpu() -> f64 {
 }
 
 impl Load {
-    pub fn start(server: &Server) -> Load {
+    pub fn start(server: &(impl RedisCpu + ?Sized)) -> Load {
         Load {
             t: Instant::now(),
             busy: machine_busy_secs().unwrap_or(0.0),
             own: own_cpu(),
-            redis: server.cpu_secs().unwrap_or(0.0),
+            redis: server.redis_cpu_secs().unwrap_or(0.0),
         }
     }
-    /// (other tenants' cores, bench cores, redis cores)
-    pub fn end(&self, server: &Server) -> (f64, f64, f64) {
+    /// (other tenants' cores, bench cores, redis cores). A Redis process that the bench reaps
+    /// within the section counts as the bench's (its CPU moves to the bench's children's): keep
+    /// such processes out of `server`.
+    pub fn end(&self, server: &(impl RedisCpu + ?Sized)) -> (f64, f64, f64) {
         let wall = self.t.elapsed().as_secs_f64();
         let own = own_cpu() - self.own;
-        let redis = server.cpu_secs().unwrap_or(0.0) - self.redis;
+        let redis = server.redis_cpu_secs().unwrap_or(0.0) - self.redis;
         let busy = machine_busy_secs().unwrap_or(0.0) - self.busy;
         (
             (busy - own - redis).max(0.0) / wall,

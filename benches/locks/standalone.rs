@@ -17,6 +17,7 @@ use crate::report::{
 };
 use crate::scale::{self, ScaleArgs};
 use crate::scenario::{self, Params, Sc};
+use crate::sentinel;
 use crate::server::Server;
 use crate::sys::{self, command_mix, server_calls};
 
@@ -31,6 +32,8 @@ pub struct Opts {
     pub scale_locks: Vec<usize>,
     pub scale_lease: Duration,
     pub scale_pool_size: Option<u32>,
+    /// Failover trials of the Sentinel section (0: none).
+    pub failovers: usize,
     pub only: Vec<String>,
     pub skip: Vec<String>,
     pub raw: Option<PathBuf>,
@@ -419,6 +422,9 @@ pub fn run(o: &Opts) {
             &rows,
         );
     }
+
+    // ---------------------------------------------------------------- Sentinel
+    sentinel::sections(o, &server, &mut rep, &mut targets, rtt_us);
 
     // ---------------------------------------------------------------- renewal scale
     if o.wants("scale") {

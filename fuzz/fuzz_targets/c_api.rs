@@ -17,20 +17,19 @@
 //! - buffer convention of last_error_message/result_message: NUL-terminated within buf_len,
 //!   nothing written past buf_len.
 //!
-//! The server is $REDISLOCK_FUZZ_URL if set, else a redis-server started here on a free
-//! loopback port (`--save "" --appendonly no`), killed at exit (atexit) and, should the
-//! fuzzer die without exiting, by PR_SET_PDEATHSIG.
+//! The server is $REDISLOCK_FUZZ_URL if set, else a redis-server that the test kit
+//! (`redislock-testkit`) starts on a free loopback port (no persistence, a temp directory),
+//! stopped at exit (atexit) and, should the fuzzer die without exiting, killed by the kit's
+//! PR_SET_PDEATHSIG.
 #![no_main]
 
 use std::ffi::CString;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::ptr;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
+use redislock_testkit::RedisServer;
 
 // Links the library; the functions are reached only through their C symbols (below).
 extern crate redislock;
@@ -194,88 +193,27 @@ const MAX_OPS: usize = 64;
 
 // ---- the private redis-server --------------------------------------------------------------
 
-static SERVER: Mutex<Option<Child>> = Mutex::new(None);
+static SERVER: Mutex<Option<RedisServer>> = Mutex::new(None);
 static URL: OnceLock<String> = OnceLock::new();
 
-extern "C" fn kill_server() {
+/// Stops the server and removes its directory (dropping the kit's handle does both).
+extern "C" fn stop_server() {
     if let Ok(mut guard) = SERVER.lock() {
-        if let Some(mut child) = guard.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        drop(guard.take());
     }
-}
-
-fn ping(port: u16) -> bool {
-    use std::io::{Read, Write};
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 16];
-    matches!(s.read(&mut buf), Ok(n) if n >= 5 && &buf[..5] == b"+PONG")
 }
 
 fn start_server() -> String {
     if let Ok(url) = std::env::var("REDISLOCK_FUZZ_URL") {
         return url;
     }
-    for _attempt in 0..5 {
-        let port = TcpListener::bind(("127.0.0.1", 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        assert_ne!(port, 6379);
-        let dir =
-            std::env::temp_dir().join(format!("redislock-fuzz-{}-{port}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let mut cmd = Command::new(
-            std::env::var("REDISLOCK_TEST_REDIS_SERVER").unwrap_or("redis-server".into()),
-        );
-        cmd.args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(&dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        #[cfg(target_os = "linux")]
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .expect("redis-server not found (install redis-server or set REDISLOCK_FUZZ_URL)");
-        *SERVER.lock().unwrap() = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if ping(port) {
-                unsafe { libc::atexit(kill_server) };
-                eprintln!("fuzz: redis-server on 127.0.0.1:{port}");
-                return format!("redis://127.0.0.1:{port}/");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        kill_server();
-    }
-    panic!("could not start redis-server");
+    let server = RedisServer::start();
+    let url = server.url();
+    eprintln!("fuzz: redis-server on {}", server.addr());
+    *SERVER.lock().unwrap() = Some(server);
+    // SAFETY: atexit only records a plain `extern "C" fn()` to call when the process exits.
+    unsafe { libc::atexit(stop_server) };
+    url
 }
 
 fn url() -> &'static str {
