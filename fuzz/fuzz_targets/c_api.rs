@@ -653,8 +653,7 @@ fn set_config(u: &mut Unstructured, slot: &mut ConfigSlot) {
     let c = code(r);
     if cfg.is_null() {
         assert_eq!(c, NULL_PARAMETER);
-    } else {
-        assert_eq!(c, OK, "a config setter only records");
+    } else if c == OK {
         slot.defaults = defaults;
     }
 }
