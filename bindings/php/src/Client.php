@@ -60,17 +60,6 @@ final class Client
 
     private const U32_MAX = 4294967295;
 
-    /**
-     * The C setters of a lock request, by the setting they set: what a call leaves null is not
-     * set, and the library uses the client's default for it.
-     */
-    private const REQUEST_SETTERS = [
-        'lease_ms' => 'redislock_request_set_lease_ms',
-        'auto_renew' => 'redislock_request_set_auto_renew',
-        'fencing' => 'redislock_request_set_fencing',
-        'owner_token' => 'redislock_request_set_owner_token',
-    ];
-
     private FFI $ffi;
     /** @var CData|null `redislock_client*`, null once freed */
     private ?CData $handle;
@@ -242,7 +231,10 @@ final class Client
         if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
             return $this->takeWith(
                 $name,
-                ['lease_ms' => $leaseMs, 'auto_renew' => $autoRenew, 'fencing' => $fencing, 'owner_token' => $owner],
+                $leaseMs,
+                $autoRenew,
+                $fencing,
+                $owner,
                 fn (CData $request, CData $out): int => $this->ffi->redislock_request_try_acquire($request, $out)
             );
         }
@@ -282,7 +274,10 @@ final class Client
         if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
             return $this->takeWith(
                 $name,
-                ['lease_ms' => $leaseMs, 'auto_renew' => $autoRenew, 'fencing' => $fencing, 'owner_token' => $owner],
+                $leaseMs,
+                $autoRenew,
+                $fencing,
+                $owner,
                 fn (CData $request, CData $out): int => $this->ffi->redislock_request_acquire($request, $waitMs, $out)
             );
         }
@@ -318,7 +313,10 @@ final class Client
     ): Lock {
         return $this->takeWith(
             $name,
-            ['lease_ms' => $leaseMs, 'auto_renew' => $autoRenew],
+            $leaseMs,
+            $autoRenew,
+            null,
+            null,
             fn (CData $request, CData $out): int => $this->ffi->redislock_request_restore(
                 $request,
                 $ownerToken,
@@ -331,39 +329,55 @@ final class Client
     /**
      * A lock taken through a `redislock_request` for `$name` that carries the settings given
      * (those not null); for the others the library uses the client's defaults. `$take` makes
-     * the C call (acquire, try_acquire or restore) that writes the new lock to its out-parameter.
+     * the C call (acquire, try_acquire or restore) that writes the new lock to the out cell it
+     * is given.
      *
-     * @param array<string, int|bool|string|null>  $settings by {@see Client::REQUEST_SETTERS} key
-     * @param callable(CData, CData): int           $take     given the request and the out cell
+     * @param callable(CData, CData): int $take given the request and the out cell
      *
      * @throws LockException
      */
-    private function takeWith(string $name, #[\SensitiveParameter] array $settings, callable $take): Lock
-    {
-        if (isset($settings['lease_ms'])) {
-            Library::unsigned($settings['lease_ms'], 'lease_ms');
+    private function takeWith(
+        string $name,
+        ?int $leaseMs,
+        ?bool $autoRenew,
+        ?bool $fencing,
+        #[\SensitiveParameter] ?string $owner,
+        callable $take
+    ): Lock {
+        if ($leaseMs !== null) {
+            Library::unsigned($leaseMs, 'lease_ms');
         }
         $ffi = $this->ffi;
         $request = $ffi->new('redislock_request*');
         Library::check($ffi->redislock_request_new($this->handle(), $name, strlen($name), FFI::addr($request)));
         try {
-            foreach ($settings as $setting => $value) {
-                if ($value === null) {
-                    continue;
-                }
-                $setter = self::REQUEST_SETTERS[$setting];
-                // An owner token is `const char *` + length in the PHP header: passed as is.
-                Library::check(is_string($value)
-                    ? $ffi->$setter($request, $value, strlen($value))
-                    : $ffi->$setter($request, $value));
+            if ($leaseMs !== null) {
+                Library::check($ffi->redislock_request_set_lease_ms($request, $leaseMs));
             }
-            $lock = $ffi->new('redislock_lock*');
-            Library::check($take($request, FFI::addr($lock)));
+            if ($autoRenew !== null) {
+                Library::check($ffi->redislock_request_set_auto_renew($request, $autoRenew));
+            }
+            if ($fencing !== null) {
+                Library::check($ffi->redislock_request_set_fencing($request, $fencing));
+            }
+            if ($owner !== null) {
+                // `const char *` + length in the PHP header: the string is passed as is.
+                Library::check($ffi->redislock_request_set_owner_token($request, $owner, strlen($owner)));
+            }
+            // The out cell is reused as on the hot path.
+            $out = $this->lockOut ?? $ffi->new('redislock_lock*[1]');
+            $this->lockOut = null;
+            $code = $take($request, $out);
+            $handle = $out[0];
+            $this->lockOut = $out;
         } finally {
             $ffi->redislock_request_free($request);
         }
+        if ($code !== 0) {
+            Library::check($code);
+        }
 
-        return new Lock($this, $ffi, $lock, $name);
+        return new Lock($this, $ffi, $handle, $name);
     }
 
     /**
