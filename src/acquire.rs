@@ -6,17 +6,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, Owner};
+use crate::backend::Owner;
 use crate::cancel::Cancel;
 use crate::client::{Client, LockOptions};
 use crate::config::{check_lease, check_wait};
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::{Lock, LockState, extend_key, release_key};
-use crate::replication;
-use crate::scripts;
+use crate::lock::{Lock, LockState};
+use crate::ops;
 use crate::token::Token;
-use crate::waiting::{self, Grant};
+use crate::waiting;
 
 impl Client {
     pub(crate) fn acquire_with(
@@ -46,7 +45,7 @@ impl Client {
                 Ok(None)
             }
         };
-        let mut slot = reserve()?;
+        let mut reservation = reserve()?;
         let token = match owner {
             Some(token) => token,
             None => Token::new(b.pid)?,
@@ -58,20 +57,20 @@ impl Client {
         let first = if waits && waiting::recently_contended(keys.lock()) {
             None
         } else {
-            try_once(&b, &keys, &token, opts)?
+            ops::acquire(&b, &keys, &token, opts.lease, opts.fencing)?
         };
         let grant = match first {
             Some(grant) => Some(grant),
             None => match wait {
                 Some(w) if !w.is_zero() => {
-                    drop(slot.take());
+                    drop(reservation.take());
                     let grant =
                         waiting::wait(b.backend(), &keys, &token, opts, started + w, cancel)?;
                     if grant.is_some() {
-                        slot = match reserve() {
-                            Ok(slot) => slot,
+                        reservation = match reserve() {
+                            Ok(reservation) => reservation,
                             Err(e) => {
-                                let _ = release_key(&b.main, &keys, &token);
+                                let _ = ops::release(&b, &keys, &token);
                                 return Err(e);
                             }
                         };
@@ -92,7 +91,7 @@ impl Client {
             keys,
             token,
             opts.fencing.then_some(grant.fence),
-            slot,
+            reservation,
             opts,
             grant.lease_from,
         )
@@ -110,19 +109,19 @@ impl Client {
         let token = Token::from_owner(token)?;
         let keys = LockKeys::new(&self.config().key_prefix, name)?;
         let b = self.backend()?;
-        let slot = if opts.auto_renew {
+        let reservation = if opts.auto_renew {
             Some(b.renewer.reserve()?)
         } else {
             None
         };
         let sent = Instant::now();
-        if !extend_key(&b.main, &b.cfg, &keys, &token, opts.lease)? {
+        if !ops::extend(&b, &keys, &token, opts.lease)? {
             return Err(Error::not_held(
                 &keys.shown(),
                 "its key does not hold this owner token (released, expired or taken over)",
             ));
         }
-        self.held(&b, keys, token, None, slot, opts, sent)
+        self.held(&b, keys, token, None, reservation, opts, sent)
     }
 
     /// The handle of a lock just granted (or restored), its renewal started.
@@ -133,7 +132,7 @@ impl Client {
         keys: LockKeys,
         token: Token,
         fence: Option<u64>,
-        slot: Option<crate::renewal::Slot>,
+        reservation: Option<crate::renewal::Reservation>,
         opts: &LockOptions,
         lease_from: Instant,
     ) -> Result<Lock, Error> {
@@ -142,7 +141,7 @@ impl Client {
             keys,
             token,
             fence,
-            slot,
+            reservation,
             opts.lease,
             lease_from,
         ));
@@ -154,77 +153,5 @@ impl Client {
             b.renewer.watch(state)?;
         }
         Ok(lock)
-    }
-}
-
-/// One attempt on the main pool: the classic `SET key token NX PX lease` (or the ACQUIRE script
-/// with fencing). `Ok(None)`: held by another owner.
-fn try_once(
-    b: &Backend,
-    keys: &LockKeys,
-    token: &Token,
-    opts: &LockOptions,
-) -> Result<Option<Grant>, Error> {
-    let ms = opts.lease.as_millis() as u64;
-    let mut sent = false;
-    let mut sent_at = Instant::now();
-    // Set while a grant waits for its replicas' acknowledgement (min_replicas).
-    let mut unacknowledged = false;
-    let result = b.main.run(None, |c, attempt| {
-        sent = true;
-        sent_at = Instant::now();
-        // A retry (after the connection dropped mid-call) uses the script, which also accepts
-        // the key already holding our token: the first SET may have been applied.
-        if !opts.fencing && attempt == 0 {
-            let mut set = redis::cmd("SET");
-            set.arg(keys.lock())
-                .arg(token.as_str())
-                .arg("NX")
-                .arg("PX")
-                .arg(ms);
-            if b.cfg.min_replicas == 0 {
-                let set: Option<String> = set.query(c)?;
-                return Ok(set.map(|_| 0));
-            }
-            // With min_replicas the WAIT goes in the same round trip.
-            let mut pipe = redis::pipe();
-            replication::add_wait(pipe.add_command(set), &b.cfg);
-            let (set, acks): (Option<String>, i64) = pipe.query(c)?;
-            if set.is_some() {
-                unacknowledged = true;
-                replication::check(acks, &b.cfg)?;
-                unacknowledged = false;
-            }
-            Ok(set.map(|_| 0))
-        } else {
-            let (ok, fence): (i64, i64) = scripts::ACQUIRE
-                .key(keys.lock())
-                .key(keys.fence())
-                .arg(token.as_str())
-                .arg(ms)
-                .arg(if opts.fencing { "1" } else { "0" })
-                .invoke(c)?;
-            if ok == 1 {
-                unacknowledged = true;
-                replication::wait(c, &b.cfg)?;
-                unacknowledged = false;
-            }
-            Ok((ok == 1).then_some(fence.max(0) as u64))
-        }
-    });
-    match result {
-        Ok(fence) => Ok(fence.map(|fence| Grant {
-            fence,
-            lease_from: sent_at,
-        })),
-        Err(e) => {
-            if unacknowledged || (sent && e.is_timeout()) {
-                // Not acknowledged by enough replicas: not a grant. Or the SET may have been
-                // applied before the reply was lost: the lock may be held with our token.
-                // Remove it if so; never assume either way.
-                let _ = release_key(&b.main, keys, token);
-            }
-            Err(e)
-        }
     }
 }

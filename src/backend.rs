@@ -38,11 +38,24 @@ const REGISTRY_WAIT: Duration = Duration::from_secs(5);
 pub(crate) struct Backend {
     pub pid: u32,
     pub cfg: Config,
+    /// The servers that hold the locks, reached only through `ops.rs`.
+    pub servers: Servers,
+    pub renewer: Renewer,
+}
+
+/// The servers locks live on, by topology.
+pub(crate) enum Servers {
+    /// One server: a single one, or the master of a Sentinel group (whose pools follow it
+    /// across failovers).
+    One(Node),
+}
+
+/// The connection pools of one server that holds locks.
+pub(crate) struct Node {
     /// For acquire, release, extend and renewal.
     pub main: ConnPool,
-    /// For waiters blocked in BLPOP.
+    /// For waiters blocked in BLPOP, so that they never starve the others of connections.
     pub wait: ConnPool,
-    pub renewer: Renewer,
 }
 
 /// Keeps a backend running. Held by a client, by each lock taken through it, and for persistent
@@ -58,8 +71,10 @@ impl Owner {
         let backend = Backend {
             pid: std::process::id(),
             cfg: cfg.clone(),
-            main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
-            wait: ConnPool::new(cfg, topology, cfg.max_waiters),
+            servers: Servers::One(Node {
+                main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
+                wait: ConnPool::new(cfg, topology, cfg.max_waiters),
+            }),
             renewer: Renewer::new(cfg.max_renewed_locks),
         };
         Ok(Arc::new(Owner {

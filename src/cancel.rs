@@ -11,7 +11,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::backend::Backend;
-use crate::scripts;
+use crate::keys::LockKeys;
+use crate::ops;
 
 /// The value a cancel pushes onto a waiter's signal list (a grant is a number).
 pub(crate) const CANCEL_MARK: &[u8] = b"cancel";
@@ -48,8 +49,8 @@ pub struct Cancel {
 #[derive(Default)]
 struct State {
     cancelled: bool,
-    /// The waiters blocked now: their backend and signal list.
-    blocked: Vec<(Arc<Backend>, Vec<u8>)>,
+    /// The waiters blocked now: their backend, lock keys and signal list.
+    blocked: Vec<(Arc<Backend>, LockKeys, Vec<u8>)>,
 }
 
 impl Cancel {
@@ -68,16 +69,10 @@ impl Cancel {
             st.cancelled = true;
             std::mem::take(&mut st.blocked)
         };
-        for (backend, signal) in blocked {
+        for (backend, keys, signal) in blocked {
             // Best effort: if the server cannot be reached, the waiter notices the flag at its
             // next re-check or when its wait bound ends.
-            let _ = backend.main.run(None, |c, _| {
-                scripts::SIGNAL_CANCEL
-                    .key(&signal)
-                    .arg(CANCEL_MARK)
-                    .arg(MARK_LIFETIME.as_millis() as u64)
-                    .invoke::<i64>(c)
-            });
+            let _ = ops::signal_cancel(&backend, &keys, &signal, CANCEL_MARK, MARK_LIFETIME);
         }
     }
 
@@ -87,18 +82,19 @@ impl Cancel {
     }
 
     /// A waiter is about to block on `signal`; false when cancelled already.
-    pub(crate) fn block(&self, backend: &Arc<Backend>, signal: &[u8]) -> bool {
+    pub(crate) fn block(&self, backend: &Arc<Backend>, keys: &LockKeys, signal: &[u8]) -> bool {
         let mut st = self.state.lock();
         if st.cancelled {
             return false;
         }
-        st.blocked.push((backend.clone(), signal.to_vec()));
+        st.blocked
+            .push((backend.clone(), keys.clone(), signal.to_vec()));
         true
     }
 
     /// The waiter on `signal` is done waiting.
     pub(crate) fn unblock(&self, signal: &[u8]) {
-        self.state.lock().blocked.retain(|(_, s)| s != signal);
+        self.state.lock().blocked.retain(|(_, _, s)| s != signal);
     }
 }
 

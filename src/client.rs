@@ -17,11 +17,12 @@ use crate::cancel::Cancel;
 use crate::config::{ClientBuilder, Config, mask_url};
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::{Lock, release_key};
+use crate::lock::Lock;
+use crate::ops;
 use crate::renewal::Stats;
 use crate::token::Token;
 
-/// How long a call waits for the client's backend slot; only a fork taken while another thread
+/// How long a call waits for the client's backend; only a fork taken while another thread
 /// was rebuilding the backend could make it wait at all.
 const BACKEND_LOCK_WAIT: Duration = Duration::from_secs(5);
 
@@ -144,13 +145,16 @@ impl Client {
         // release it. A new holder in between keeps its lock (and we report it as released by
         // its own holder, which it soon will be).
         for _ in 0..3 {
-            let holder: Option<String> = b
-                .main
-                .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))?;
-            let Some(holder) = holder else {
+            let Some(holder) = ops::holder(&b, &keys)? else {
                 return Ok(false);
             };
-            if release_key(&b.main, &keys, &Token::from_held(holder))? {
+            let holder = String::from_utf8(holder).map_err(|_| {
+                Error::invalid_argument(format!(
+                    "lock {} is held with a token that is not text; release it with DEL",
+                    keys.shown()
+                ))
+            })?;
+            if ops::release(&b, &keys, &Token::from_held(holder))? {
                 return Ok(true);
             }
         }
@@ -162,9 +166,7 @@ impl Client {
     pub fn is_owned_by(&self, name: impl AsRef<[u8]>, owner_token: &str) -> Result<bool, Error> {
         let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
         let b = self.backend()?;
-        let holder: Option<Vec<u8>> = b
-            .main
-            .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))?;
+        let holder = ops::holder(&b, &keys)?;
         Ok(holder.is_some_and(|h| crate::token::same(&h, owner_token.as_bytes())))
     }
 
@@ -215,12 +217,12 @@ impl Client {
                 return Ok(b.clone());
             }
         }
-        let mut slot = self
+        let mut current = self
             .shared
             .backend
             .try_write_for(BACKEND_LOCK_WAIT)
             .ok_or_else(stuck)?;
-        if let Some(b) = slot.as_ref()
+        if let Some(b) = current.as_ref()
             && b.pid == pid
         {
             return Ok(b.clone());
@@ -232,7 +234,7 @@ impl Client {
             Owner::start(cfg, info)?
         };
         // An owner inherited across fork forgets the parent's backend when dropped.
-        *slot = Some(fresh.clone());
+        *current = Some(fresh.clone());
         Ok(fresh)
     }
 }

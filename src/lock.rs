@@ -7,13 +7,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::backend::{Backend, Owner};
-use crate::config::{Config, check_lease};
+use crate::config::check_lease;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::pool::ConnPool;
-use crate::renewal::Slot;
-use crate::replication;
-use crate::scripts;
+use crate::kinds::{self, Kind};
+use crate::renewal::Reservation;
 use crate::token::Token;
 
 /// Where a lock stands, as its holder sees it.
@@ -41,7 +39,7 @@ pub(crate) struct Status {
     pub next_renewal: Instant,
     /// An auto-renewed lock's place among the client's `max_renewed_locks`, given back the
     /// moment the lock is released or found lost.
-    pub slot: Option<Slot>,
+    pub reservation: Option<Reservation>,
 }
 
 /// Everything about one held lock, shared by the guard and its renewal thread.
@@ -60,48 +58,13 @@ pub(crate) struct LockState {
     pub wake: Condvar,
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
     pub on_lost: Mutex<Option<LostCallback>>,
+    /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
+    /// locks), which decides the scripts that release and extend it.
+    pub kind: Kind,
 }
 
 /// What [`Lock::on_lost`] calls.
 pub(crate) type LostCallback = Box<dyn FnOnce(&Error) + Send>;
-
-/// Runs the release script: frees the lock (or hands it to the oldest waiter) if the key holds
-/// `token`. Returns whether it did.
-pub(crate) fn release_key(pool: &ConnPool, k: &LockKeys, token: &Token) -> Result<bool, Error> {
-    let released: i64 = pool.run(None, |c, _| {
-        scripts::RELEASE
-            .key(k.lock())
-            .key(k.fence())
-            .key(k.queue())
-            .arg(token.as_str())
-            .invoke(c)
-    })?;
-    Ok(released == 1)
-}
-
-/// Runs the extend script: resets the lease to `lease` if the key holds `token` (and with
-/// `min_replicas`, waits for the replicas' acknowledgement). Returns whether it did.
-pub(crate) fn extend_key(
-    pool: &ConnPool,
-    cfg: &Config,
-    k: &LockKeys,
-    token: &Token,
-    lease: Duration,
-) -> Result<bool, Error> {
-    let ms = lease.as_millis() as u64;
-    let extended: i64 = pool.run(None, |c, _| {
-        let extended = scripts::EXTEND
-            .key(k.lock())
-            .arg(token.as_str())
-            .arg(ms)
-            .invoke(c)?;
-        if extended == 1 {
-            replication::wait(c, cfg)?;
-        }
-        Ok(extended)
-    })?;
-    Ok(extended == 1)
-}
 
 /// What a release or extend that found the key without our token says.
 const GONE: &str = "its lease ran out or another owner took it over";
@@ -118,11 +81,11 @@ impl LockState {
         keys: LockKeys,
         token: Token,
         fence: Option<u64>,
-        slot: Option<Slot>,
+        reservation: Option<Reservation>,
         lease: Duration,
         granted_at: Instant,
     ) -> LockState {
-        let auto_renew = slot.is_some();
+        let auto_renew = reservation.is_some();
         let renew_id = if auto_renew {
             backend.renewer.next_id()
         } else {
@@ -141,10 +104,11 @@ impl LockState {
                 lease,
                 valid_until: granted_at + lease.saturating_sub(drift(lease)),
                 next_renewal: granted_at + lease / 3,
-                slot,
+                reservation,
             }),
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
+            kind: Kind::Exclusive,
         }
     }
 
@@ -187,17 +151,17 @@ impl LockState {
             let mut st = self.held_status()?;
             // The place among the renewed locks is given back before the release is sent: the
             // waiter it hands the lock to may claim one the moment it wakes.
-            st.slot = None;
+            st.reservation = None;
         }
-        let released = match release_key(&self.backend.main, &self.keys, &self.token) {
+        let released = match kinds::release(self) {
             Ok(released) => released,
             Err(e) => {
                 // Still ours as far as we know, and still renewed: take a place again if one is
                 // free (the bound may be exceeded by this one lock until it is released).
                 if self.auto_renew {
                     let mut st = self.status.lock();
-                    if st.phase == Phase::Held && st.slot.is_none() {
-                        st.slot = self.backend.renewer.reserve().ok();
+                    if st.phase == Phase::Held && st.reservation.is_none() {
+                        st.reservation = self.backend.renewer.reserve().ok();
                     }
                 }
                 return Err(e);
@@ -217,7 +181,7 @@ impl LockState {
             }
             if released {
                 st.phase = Phase::Released;
-                st.slot = None;
+                st.reservation = None;
             } else {
                 self.mark_lost(st, GONE);
             }
@@ -237,7 +201,7 @@ impl LockState {
         {
             let mut st = self.held_status()?;
             st.phase = Phase::Detached;
-            st.slot = None;
+            st.reservation = None;
         }
         self.stop_renewal();
         Ok(())
@@ -250,7 +214,7 @@ impl LockState {
             return;
         }
         st.phase = Phase::Lost(why);
-        st.slot = None;
+        st.reservation = None;
         drop(st);
         log::warn!("lock {} lost: {why}", self.keys.shown());
         let callback = self.on_lost.lock().take();
@@ -360,7 +324,7 @@ impl Lock {
         s.check_process()?;
         drop(s.held_status()?);
         let sent = Instant::now();
-        let extended = extend_key(&s.backend.main, &s.backend.cfg, &s.keys, &s.token, lease)?;
+        let extended = kinds::extend(s, lease)?;
         let mut st = s.status.lock();
         if extended {
             if st.phase == Phase::Held {

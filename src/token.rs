@@ -51,7 +51,7 @@ impl Token {
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Token({}…)", &self.0[..4])
+        write!(f, "Token({}…)", self.0.get(..4).unwrap_or(""))
     }
 }
 

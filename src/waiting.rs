@@ -18,9 +18,8 @@ use crate::cancel::{CANCEL_MARK, Cancel};
 use crate::client::LockOptions;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::lock::{extend_key, release_key};
+use crate::ops::{self, Enqueued, Grant, Waiter};
 use crate::pool::{PooledConn, mark_broken};
-use crate::scripts;
 use crate::token::{Token, random_hex};
 
 pub(crate) use hint::recently_contended;
@@ -33,13 +32,6 @@ const MAX_RECONNECTS: u32 = 3;
 /// How far past the wait bound a waiter keeps reading before it gives up on the server (the
 /// kernel rounds socket timeouts up to its next tick, a few ms more).
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
-
-/// A lock granted to a waiter: its fencing token (0 without fencing) and the instant from which
-/// its lease counts.
-pub(crate) struct Grant {
-    pub fence: u64,
-    pub lease_from: Instant,
-}
 
 /// What woke a waiter.
 enum Wake {
@@ -62,31 +54,38 @@ pub(crate) fn wait(
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
-    let grant = wait_for_grant(b, keys, token, opts, deadline, cancel)?;
-    if grant.is_some() && b.cfg.min_replicas > 0 {
+    loop {
+        let grant = wait_for_grant(b, keys, token, opts, deadline, cancel)?;
+        let Some(grant) = grant else {
+            return Ok(None);
+        };
+        if b.cfg.min_replicas == 0 {
+            return Ok(Some(grant));
+        }
         // The handoff was written by the releaser's connection: a write of ours after it (the
         // lease reset) and WAIT cover it, as replicas apply the stream in order.
         let sent = Instant::now();
-        match extend_key(&b.main, &b.cfg, keys, token, opts.lease) {
+        match ops::extend(b, keys, token, opts.lease) {
             Ok(true) => {
                 return Ok(Some(Grant {
-                    fence: grant.map_or(0, |g| g.fence),
+                    fence: grant.fence,
                     lease_from: sent,
                 }));
             }
+            // The handoff did not survive a failover (the new master never had it): not a
+            // grant; wait again, within the same bound.
             Ok(false) => {
-                return Err(Error::not_held(
-                    &keys.shown(),
-                    "it was lost during its handoff",
-                ));
+                log::info!(
+                    "lock {} was handed over but lost before its replicas had it; waiting again",
+                    keys.shown()
+                );
             }
             Err(e) => {
-                let _ = release_key(&b.main, keys, token);
+                let _ = ops::release(b, keys, token);
                 return Err(e);
             }
         }
     }
-    Ok(grant)
 }
 
 /// [`wait`] before replica acknowledgement.
@@ -108,14 +107,13 @@ fn wait_for_grant(
             opts.fencing,
             token.as_str(),
         ),
-        jitter_seed: wid,
     };
     if let Some(c) = cancel
-        && !c.block(b, &w.signal)
+        && !c.block(b, keys, &w.signal)
     {
         return Err(Error::cancelled(&keys.shown()));
     }
-    let result = wait_queued(b, keys, token, opts, deadline, cancel, &w);
+    let result = wait_queued(b, keys, token, opts, deadline, cancel, &w, &wid);
     if let Some(c) = cancel {
         c.unblock(&w.signal);
     }
@@ -130,26 +128,16 @@ fn wait_for_grant(
         other => other,
     };
     // Leave the queue. A release may have handed us the lock in the meantime: then it is ours.
-    let left: Result<(i64, i64, i64), Error> = b.main.run(None, |c, _| {
-        scripts::CANCEL
-            .key(keys.lock())
-            .key(keys.queue())
-            .key(&w.alive)
-            .key(&w.signal)
-            .key(keys.fence())
-            .arg(token.as_str())
-            .arg(&w.entry)
-            .invoke(c)
-    });
+    let left = ops::leave_queue(b, keys, token, &w);
     if cancelled {
         // The leaving script finds the lock ours also when the grant was popped already.
-        if matches!(left, Ok((1, _, _))) {
-            release_key(&b.main, keys, token)?;
+        if matches!(left, Ok(Some(_))) {
+            ops::release(b, keys, token)?;
         }
         return Err(Error::cancelled(&keys.shown()));
     }
     match left {
-        Ok((1, fence, pttl)) => Ok(Some(grant_from_pttl(
+        Ok(Some((fence, pttl))) => Ok(Some(grant_from_pttl(
             fence,
             pttl,
             opts.lease,
@@ -182,18 +170,6 @@ fn queue_entry(wid: &str, lease_ms: u64, fencing: bool, token: &str) -> String {
     e
 }
 
-/// One waiter's keys and queue entry.
-struct Waiter {
-    /// The list a release pushes the grant onto (and a cancel its mark).
-    signal: Vec<u8>,
-    /// Exists while the queue entry is valid; the waiter refreshes it on every re-check.
-    alive: Vec<u8>,
-    /// The queue entry: `wid:lease:fence:token`, what a release needs to hand the lock over.
-    entry: String,
-    /// The waiter id, which seeds the re-check jitter.
-    jitter_seed: String,
-}
-
 /// The waiting loop, with the waiter's keys and queue entry in `w`.
 #[allow(clippy::too_many_arguments)]
 fn wait_queued(
@@ -204,8 +180,9 @@ fn wait_queued(
     deadline: Instant,
     cancel: Option<&Cancel>,
     w: &Waiter,
+    wid: &str,
 ) -> Result<Option<Grant>, Error> {
-    let mut jitter = Jitter::new(&w.jitter_seed);
+    let mut jitter = Jitter::new(wid);
     let mut conn: Option<PooledConn<'_>> = None;
     let mut reconnects = 0;
     // Whether an ENQUEUE was sent already: from then on the waiter may be in the queue.
@@ -218,10 +195,10 @@ fn wait_queued(
         let left = deadline - now;
         let c = match conn.as_mut() {
             Some(c) => c,
-            None => match b.wait.get(Some(left)) {
+            None => match ops::waiter_conn(b, keys, left) {
                 Ok(c) => conn.insert(c),
                 // Every waiter connection is in use: wait for one until the deadline.
-                Err(_) if b.wait.exhausted() => continue,
+                Err(_) if ops::waiters_exhausted(b, keys) => continue,
                 Err(e) => return Err(e),
             },
         };
@@ -250,18 +227,18 @@ fn wait_queued(
                 // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
                 // connection; our queue entry is still there, so the place in line is kept.
                 // Signals may come often and end nothing; dropped connections are counted.
-                if b.wait.retryable(&e)
+                if ops::waiter_may_retry(b, keys, &e)
                     && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
                         "waiter for lock {} reconnects to {}: {e}",
                         keys.shown(),
-                        b.wait.server()
+                        ops::waiter_server(b, keys)
                     );
                     reconnects += u32::from(e.is_connection_dropped());
                     continue;
                 }
-                return Err(Error::from_redis(b.wait.server(), &e));
+                return Err(Error::from_redis(ops::waiter_server(b, keys), &e));
             }
         }
     }
@@ -297,45 +274,41 @@ fn wait_once(
     let slack = if planned >= left {
         DEADLINE_SLACK
     } else {
-        b.wait.read_timeout()
+        ops::waiter_read_timeout(b, keys)
     };
     c.set_read_timeout(Some(planned + slack))?;
     let sent = Instant::now();
-    let (granted, fence, pttl): (i64, i64, i64) = scripts::ENQUEUE
-        .key(keys.lock())
-        .key(keys.fence())
-        .key(keys.queue())
-        .key(&w.alive)
-        .key(&w.signal)
-        .arg(token.as_str())
-        .arg(opts.lease.as_millis() as u64)
-        .arg(if opts.fencing { "1" } else { "0" })
-        .arg(&w.entry)
-        .arg(entry_ttl.as_millis() as u64)
-        .arg(if first { "0" } else { "1" })
-        .invoke(c)?;
-    if granted == 1 {
-        if first {
-            // Found free at once: the next acquire of this name tries the plain SET first.
-            hint::clear(keys.lock());
+    let pttl = match ops::enqueue(
+        c,
+        keys,
+        token,
+        opts.lease,
+        opts.fencing,
+        w,
+        first,
+        entry_ttl,
+    )? {
+        Enqueued::Granted { fence, pttl } => {
+            if first {
+                // Found free at once: the next acquire of this name tries the plain SET first.
+                hint::clear(keys.lock());
+            }
+            return Ok(Wake::Granted(grant_from_pttl(
+                fence, pttl, opts.lease, sent,
+            )));
         }
-        return Ok(Wake::Granted(grant_from_pttl(
-            fence, pttl, opts.lease, sent,
-        )));
-    }
+        Enqueued::Queued { pttl } => pttl,
+    };
     hint::note(keys.lock());
     let mut block = planned;
     if pttl > 0 {
         block = block.min(Duration::from_millis(pttl as u64 + 1));
     }
-    let popped: Option<(Vec<u8>, Vec<u8>)> = redis::cmd("BLPOP")
-        .arg(&w.signal)
-        .arg(block.as_millis() as f64 / 1000.0)
-        .query(c)?;
+    let popped = ops::block_for_grant(c, w, block)?;
     // Redis sets the key and answers this BLPOP in the same event-loop turn, so the lease is
     // counted from the reply less a millisecond for its way here. (The send of the BLPOP is no
     // useful bound: the waiter may have blocked for most of a lease before the handoff.)
-    let Some((_, value)) = popped else {
+    let Some(value) = popped else {
         return Ok(Wake::Recheck);
     };
     if value == CANCEL_MARK {
@@ -364,20 +337,20 @@ fn grant_from_pttl(fence: i64, pttl: i64, lease: Duration, sent: Instant) -> Gra
 /// once (ENQUEUE takes a free lock too) instead of first sending a `SET NX` that a contended
 /// lock would refuse: a round trip and a server call less per contended acquire.
 ///
-/// A small lossy table of the process: a slot per hash of the lock key, holding the key's tag and
+/// A small lossy table of the process: an entry per hash of the lock key, holding the key's tag and
 /// when it was found held. A wrong answer costs no correctness, only a round trip or a heavier
-/// script: names that share a slot evict each other, and a name found free by a direct ENQUEUE
+/// script: names that share an entry evict each other, and a name found free by a direct ENQUEUE
 /// is cleared, so an uncontended name soon goes back to the plain `SET NX`.
 mod hint {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, Instant};
 
-    const SLOTS: usize = 256;
+    const ENTRIES: usize = 256;
     /// How long a name counts as contended after it was last found held.
     const FOR: Duration = Duration::from_secs(5);
 
-    static TABLE: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    static TABLE: [AtomicU64; ENTRIES] = [const { AtomicU64::new(0) }; ENTRIES];
     static EPOCH: OnceLock<Instant> = OnceLock::new();
 
     /// FNV-1a, 64 bits.
@@ -390,36 +363,36 @@ mod hint {
         h
     }
 
-    /// Milliseconds since the first use, never 0 (0 marks an empty slot), wrapping after 49 days.
+    /// Milliseconds since the first use, never 0 (0 marks an empty entry), wrapping after 49 days.
     fn now_ms() -> u32 {
         let ms = EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32;
         ms.max(1)
     }
 
-    fn slot(key: &[u8]) -> (&'static AtomicU64, u64) {
+    fn entry(key: &[u8]) -> (&'static AtomicU64, u64) {
         let h = hash(key);
-        (&TABLE[h as usize % SLOTS], h & 0xffff_ffff_0000_0000)
+        (&TABLE[h as usize % ENTRIES], h & 0xffff_ffff_0000_0000)
     }
 
     /// The lock `key` was found held just now.
     pub(crate) fn note(key: &[u8]) {
-        let (slot, tag) = slot(key);
-        slot.store(tag | u64::from(now_ms()), Ordering::Relaxed);
+        let (entry, tag) = entry(key);
+        entry.store(tag | u64::from(now_ms()), Ordering::Relaxed);
     }
 
     /// The lock `key` was found free.
     pub(crate) fn clear(key: &[u8]) {
-        let (slot, tag) = slot(key);
-        let v = slot.load(Ordering::Relaxed);
+        let (entry, tag) = entry(key);
+        let v = entry.load(Ordering::Relaxed);
         if v & 0xffff_ffff_0000_0000 == tag {
-            let _ = slot.compare_exchange(v, 0, Ordering::Relaxed, Ordering::Relaxed);
+            let _ = entry.compare_exchange(v, 0, Ordering::Relaxed, Ordering::Relaxed);
         }
     }
 
     /// Whether the lock `key` was found held within the last few seconds.
     pub(crate) fn recently_contended(key: &[u8]) -> bool {
-        let (slot, tag) = slot(key);
-        let v = slot.load(Ordering::Relaxed);
+        let (entry, tag) = entry(key);
+        let v = entry.load(Ordering::Relaxed);
         let at = v as u32;
         at != 0
             && v & 0xffff_ffff_0000_0000 == tag

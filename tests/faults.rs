@@ -114,7 +114,7 @@ fn server_killed_under_renewed_locks_reports_them_lost_then_recovers() {
     assert_eq!(
         client.stats().renewed_locks,
         0,
-        "lost locks keep their renewal slots"
+        "lost locks keep their places among the renewed locks"
     );
     for lock in locks {
         let e = lock.release().unwrap_err();
@@ -786,7 +786,7 @@ fn sixty_four_blocked_waiters_do_not_starve_renewals() {
 /// FAILS (behaviour differs from the documentation): `Stats::renewed_locks` is documented as
 /// "auto-renewed locks held now (counted against max_renewed_locks)" and `max_renewed_locks` as
 /// the bound on "auto-renewed locks held at once", but `Client::acquire_with` (src/client.rs)
-/// reserves the renewal slot before waiting, so every blocked waiter counts as a held lock: with
+/// reserves a place among the renewed locks before waiting, so every blocked waiter counts as a held lock: with
 /// `max_renewed_locks(2)`, one held lock and one blocked waiter, a try_acquire of another free
 /// lock fails with LimitReached although only one lock is held.
 #[test]
@@ -797,7 +797,7 @@ fn blocked_waiters_do_not_count_as_renewed_locks() {
         .max_renewed_locks(2)
         .build()
         .unwrap();
-    let name = unique_name("slots");
+    let name = unique_name("places");
     let held = client.try_acquire(&name).unwrap();
     let waiter = {
         let (client, name) = (client.clone(), name.clone());
@@ -807,7 +807,7 @@ fn blocked_waiters_do_not_count_as_renewed_locks() {
     let queue = format!("{{{name}}}:q");
     assert!(eventually(Duration::from_secs(5), || exists(&mut admin, &queue)).is_some());
     let renewed_while_waiting = client.stats().renewed_locks;
-    let other = client.try_acquire(unique_name("slots"));
+    let other = client.try_acquire(unique_name("places"));
     println!(
         "one lock held, one waiter blocked: renewed_locks = {renewed_while_waiting}; \
          try_acquire of a free lock: {:?}",

@@ -317,14 +317,14 @@ fn renewed_lock_limit_refuses_without_touching_redis() {
 
     l1.release().unwrap();
     // The slot comes back when the renewal thread notices the release (see
-    // `renewed_lock_slot_is_free_right_after_release_repeatedly` for acquiring at once).
+    // `renewed_lock_place_is_free_right_after_release_repeatedly` for acquiring at once).
     assert!(eventually(Duration::from_secs(5), || c
         .stats()
         .renewed_locks
         == 1));
     let l3 = c
         .try_acquire(&n3)
-        .expect("a slot must be free after a release");
+        .expect("a place among the renewed locks must be free after a release");
     assert!(l3.is_held());
     assert_eq!(
         c.try_acquire(&n1).unwrap_err().kind(),

@@ -26,7 +26,7 @@ impl J {
         if let J::Obj(kv) = self {
             let value = value.into();
             match kv.iter_mut().find(|(k, _)| k == key) {
-                Some(slot) => slot.1 = value,
+                Some(entry) => entry.1 = value,
                 None => kv.push((key.to_owned(), value)),
             }
         }

@@ -377,7 +377,7 @@ fn small_len(u: &mut Unstructured) -> usize {
 
 // ---- the handle table ------------------------------------------------------------------------
 
-struct LockSlot {
+struct HeldLock {
     ptr: *mut redislock_lock,
     /// Whether it was acquired with a fencing token.
     fencing: bool,
@@ -412,17 +412,17 @@ impl Defaults {
     }
 }
 
-struct ConfigSlot {
+struct LiveConfig {
     ptr: *mut redislock_config,
     defaults: Defaults,
 }
 
-struct ClientSlot {
+struct LiveClient {
     ptr: *mut redislock_client,
     defaults: Defaults,
 }
 
-struct RequestSlot {
+struct LiveRequest {
     ptr: *mut redislock_request,
     name_len: usize,
     /// The settings its acquires use: the client's defaults, with what was set on it.
@@ -431,10 +431,10 @@ struct RequestSlot {
 
 #[derive(Default)]
 struct Table {
-    configs: Vec<ConfigSlot>,
-    clients: Vec<ClientSlot>,
-    requests: Vec<RequestSlot>,
-    locks: Vec<LockSlot>,
+    configs: Vec<LiveConfig>,
+    clients: Vec<LiveClient>,
+    requests: Vec<LiveRequest>,
+    locks: Vec<HeldLock>,
 }
 
 fn pick<T>(u: &mut Unstructured, v: &[T]) -> Option<usize> {
@@ -547,7 +547,7 @@ fn cstring(bytes: Vec<u8>) -> CString {
 /// (checked: NULL_PARAMETER).
 fn new_request(
     u: &mut Unstructured,
-    client: &ClientSlot,
+    client: &LiveClient,
     name: &[u8],
     null_name: bool,
 ) -> Option<(*mut redislock_request, Defaults)> {
@@ -594,14 +594,14 @@ fn new_request(
     Some((out, settings))
 }
 
-fn set_config(u: &mut Unstructured, slot: &mut ConfigSlot) {
+fn set_config(u: &mut Unstructured, config: &mut LiveConfig) {
     let cfg = if u.ratio(1u8, 32u8).unwrap_or(false) {
         ptr::null_mut()
     } else {
-        slot.ptr
+        config.ptr
     };
     // What a lock setting will be for clients built from this config (if it builds).
-    let mut defaults = slot.defaults;
+    let mut defaults = config.defaults;
     let which = u.int_in_range(0u8..=12).unwrap_or(0);
     let r = match which {
         0 => redislock_config_set_pool_size(cfg, small_u32(u)),
@@ -654,7 +654,7 @@ fn set_config(u: &mut Unstructured, slot: &mut ConfigSlot) {
     if cfg.is_null() {
         assert_eq!(c, NULL_PARAMETER);
     } else if c == OK {
-        slot.defaults = defaults;
+        config.defaults = defaults;
     }
 }
 
@@ -719,7 +719,7 @@ fn acquire(u: &mut Unstructured, t: &mut Table, wait: Option<u64>) {
         };
         let c = request_acquire(request, wait, out_ptr);
         if t.requests.len() < 4 && u.arbitrary().unwrap_or(false) {
-            t.requests.push(RequestSlot {
+            t.requests.push(LiveRequest {
                 ptr: request,
                 name_len: n.len(),
                 settings,
@@ -778,7 +778,7 @@ fn check_acquired(
         Some(_) => {}
     }
     if c == OK {
-        t.locks.push(LockSlot {
+        t.locks.push(HeldLock {
             ptr: out,
             fencing: settings.fencing,
             released: false,
@@ -786,7 +786,7 @@ fn check_acquired(
     }
 }
 
-fn check_released(l: &LockSlot) {
+fn check_released(l: &HeldLock) {
     assert!(!redislock_lock_is_held(l.ptr), "is_held true after release");
     assert_eq!(
         redislock_lock_remaining_ms(l.ptr),
@@ -819,7 +819,7 @@ fn run(data: &[u8]) {
                 }
                 if c == OK {
                     if t.clients.len() < 4 {
-                        t.clients.push(ClientSlot {
+                        t.clients.push(LiveClient {
                             ptr: out,
                             defaults: Defaults::default(),
                         });
@@ -838,7 +838,7 @@ fn run(data: &[u8]) {
                     let c = code(redislock_config_new(s.as_ptr(), &mut out));
                     check_out(c, out, "config_new");
                     if c == OK {
-                        t.configs.push(ConfigSlot {
+                        t.configs.push(LiveConfig {
                             ptr: out,
                             defaults: Defaults::default(),
                         });
@@ -869,7 +869,7 @@ fn run(data: &[u8]) {
                     if c == OK {
                         assert!(defaults.lease_ok(), "bad lock defaults built: {defaults:?}");
                         if t.clients.len() < 4 {
-                            t.clients.push(ClientSlot { ptr: out, defaults });
+                            t.clients.push(LiveClient { ptr: out, defaults });
                         } else {
                             redislock_client_free(out);
                         }

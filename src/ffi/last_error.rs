@@ -18,9 +18,9 @@ thread_local! {
 pub(crate) fn set(message: impl Into<String>) {
     let message = message.into();
     // `try_with` fails only while the thread is being torn down; there is no one left to tell.
-    let _ = LAST_ERROR.try_with(|slot| {
-        if let Ok(mut slot) = slot.try_borrow_mut() {
-            *slot = message;
+    let _ = LAST_ERROR.try_with(|cell| {
+        if let Ok(mut cell) = cell.try_borrow_mut() {
+            *cell = message;
         }
     });
 }
@@ -67,7 +67,7 @@ pub(crate) fn write_text(text: &str, buf: *mut c_char, buf_len: usize) -> usize 
 pub extern "C" fn redislock_last_error_message(buf: *mut c_char, buf_len: usize) -> usize {
     ffi_panic_boundary! {
         LAST_ERROR
-            .try_with(|slot| match slot.try_borrow() {
+            .try_with(|cell| match cell.try_borrow() {
                 Ok(text) => write_text(&text, buf, buf_len),
                 Err(_) => write_text("", buf, buf_len),
             })

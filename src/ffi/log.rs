@@ -121,8 +121,8 @@ pub extern "C" fn redislock_set_log_callback(
             .filter(|_| max_level != redislock_log_level::REDISLOCK_LOG_OFF)
             .map(|callback| Sink { callback, user_data, max: max_level });
         match SINK.write() {
-            Ok(mut slot) => {
-                *slot = sink;
+            Ok(mut cell) => {
+                *cell = sink;
                 REDISLOCK_OK
             }
             Err(_) => REDISLOCK_INTERNAL,

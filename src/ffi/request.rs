@@ -12,6 +12,12 @@
 //! Nothing else in this file changes. The setters here only record (a NULL pointer is the only
 //! error they report); as with `redislock_config`, the values are checked all together where
 //! they are used, by the Rust API when the request acquires.
+//!
+//! A kind (read or write lock, semaphore permits) is not a change to a `LockRequest` but a
+//! choice of Rust request (`Client::rw_lock`, `Client::semaphore`), each with its own acquire.
+//! It belongs in a field of [`Request`] that its setter sets and the acquire functions match
+//! on; the recorded settings then need to reach that request type too, by making the apply
+//! functions take an enum of the Rust request types instead of a `LockRequest`.
 
 use std::time::Duration;
 

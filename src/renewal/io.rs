@@ -10,8 +10,7 @@ use parking_lot::Mutex;
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::error::Error;
 use crate::lock::{LockState, Phase, drift};
-use crate::replication;
-use crate::scripts;
+use crate::ops;
 
 /// The most EXTENDs sent in one pipeline.
 const MAX_BATCH: usize = 1024;
@@ -42,8 +41,8 @@ pub(super) struct RequestState {
 pub(super) enum Outcome {
     /// Extended: the I/O thread has set the lock's new lease and next renewal already.
     Extended,
-    /// The key no longer held the token (0), or the EXTEND failed: the renewal thread decides.
-    Failed(Result<i64, Error>),
+    /// The key no longer held the token (false), or the EXTEND failed: the renewal thread decides.
+    Failed(Result<bool, Error>),
 }
 
 /// Queues an EXTEND of `lock` for the renewal-I/O thread, starting that thread if needed.
@@ -103,12 +102,12 @@ fn io_loop(inner: Arc<Inner>) {
 /// thread (unless it waits for this reply); anything else is left to that thread, woken now.
 /// Lock order: the lock's status, then the request's state (the renewal thread holds the status
 /// while it looks at the request).
-fn apply(inner: &Inner, r: &Request, outcome: Result<i64, Error>) {
+fn apply(inner: &Inner, r: &Request, outcome: Result<bool, Error>) {
     let lock = &r.lock;
     let mut st = lock.status.lock();
     let mut rs = r.state.lock();
     let wake = match outcome {
-        Ok(1) => {
+        Ok(true) => {
             if st.phase == Phase::Held {
                 st.valid_until = r.sent + r.lease.saturating_sub(drift(r.lease));
                 st.next_renewal = r.sent + r.lease / 3;
@@ -129,48 +128,17 @@ fn apply(inner: &Inner, r: &Request, outcome: Result<i64, Error>) {
     }
 }
 
-/// One pipeline of EXTENDs (loading the script first if the server lost it). All the locks
-/// belong to one client, so the first lock's pool serves them all.
-fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<i64, Error>> {
-    let pool = &batch[0].lock.backend.main;
-    let sent = pool.run(None, |c, _| {
-        let mut loaded = false;
-        loop {
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            for r in batch {
-                pipe.cmd("EVALSHA")
-                    .arg(scripts::EXTEND.get_hash())
-                    .arg(1)
-                    .arg(r.lock.keys.lock())
-                    .arg(r.lock.token.as_str())
-                    .arg(r.lease.as_millis() as u64);
-            }
-            let waits = replication::add_wait(&mut pipe, &batch[0].lock.backend.cfg);
-            let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
-            if waits {
-                // Renewals count only once enough replicas acknowledged them (min_replicas).
-                let acks = replies.pop().unwrap_or(Ok(0))?;
-                replication::check(acks, &batch[0].lock.backend.cfg)?;
-            }
-            let noscript = replies.iter().any(|r| {
-                r.as_ref().is_err_and(|e| {
-                    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                })
-            });
-            if noscript && !loaded {
-                scripts::EXTEND.load(c)?;
-                loaded = true;
-                continue;
-            }
-            return Ok(replies);
-        }
-    });
-    match sent {
-        Ok(replies) => replies
-            .into_iter()
-            .map(|r| r.map_err(|e| Error::from_redis(pool.server(), &e)))
-            .collect(),
-        Err(e) => batch.iter().map(|_| Err(e.clone())).collect(),
-    }
+/// One pipeline of EXTENDs. All the locks belong to one client, so the first lock's backend
+/// serves them all.
+fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<bool, Error>> {
+    let locks: Vec<ops::Extension<'_>> = batch
+        .iter()
+        .map(|r| ops::Extension {
+            keys: &r.lock.keys,
+            token: &r.lock.token,
+            lease: r.lease,
+            kind: &r.lock.kind,
+        })
+        .collect();
+    ops::extend_many(&batch[0].lock.backend, &locks)
 }

@@ -165,11 +165,11 @@ fn spawn(inner: &Inner, name: &str, f: impl FnOnce() + Send + 'static) -> std::i
 
 /// A place among the `max_renewed_locks`, taken before acquiring so that a refusal costs no
 /// round trip; given back when dropped.
-pub(crate) struct Slot {
+pub(crate) struct Reservation {
     inner: Arc<Inner>,
 }
 
-impl Drop for Slot {
+impl Drop for Reservation {
     fn drop(&mut self) {
         self.inner.active.fetch_sub(1, Ordering::AcqRel);
     }
@@ -255,9 +255,9 @@ impl Renewer {
         self.inner.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Takes a slot, or refuses when `max_renewed_locks` are held already, or when a renewal
+    /// Takes a place, or refuses when `max_renewed_locks` are held already, or when a renewal
     /// thread for one more lock would come near an operating-system limit.
-    pub(crate) fn reserve(&self) -> Result<Slot, Error> {
+    pub(crate) fn reserve(&self) -> Result<Reservation, Error> {
         let inner = &self.inner;
         let n = inner.active.fetch_add(1, Ordering::AcqRel) + 1;
         let refused = if n > inner.max {
@@ -274,7 +274,7 @@ impl Renewer {
             inner.active.fetch_sub(1, Ordering::AcqRel);
             return Err(e);
         }
-        Ok(Slot {
+        Ok(Reservation {
             inner: inner.clone(),
         })
     }

@@ -36,13 +36,13 @@ pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
             return;
         }
         inner.idle.lock().push(me.clone());
-        let mut slot = me.job.lock();
+        let mut job = me.job.lock();
         let deadline = Instant::now() + IDLE_EXIT;
-        while slot.is_none() {
+        while job.is_none() {
             // The flag is read with the mailbox locked, and shutdown notifies with it locked:
             // a shutdown cannot slip in between this check and the wait.
-            let ended = stopping(&inner) || me.cv.wait_until(&mut slot, deadline).timed_out();
-            if ended && slot.is_none() {
+            let ended = stopping(&inner) || me.cv.wait_until(&mut job, deadline).timed_out();
+            if ended && job.is_none() {
                 let mut idle = inner.idle.lock();
                 if let Some(pos) = idle.iter().position(|w| Arc::ptr_eq(w, &me)) {
                     idle.swap_remove(pos);
@@ -51,8 +51,8 @@ pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
                 }
                 // A starter took this thread off the idle list just now: its job is on the way.
                 drop(idle);
-                while slot.is_none() {
-                    me.cv.wait(&mut slot);
+                while job.is_none() {
+                    me.cv.wait(&mut job);
                 }
             }
         }

@@ -63,7 +63,7 @@ fn spinners() -> usize {
 }
 
 #[test]
-fn renewed_lock_slot_is_free_right_after_release_repeatedly() {
+fn renewed_lock_place_is_free_right_after_release_repeatedly() {
     // `max_renewed_locks` bounds the auto-renewed locks *held*: once release() has returned, the
     // released lock must not count any more, also when it was held long enough to be renewed
     // and its renewal thread is slow to get a CPU (a busy machine: here, spinning threads and a
@@ -110,7 +110,7 @@ fn renewed_lock_slot_is_free_right_after_release_repeatedly() {
 }
 
 #[test]
-fn waiter_handed_a_released_lock_is_not_refused_by_its_slot() {
+fn waiter_handed_a_released_lock_is_not_refused_by_its_place() {
     // max_renewed_locks(3): one lock held throughout, one released to a waiter of the same
     // client, and a third taken while the waiter waits (a waiter holds no place while it
     // waits). The released lock's place must be free by the time the waiter takes it over: the
@@ -127,7 +127,7 @@ fn waiter_handed_a_released_lock_is_not_refused_by_its_slot() {
     let long = Duration::from_secs(60);
     let kept = unique_name("kept");
     let other = c.lock(&kept).lease(long).try_acquire().unwrap();
-    let name = unique_name("handoff-slot");
+    let name = unique_name("handoff-place");
     let mut con = srv.conn();
     let stop = AtomicBool::new(false);
     let mut failures = Vec::new();
