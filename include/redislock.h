@@ -9,13 +9,27 @@
  *   redislock_client *client;
  *   redislock_lock *lock;
  *   if (redislock_client_new("redis://127.0.0.1:6379/", &client) != REDISLOCK_OK) ...;
- *   if (redislock_lock_acquire(client, (const uint8_t *)"stock:42", 8, NULL, 5000, &lock)
+ *   if (redislock_lock_acquire(client, (const uint8_t *)"stock:42", 8, 5000, &lock)
  *       == REDISLOCK_OK) {
  *       ... the critical section ...
  *       if (redislock_lock_release(lock) != REDISLOCK_OK) ... the lock was lost meanwhile ...;
  *       redislock_lock_free(lock);
  *   }
+ *
+ * A lock with settings of its own (any not set are the client's) is taken through a request:
+ *
+ *   redislock_request *req;
+ *   if (redislock_request_new(client, (const uint8_t *)"report:daily", 12, &req)
+ *       == REDISLOCK_OK) {
+ *       redislock_request_set_lease_ms(req, 10000);
+ *       redislock_request_set_auto_renew(req, false);
+ *       redislock_request_set_fencing(req, true);
+ *       if (redislock_request_try_acquire(req, &lock) == REDISLOCK_OK) ... as above ...;
+ *       redislock_request_free(req);
+ *   }
  *   redislock_client_free(client);
+ *
+ * A request holds no lock: it can acquire again, and freeing it leaves the locks it took alone.
  *
  * Calling conventions (they hold for every function below):
  *
@@ -35,7 +49,8 @@
  *   convention on redislock_result_message).
  * - const. A handle passed as const is not changed by the call.
  * - Threads. A client and a lock may be used from any number of threads at once; a config
- *   from one thread at a time. Nothing may use a handle while or after it is freed.
+ *   from one thread at a time. A request may acquire on several threads at once, but its
+ *   setters need it to themselves. Nothing may use a handle while or after it is freed.
  * - Blocking. Calls that talk to Redis block, never longer than the configured timeouts
  *   (connect, read, write, pool checkout) plus, for an acquire, its wait bound.
  * - Panics. A bug that panics inside redislock is caught at the boundary and reported as
@@ -175,9 +190,10 @@ typedef uint32_t redislock_log_level;
 #endif // __cplusplus
 
 /**
- * A cancel handle: `redislock_cancel_cancel` ends every `redislock_lock_acquire_cancellable`
- * given it that is waiting, and fails later ones at once, with REDISLOCK_CANCELLED. Thread-safe:
- * cancel from any thread while others wait with it. Once cancelled it stays cancelled.
+ * A cancel handle: `redislock_cancel_cancel` ends every waiting acquire of the requests given
+ * it (`redislock_request_set_cancel`), and fails their later ones at once, with
+ * REDISLOCK_CANCELLED. Thread-safe: cancel from any thread while others wait with it. Once
+ * cancelled it stays cancelled.
  */
 typedef struct redislock_cancel redislock_cancel;
 
@@ -196,7 +212,7 @@ typedef struct redislock_client redislock_client;
 typedef struct redislock_config redislock_config;
 
 /**
- * A lock acquired through a client. Thread-safe: any thread may query, extend or release it,
+ * A lock acquired through a client or a request. Thread-safe: any thread may query, extend or release it,
  * but it must be freed (once) when no other thread uses it. It stays usable after its client is
  * freed. In a child process after fork() it is not the child's: release and extend report
  * REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
@@ -204,24 +220,15 @@ typedef struct redislock_config redislock_config;
 typedef struct redislock_lock redislock_lock;
 
 /**
- * How one lock is taken. Start from `redislock_client_default_lock_options` to change only
- * some fields.
+ * How one lock is to be taken: a lock name of a client, and whichever of its lease,
+ * auto-renewal, fencing, owner token and cancel handle should differ from the client's
+ * defaults (a setting never set is the client's). It holds no lock: one request may be used
+ * for any number of acquires, one after the other or at once from several threads, each
+ * making a lock of its own. Its setters and `redislock_request_free` need it to themselves:
+ * no other thread may use it during those calls. It keeps what it needs of its client, which
+ * may be freed before it.
  */
-typedef struct {
-  /**
-   * Lease in milliseconds: 1 ms to 30 days, at least 100 ms with auto_renew.
-   */
-  uint64_t lease_ms;
-  /**
-   * Keep the lock alive with a renewal thread (extends the lease every lease/3) until it is
-   * released or found lost.
-   */
-  bool auto_renew;
-  /**
-   * Give this grant a fencing token (see `redislock_lock_fencing_token`).
-   */
-  bool fencing;
-} redislock_lock_options;
+typedef struct redislock_request redislock_request;
 
 /**
  * A lost-lock callback: `user_data` as given to `redislock_lock_on_lost`, the lock's name
@@ -270,23 +277,10 @@ redislock_result redislock_cancel_cancel(const redislock_cancel *cancel);
 bool redislock_cancel_is_cancelled(const redislock_cancel *cancel);
 
 /**
- * Frees a cancel handle; no acquire may be using it. NULL is a no-op.
+ * Frees a cancel handle. Requests given it keep a reference of their own and go on working,
+ * now with nothing left to cancel them. NULL is a no-op.
  */
 void redislock_cancel_free(redislock_cancel *cancel);
-
-/**
- * `redislock_lock_acquire` that `cancel` can end from another thread: then it fails with
- * REDISLOCK_CANCELLED, leaving no queue entry and no lock behind. `cancel` NULL: the same as
- * `redislock_lock_acquire`. On success `*lock_out` is a new held lock to free with
- * `redislock_lock_free`. Errors: CANCELLED, and those of `redislock_lock_acquire`.
- */
-redislock_result redislock_lock_acquire_cancellable(const redislock_client *client,
-                                                    const uint8_t *name,
-                                                    size_t name_len,
-                                                    const redislock_lock_options *options,
-                                                    uint64_t wait_ms,
-                                                    const redislock_cancel *cancel,
-                                                    redislock_lock **lock_out);
 
 /**
  * A client with default settings for `url`, `redis://[user:password@]host:port/db`.
@@ -305,22 +299,13 @@ redislock_result redislock_client_from_config(const redislock_config *config,
                                               redislock_client **client_out);
 
 /**
- * Frees a client. Locks acquired through it stay usable (each keeps what it needs) and must
- * still be freed. When the client and its last lock are freed, every thread the client started
+ * Frees a client. Its locks and requests stay usable (each keeps what it needs) and must still
+ * be freed. When the client and its last lock and request are freed, every thread the client started
  * has ended and been joined, and its connections are closed (unless the client is persistent:
  * see `redislock_config_set_persistent`). No other thread may use the client during or after
  * this call. NULL is a no-op.
  */
 void redislock_client_free(redislock_client *client);
-
-/**
- * Writes the client's default lock options (lease, auto-renewal, fencing) to `*options_out`:
- * what `redislock_lock_try_acquire` and `redislock_lock_acquire` use when given no options.
- * A convenient start for options that change only one of them. Does not touch the network.
- * Errors: NULL_PARAMETER.
- */
-redislock_result redislock_client_default_lock_options(const redislock_client *client,
-                                                       redislock_lock_options *options_out);
 
 /**
  * Releases the lock `name` whoever holds it (or hands it to the oldest waiter): an operator's
@@ -478,30 +463,29 @@ size_t redislock_last_error_message(char *buf, size_t buf_len);
 
 /**
  * One attempt to acquire the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of
- * them), with `options` or, when `options` is NULL, the client's defaults.
- * On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+ * them) with the client's defaults; a `redislock_request` takes a lock with settings of its
+ * own. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
  * Errors: HELD (another owner holds it), NULL_PARAMETER (`name` NULL with a length),
- * INVALID_ARGUMENT (empty or oversized name, bad lease), CONNECTION, REDIS_ERROR,
- * LIMIT_REACHED (max_renewed_locks auto-renewed locks held).
+ * INVALID_ARGUMENT (empty or oversized name), CONNECTION, REDIS_ERROR, LIMIT_REACHED
+ * (max_renewed_locks auto-renewed locks held).
  */
 redislock_result redislock_lock_try_acquire(const redislock_client *client,
                                             const uint8_t *name,
                                             size_t name_len,
-                                            const redislock_lock_options *options,
                                             redislock_lock **lock_out);
 
 /**
- * Acquires the lock `name` like `redislock_lock_try_acquire`, waiting up to `wait_ms`
- * milliseconds (at most 30 days) for it. A waiter does not poll: the holder's release hands
- * the lock to the longest-waiting thread or process and wakes it. `wait_ms` 0 makes one
- * attempt. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+ * Acquires the lock `name` with the client's defaults like `redislock_lock_try_acquire`,
+ * waiting up to `wait_ms` milliseconds (at most 30 days) for it. A waiter does not poll: the
+ * holder's release hands the lock to the longest-waiting thread or process and wakes it.
+ * `wait_ms` 0 makes one attempt, which fails with WAIT_TIMEOUT when the lock is held. On
+ * success `*lock_out` is a new held lock to free with `redislock_lock_free`.
  * Errors: WAIT_TIMEOUT (not granted in time), and those of `redislock_lock_try_acquire` except
  * HELD.
  */
 redislock_result redislock_lock_acquire(const redislock_client *client,
                                         const uint8_t *name,
                                         size_t name_len,
-                                        const redislock_lock_options *options,
                                         uint64_t wait_ms,
                                         redislock_lock **lock_out);
 
@@ -542,47 +526,11 @@ uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
 redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
 
 /**
- * Acquires the lock `name` like `redislock_lock_acquire`, but with the owner token given in
- * `owner` (`owner_len` bytes: 16 to 256 printable ASCII characters, no spaces) instead of a
- * fresh random one: for applications that name the owner themselves. The token is a bearer
- * secret: make it as hard to guess as a password. `wait_ms` 0 makes one attempt, which fails
- * with HELD when another owner holds the lock.
- * On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
- * Errors: those of `redislock_lock_try_acquire` and `redislock_lock_acquire`, and
- * INVALID_ARGUMENT for a malformed owner token.
- */
-redislock_result redislock_lock_acquire_as(const redislock_client *client,
-                                           const uint8_t *name,
-                                           size_t name_len,
-                                           const uint8_t *owner,
-                                           size_t owner_len,
-                                           const redislock_lock_options *options,
-                                           uint64_t wait_ms,
-                                           redislock_lock **lock_out);
-
-/**
- * A handle for the lock `name` held now with the owner token `owner` (`owner_len` bytes, from
- * `redislock_lock_owner_token`, maybe in another process), to release or extend it: the lease
- * is reset to the options' lease (one round trip), and the lock auto-renews if they say so.
- * The handle has no fencing token. On success `*lock_out` is a new held lock to free with
- * `redislock_lock_free`.
- * Errors: NOT_HELD (the key does not hold that token), INVALID_ARGUMENT, NULL_PARAMETER,
- * CONNECTION, REDIS_ERROR, LIMIT_REACHED.
- */
-redislock_result redislock_lock_restore(const redislock_client *client,
-                                        const uint8_t *name,
-                                        size_t name_len,
-                                        const uint8_t *owner,
-                                        size_t owner_len,
-                                        const redislock_lock_options *options,
-                                        redislock_lock **lock_out);
-
-/**
  * Writes the lock's owner token (the random value its key holds while the lock is ours) into
  * `buf`, with the buffer convention of `redislock_last_error_message`: at most `buf_len` bytes,
  * NUL-terminated; returns the token's whole length (0 for NULL). The token is a bearer secret:
  * whoever knows it can release the lock. Hand it only to the code that is to take the lock
- * over (`redislock_lock_restore`), and never log it.
+ * over (`redislock_request_restore`), and never log it.
  */
 size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t buf_len);
 
@@ -625,6 +573,98 @@ void redislock_lock_free(redislock_lock *lock);
 redislock_result redislock_set_log_callback(redislock_log_callback callback,
                                             void *user_data,
                                             redislock_log_level max_level);
+
+/**
+ * A request for the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of them,
+ * checked when it is used) of `client`, with every setting at the client's default. The name
+ * is copied. On success `*request_out` is a new request to free with `redislock_request_free`.
+ * Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_request_new(const redislock_client *client,
+                                       const uint8_t *name,
+                                       size_t name_len,
+                                       redislock_request **request_out);
+
+/**
+ * Frees a request. Locks acquired with it are not affected. NULL is a no-op.
+ */
+void redislock_request_free(redislock_request *request);
+
+/**
+ * The lease in milliseconds (default: the client's lease): 1 ms to 30 days, at least 100 ms
+ * when the lock auto-renews. Checked by the acquire. Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_lease_ms(redislock_request *request, uint64_t lease_ms);
+
+/**
+ * Whether a renewal thread keeps the lock alive, extending its lease every lease/3 until it is
+ * released or found lost (default: the client's auto_renew). Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_auto_renew(redislock_request *request, bool on);
+
+/**
+ * Whether each grant gets a fencing token (see `redislock_lock_fencing_token`; default: the
+ * client's fencing). Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_fencing(redislock_request *request, bool on);
+
+/**
+ * Acquire with the owner token `owner` (`owner_len` bytes, copied: 16 to 256 printable ASCII
+ * characters, no spaces, checked by the acquire) instead of a fresh random one: for
+ * applications that name the owner themselves. The token is a bearer secret: make it as hard
+ * to guess as a password. A lock acquired with it can be found with `redislock_is_owned_by`
+ * and taken over with `redislock_request_restore`. Default: a random 128-bit token per
+ * acquire. Errors: NULL_PARAMETER (`owner` NULL with a length).
+ */
+redislock_result redislock_request_set_owner_token(redislock_request *request,
+                                                   const uint8_t *owner,
+                                                   size_t owner_len);
+
+/**
+ * Lets `cancel` end the request's waiting acquires from another thread: they then fail with
+ * REDISLOCK_CANCELLED, leaving no queue entry and no lock behind, and once it is cancelled
+ * every acquire of the request fails so at once. The request keeps its own reference: the
+ * cancel handle may be freed before the request. NULL removes a cancel handle set before
+ * (default: none). Errors: NULL_PARAMETER (`request`).
+ */
+redislock_result redislock_request_set_cancel(redislock_request *request,
+                                              const redislock_cancel *cancel);
+
+/**
+ * One attempt to acquire the request's lock. On success `*lock_out` is a new held lock to free
+ * with `redislock_lock_free`. Errors: HELD (another owner holds it), INVALID_ARGUMENT (empty
+ * or oversized name, bad lease, malformed owner token), CANCELLED (its cancel handle was
+ * cancelled), NULL_PARAMETER, CONNECTION, REDIS_ERROR, LIMIT_REACHED (max_renewed_locks
+ * auto-renewed locks held).
+ */
+redislock_result redislock_request_try_acquire(const redislock_request *request,
+                                               redislock_lock **lock_out);
+
+/**
+ * Acquires the request's lock, waiting up to `wait_ms` milliseconds (at most 30 days) for it.
+ * A waiter does not poll: the holder's release hands the lock to the longest-waiting thread or
+ * process and wakes it. `wait_ms` 0 makes one attempt, which fails with WAIT_TIMEOUT when the
+ * lock is held. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+ * Errors: WAIT_TIMEOUT (not granted in time), CANCELLED (ended through its cancel handle), and
+ * those of `redislock_request_try_acquire` except HELD.
+ */
+redislock_result redislock_request_acquire(const redislock_request *request,
+                                           uint64_t wait_ms,
+                                           redislock_lock **lock_out);
+
+/**
+ * A handle for the request's lock, held now with the owner token `owner` (`owner_len` bytes,
+ * from `redislock_lock_owner_token`, maybe in another process), to release or extend it: the
+ * lease is reset to the request's lease (one round trip), and the lock auto-renews if the
+ * request says so. The request's fencing, owner token and cancel handle do not apply; the
+ * handle has no fencing token. On success `*lock_out` is a new held lock to free with
+ * `redislock_lock_free`. Errors: NOT_HELD (the key does not hold that token),
+ * INVALID_ARGUMENT, NULL_PARAMETER, CONNECTION, REDIS_ERROR, LIMIT_REACHED.
+ */
+redislock_result redislock_request_restore(const redislock_request *request,
+                                           const uint8_t *owner,
+                                           size_t owner_len,
+                                           redislock_lock **lock_out);
 
 /**
  * Writes the static text of `code` into `buf` ("unknown result code" for a number that is no

@@ -41,11 +41,7 @@ typedef struct redislock_config redislock_config;
 
 typedef struct redislock_lock redislock_lock;
 
-typedef struct {
-  uint64_t lease_ms;
-  bool auto_renew;
-  bool fencing;
-} redislock_lock_options;
+typedef struct redislock_request redislock_request;
 
 typedef void (*redislock_lost_callback)(void *user_data,
                                         const char *name,
@@ -66,23 +62,12 @@ bool redislock_cancel_is_cancelled(const redislock_cancel *cancel);
 
 void redislock_cancel_free(redislock_cancel *cancel);
 
-redislock_result redislock_lock_acquire_cancellable(const redislock_client *client,
-                                                    const char *name,
-                                                    size_t name_len,
-                                                    const redislock_lock_options *options,
-                                                    uint64_t wait_ms,
-                                                    const redislock_cancel *cancel,
-                                                    redislock_lock **lock_out);
-
 redislock_result redislock_client_new(const char *url, redislock_client **client_out);
 
 redislock_result redislock_client_from_config(const redislock_config *config,
                                               redislock_client **client_out);
 
 void redislock_client_free(redislock_client *client);
-
-redislock_result redislock_client_default_lock_options(const redislock_client *client,
-                                                       redislock_lock_options *options_out);
 
 redislock_result redislock_force_release(const redislock_client *client,
                                          const char *name,
@@ -139,13 +124,11 @@ size_t redislock_last_error_message(char *buf, size_t buf_len);
 redislock_result redislock_lock_try_acquire(const redislock_client *client,
                                             const char *name,
                                             size_t name_len,
-                                            const redislock_lock_options *options,
                                             redislock_lock **lock_out);
 
 redislock_result redislock_lock_acquire(const redislock_client *client,
                                         const char *name,
                                         size_t name_len,
-                                        const redislock_lock_options *options,
                                         uint64_t wait_ms,
                                         redislock_lock **lock_out);
 
@@ -158,23 +141,6 @@ bool redislock_lock_is_held(const redislock_lock *lock);
 uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
 
 redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
-
-redislock_result redislock_lock_acquire_as(const redislock_client *client,
-                                           const char *name,
-                                           size_t name_len,
-                                           const char *owner,
-                                           size_t owner_len,
-                                           const redislock_lock_options *options,
-                                           uint64_t wait_ms,
-                                           redislock_lock **lock_out);
-
-redislock_result redislock_lock_restore(const redislock_client *client,
-                                        const char *name,
-                                        size_t name_len,
-                                        const char *owner,
-                                        size_t owner_len,
-                                        const redislock_lock_options *options,
-                                        redislock_lock **lock_out);
 
 size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t buf_len);
 
@@ -189,5 +155,37 @@ void redislock_lock_free(redislock_lock *lock);
 redislock_result redislock_set_log_callback(redislock_log_callback callback,
                                             void *user_data,
                                             redislock_log_level max_level);
+
+redislock_result redislock_request_new(const redislock_client *client,
+                                       const char *name,
+                                       size_t name_len,
+                                       redislock_request **request_out);
+
+void redislock_request_free(redislock_request *request);
+
+redislock_result redislock_request_set_lease_ms(redislock_request *request, uint64_t lease_ms);
+
+redislock_result redislock_request_set_auto_renew(redislock_request *request, bool on);
+
+redislock_result redislock_request_set_fencing(redislock_request *request, bool on);
+
+redislock_result redislock_request_set_owner_token(redislock_request *request,
+                                                   const char *owner,
+                                                   size_t owner_len);
+
+redislock_result redislock_request_set_cancel(redislock_request *request,
+                                              const redislock_cancel *cancel);
+
+redislock_result redislock_request_try_acquire(const redislock_request *request,
+                                               redislock_lock **lock_out);
+
+redislock_result redislock_request_acquire(const redislock_request *request,
+                                           uint64_t wait_ms,
+                                           redislock_lock **lock_out);
+
+redislock_result redislock_request_restore(const redislock_request *request,
+                                           const char *owner,
+                                           size_t owner_len,
+                                           redislock_lock **lock_out);
 
 size_t redislock_result_message(redislock_result code, char *buf, size_t buf_len);

@@ -69,7 +69,16 @@ static int resource(unsigned long long token, int set, unsigned long long new_va
 static void *run(void *arg) {
     stats st;
     unsigned int seed = (unsigned int)(getpid() * 131 + (long)arg);
-    redislock_lock_options opts = {LEASE_MS, false, true};
+    /* One request, shared by every iteration: a fixed lease with a fencing token. */
+    redislock_request *req;
+    if (redislock_request_new(client, (const uint8_t *)lock_name, strlen(lock_name), &req)
+        != REDISLOCK_OK) {
+        fprintf(stderr, "request_new failed\n");
+        exit(3);
+    }
+    redislock_request_set_lease_ms(req, LEASE_MS);
+    redislock_request_set_auto_renew(req, false);
+    redislock_request_set_fencing(req, true);
     memset(&st, 0, sizeof st);
     while (now() < deadline && st.iterations < MAX_ITERATIONS) {
         redislock_lock *lock;
@@ -77,8 +86,7 @@ static void *run(void *arg) {
         uint64_t tok;
         redislock_result r;
         st.iterations++;
-        r = redislock_lock_acquire(client, (const uint8_t *)lock_name, strlen(lock_name), &opts,
-                                   WAIT_MS, &lock);
+        r = redislock_request_acquire(req, WAIT_MS, &lock);
         if (r != REDISLOCK_OK) {
             st.acquire_err[r < NCODES ? r : NCODES - 1]++;
             if (r != REDISLOCK_WAIT_TIMEOUT) usleep(50000);
@@ -101,6 +109,7 @@ static void *run(void *arg) {
         else if (r != REDISLOCK_OK) st.release_err[r < NCODES ? r : NCODES - 1]++;
         redislock_lock_free(lock);
     }
+    redislock_request_free(req);
     pthread_mutex_lock(&total_mu);
     total.iterations += st.iterations;
     total.increments += st.increments;

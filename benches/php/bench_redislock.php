@@ -63,7 +63,8 @@ function connect_redis(int $port): Redis
 
 /**
  * Blocks until the lock is held. The lease and auto-renewal are the client's defaults (set in
- * fromOptions), so no per-call options struct is built: the usual way to use the package.
+ * fromOptions), so each acquire is one C call and no per-call lock request is made: the usual
+ * way to use the package.
  */
 function acquire(Client $c, string $key): Redislock\Lock
 {

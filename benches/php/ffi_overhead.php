@@ -2,10 +2,10 @@
 // Where a PHP u1 cycle's time goes: one process alternates, cycle by cycle (order rotating),
 //   floor        phpredis SET key tok NX PX 10000 + DEL (the peers' php floor)
 //   ffi_direct   the C ABI called directly: redislock_lock_acquire (name passed as a PHP string,
-//                NULL options, out cell made once) + redislock_lock_release + redislock_lock_free
+//                the client's defaults, out cell made once) + redislock_lock_release + _free
 //   pkg_default  the package: $client->acquire($name, $waitMs) + $lock->release()
 //   pkg_options  the same with per-call options: $client->acquire($name, $waitMs, 10000, false)
-//                (the client's one options struct, refilled per call)
+//                (a lock request made, given the two settings, used and freed per call)
 // and then times the package's per-call PHP pieces alone (no network) in tight loops.
 //
 //   REDISLOCK_LIB=.../libredislock.so php benches/php/ffi_overhead.php --port=P [--n=5000]
@@ -43,7 +43,7 @@ $kinds = [
         $redis->del('pb:diag:floor');
     },
     'ffi_direct' => function () use ($ffi, $ch, $directOut, $direct) {
-        if ($ffi->redislock_lock_acquire($ch, $direct, strlen($direct), null, 3600000, $directOut) !== 0) throw new RuntimeException('acquire');
+        if ($ffi->redislock_lock_acquire($ch, $direct, strlen($direct), 3600000, $directOut) !== 0) throw new RuntimeException('acquire');
         $out = $directOut[0];
         if ($ffi->redislock_lock_release($out) !== 0) throw new RuntimeException('release');
         $ffi->redislock_lock_free($out);
@@ -93,9 +93,12 @@ $bench('uint8_t[] copy of the name (what the package did before)', function () u
     FFI::memcpy($buf, $s, strlen($s));
 });
 $bench('$out[0] (pointer copied out of a reused out cell)', fn() => $directOut[0]);
-$bench('options struct + default_lock_options() (per call before; now once per client)', function () use ($ffi, $ch) {
-    $o = $ffi->new('redislock_lock_options');
-    $ffi->redislock_client_default_lock_options($ch, FFI::addr($o));
+$bench('request: new + set lease + set auto_renew + free (per call with options)', function () use ($ffi, $ch) {
+    $r = $ffi->new('redislock_request*');
+    $ffi->redislock_request_new($ch, 'pb:diag:options', 15, FFI::addr($r));
+    $ffi->redislock_request_set_lease_ms($r, 10000);
+    $ffi->redislock_request_set_auto_renew($r, false);
+    $ffi->redislock_request_free($r);
 });
 $bench('one trivial FFI call (redislock_version)', fn() => $ffi->redislock_version());
 $bench('Library::check(OK)', fn() => Library::check(0));

@@ -332,7 +332,7 @@ static void *buyer(void *arg) {
                 redislock_lock *lock = NULL;
                 redislock_result rc = redislock_lock_acquire(
                     race->client, (const uint8_t *)race->lock_name, strlen(race->lock_name),
-                    NULL, LOCK_WAIT_MS, &lock);
+                    LOCK_WAIT_MS, &lock);
                 if (rc != REDISLOCK_OK) {
                     char why[256];
                     redislock_last_error_message(why, sizeof why);

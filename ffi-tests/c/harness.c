@@ -67,6 +67,43 @@ redislock_client *h_client(void) {
     return client;
 }
 
+/* A request with all three settings, or NULL (with the failure recorded) for a NULL client. */
+static redislock_request *request_with(redislock_client *client, const uint8_t *name,
+                                       size_t name_len, uint64_t lease_ms, bool auto_renew,
+                                       bool fencing, redislock_result *rc) {
+    redislock_request *req = NULL;
+    *rc = redislock_request_new(client, name, name_len, &req);
+    if (*rc != REDISLOCK_OK) return NULL;
+    CHECK_RC(redislock_request_set_lease_ms(req, lease_ms), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, auto_renew), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_fencing(req, fencing), REDISLOCK_OK);
+    return req;
+}
+
+redislock_result h_try_acquire_with(redislock_client *client, const uint8_t *name,
+                                    size_t name_len, uint64_t lease_ms, bool auto_renew,
+                                    bool fencing, redislock_lock **lock_out) {
+    redislock_result rc;
+    redislock_request *req =
+        request_with(client, name, name_len, lease_ms, auto_renew, fencing, &rc);
+    if (req == NULL) return rc;
+    rc = redislock_request_try_acquire(req, lock_out);
+    redislock_request_free(req);
+    return rc;
+}
+
+redislock_result h_acquire_with(redislock_client *client, const uint8_t *name, size_t name_len,
+                                uint64_t lease_ms, bool auto_renew, bool fencing,
+                                uint64_t wait_ms, redislock_lock **lock_out) {
+    redislock_result rc;
+    redislock_request *req =
+        request_with(client, name, name_len, lease_ms, auto_renew, fencing, &rc);
+    if (req == NULL) return rc;
+    rc = redislock_request_acquire(req, wait_ms, lock_out);
+    redislock_request_free(req);
+    return rc;
+}
+
 int h_resp(resp_conn *c) {
     if (resp_connect(c, h_url()) != 0) {
         h_fail(__FILE__, __LINE__, "cannot connect to %s", h_url());

@@ -53,6 +53,16 @@ char *h_name(char *buf, size_t cap, const char *what);
  * cannot be made. */
 redislock_client *h_client(void);
 
+/* A lock with a lease, auto-renewal and fencing of its own, taken through a request made and
+ * freed here: one attempt (h_try_acquire_with) or a wait of up to wait_ms (h_acquire_with).
+ * Returns the acquire's result; *lock_out is written only on success. */
+redislock_result h_try_acquire_with(redislock_client *client, const uint8_t *name,
+                                    size_t name_len, uint64_t lease_ms, bool auto_renew,
+                                    bool fencing, redislock_lock **lock_out);
+redislock_result h_acquire_with(redislock_client *client, const uint8_t *name, size_t name_len,
+                                uint64_t lease_ms, bool auto_renew, bool fencing,
+                                uint64_t wait_ms, redislock_lock **lock_out);
+
 /* A RESP connection to the test server; fails the test if it cannot connect. */
 int h_resp(resp_conn *c);
 
@@ -91,7 +101,10 @@ const char *h_code_name(redislock_result code);
     X(config_every_setter)                                                                     \
     X(config_invalid_settings)                                                                 \
     X(acquire_release_basics)                                                                  \
-    X(default_options_when_null)                                                               \
+    X(one_liners_take_the_client_defaults)                                                     \
+    X(request_unset_settings_are_the_clients)                                                  \
+    X(request_each_setter)                                                                     \
+    X(request_reuse)                                                                           \
     X(key_prefix_and_binary_names)                                                             \
     X(acquire_waits_for_release)                                                               \
     X(acquire_wait_timeout)                                                                    \
@@ -108,6 +121,7 @@ const char *h_code_name(redislock_result code);
     X(release_twice)                                                                           \
     X(zero_and_absurd_leases)                                                                  \
     X(empty_and_huge_names)                                                                    \
+    X(request_misuse)                                                                          \
     X(invalid_urls)                                                                            \
     X(server_down)                                                                             \
     X(threads_oversell)                                                                        \

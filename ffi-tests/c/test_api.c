@@ -125,7 +125,6 @@ void test_last_error_is_per_thread(void) {
 void test_config_every_setter(void) {
     redislock_config *config = NULL;
     redislock_client *client = NULL, *second = NULL;
-    redislock_lock_options options;
     redislock_lock *lock = NULL;
     resp_conn c;
     char name[128], key[160], value[128];
@@ -149,15 +148,9 @@ void test_config_every_setter(void) {
     CHECK_RC(redislock_client_from_config(config, &second), REDISLOCK_OK);
     redislock_config_free(config);
 
-    memset(&options, 0, sizeof options);
-    CHECK_RC(redislock_client_default_lock_options(client, &options), REDISLOCK_OK);
-    CHECK(options.lease_ms == 7000);
-    CHECK(!options.auto_renew);
-    CHECK(options.fencing);
-
     /* The settings are in effect: prefix, lease, fencing. */
     h_name(name, sizeof name, "cfg");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_OK);
     if (lock != NULL && h_resp(&c) == 0) {
         uint64_t token = 0;
         long long pttl;
@@ -167,7 +160,7 @@ void test_config_every_setter(void) {
         CHECK(pttl > 5000 && pttl <= 7000);
         CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
         CHECK(token >= 1);
-        CHECK_RC(redislock_lock_try_acquire(second, NAME(name), NULL, &lock), REDISLOCK_HELD);
+        CHECK_RC(redislock_lock_try_acquire(second, NAME(name), &lock), REDISLOCK_HELD);
         CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
         CHECK(!key_value(&c, key, strlen(key), value, sizeof value));
         resp_close(&c);
@@ -232,13 +225,12 @@ void test_config_invalid_settings(void) {
 void test_acquire_release_basics(void) {
     redislock_client *client = h_client(), *other = h_client();
     redislock_lock *lock = NULL, *second = (redislock_lock *)&lock;
-    redislock_lock_options options = {10000, false, false};
     resp_conn c;
     char name[128], value[128];
     uint64_t remaining;
 
     h_name(name, sizeof name, "basics");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 10000, false, false, &lock), REDISLOCK_OK);
     CHECK(redislock_lock_is_held(lock));
     remaining = redislock_lock_remaining_ms(lock);
     CHECK(remaining > 5000 && remaining <= 10000);
@@ -248,7 +240,7 @@ void test_acquire_release_basics(void) {
         CHECK(is_token(value));
         CHECK(key_pttl(&c, name) > 5000);
         /* Another owner is refused; the out-parameter is left alone. */
-        CHECK_RC(redislock_lock_try_acquire(other, NAME(name), NULL, &second), REDISLOCK_HELD);
+        CHECK_RC(redislock_lock_try_acquire(other, NAME(name), &second), REDISLOCK_HELD);
         CHECK(second == (redislock_lock *)&lock);
         CHECK(strstr(h_last_error(), name) != NULL);
         CHECK(strstr(h_last_error(), value) == NULL); /* never the token */
@@ -257,7 +249,7 @@ void test_acquire_release_basics(void) {
         CHECK(!redislock_lock_is_held(lock));
         CHECK(redislock_lock_remaining_ms(lock) == 0);
         /* Free now: the other client gets it at once. */
-        CHECK_RC(redislock_lock_try_acquire(other, NAME(name), NULL, &second), REDISLOCK_OK);
+        CHECK_RC(redislock_lock_try_acquire(other, NAME(name), &second), REDISLOCK_OK);
         CHECK(redislock_lock_is_held(second));
         CHECK_RC(redislock_lock_release(second), REDISLOCK_OK);
         redislock_lock_free(second);
@@ -268,18 +260,227 @@ void test_acquire_release_basics(void) {
     redislock_client_free(client);
 }
 
-void test_default_options_when_null(void) {
-    redislock_client *client = h_client();
-    redislock_lock_options options;
+void test_one_liners_take_the_client_defaults(void) {
+    redislock_config *config = NULL;
+    redislock_client *client = h_client(), *fenced = NULL;
     redislock_lock *lock = NULL;
+    resp_conn c;
     char name[128];
-    CHECK_RC(redislock_client_default_lock_options(client, &options), REDISLOCK_OK);
-    CHECK(options.lease_ms == 30000 && options.auto_renew && !options.fencing);
+    uint64_t token = 0;
+
+    /* The library's defaults: a 30 s lease, auto-renewed, no fencing. */
     h_name(name, sizeof name, "defaults");
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 1000, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), 1000, &lock), REDISLOCK_OK);
     CHECK(redislock_lock_remaining_ms(lock) > 25000);
+    CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_INVALID_ARGUMENT);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     redislock_lock_free(lock);
+    lock = NULL;
+
+    /* A client's own defaults. */
+    CHECK_RC(redislock_config_new(h_url(), &config), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_lease_ms(config, 4000), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_fencing(config, true), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &fenced), REDISLOCK_OK);
+    redislock_config_free(config);
+    CHECK_RC(redislock_lock_try_acquire(fenced, NAME(name), &lock), REDISLOCK_OK);
+    CHECK(redislock_lock_remaining_ms(lock) <= 4000);
+    CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
+    CHECK(token >= 1);
+    if (h_resp(&c) == 0) {
+        long long pttl = key_pttl(&c, name);
+        CHECK(pttl > 2000 && pttl <= 4000);
+        resp_close(&c);
+    }
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_client_free(fenced);
+    redislock_client_free(client);
+}
+
+/* A client whose defaults differ from the library's in every lock setting. */
+static redislock_client *client_with_defaults(uint64_t lease_ms, bool auto_renew, bool fencing) {
+    redislock_config *config = NULL;
+    redislock_client *client = NULL;
+    CHECK_RC(redislock_config_new(h_url(), &config), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_lease_ms(config, lease_ms), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_auto_renew(config, auto_renew), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_fencing(config, fencing), REDISLOCK_OK);
+    CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_OK);
+    redislock_config_free(config);
+    return client;
+}
+
+void test_request_unset_settings_are_the_clients(void) {
+    /* Client defaults: a 6 s fixed lease with fencing. */
+    redislock_client *client = client_with_defaults(6000, false, true);
+    redislock_request *req = NULL;
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    char name[128], value[128];
+    uint64_t token = 0;
+
+    if (client == NULL || h_resp(&c) != 0) return;
+    h_name(name, sizeof name, "unset");
+
+    /* Nothing set: everything is the client's. */
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK(key_pttl(&c, name) > 4000 && key_pttl(&c, name) <= 6000);
+    CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    lock = NULL;
+
+    /* Only the lease set: still fenced and not renewed, as the client says. */
+    CHECK_RC(redislock_request_set_lease_ms(req, 300), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK(key_pttl(&c, name) <= 300);
+    CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
+    h_sleep_ms(600); /* twice the lease: nothing renewed it */
+    CHECK(!key_value(&c, name, strlen(name), value, sizeof value));
+    CHECK(!redislock_lock_is_held(lock));
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_NOT_HELD);
+    redislock_lock_free(lock);
+    lock = NULL;
+    redislock_request_free(req);
+
+    /* Only fencing set (off): the lease is still the client's 6 s. */
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_fencing(req, false), REDISLOCK_OK);
+    CHECK_RC(redislock_request_acquire(req, 1000, &lock), REDISLOCK_OK);
+    CHECK(key_pttl(&c, name) > 4000);
+    CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_request_free(req);
+    resp_close(&c);
+    redislock_client_free(client);
+}
+
+void test_request_each_setter(void) {
+    redislock_client *client = h_client();
+    redislock_request *req = NULL;
+    redislock_lock *lock = NULL;
+    resp_conn c;
+    char name[128], value[128], token[300];
+    uint64_t fence = 0;
+    static const char owner[] = "job-7-0123456789abcdef";
+
+    if (client == NULL || h_resp(&c) != 0) return;
+    h_name(name, sizeof name, "setters");
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+
+    /* Lease: the key's expiry. Auto-renewal: kept past three leases. Fencing: a token. */
+    CHECK_RC(redislock_request_set_lease_ms(req, 1000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_fencing(req, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK(key_pttl(&c, name) <= 1000);
+    CHECK_RC(redislock_lock_fencing_token(lock, &fence), REDISLOCK_OK);
+    CHECK(fence >= 1);
+    h_sleep_ms(3500);
+    CHECK(redislock_lock_is_held(lock));
+    CHECK(key_value(&c, name, strlen(name), value, sizeof value));
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    lock = NULL;
+
+    /* Owner token: the key holds it, and the lock reports it. */
+    CHECK_RC(redislock_request_set_owner_token(req, NAME(owner)), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, false), REDISLOCK_OK);
+    CHECK_RC(redislock_request_acquire(req, 1000, &lock), REDISLOCK_OK);
+    CHECK(key_value(&c, name, strlen(name), value, sizeof value));
+    CHECK(strcmp(value, owner) == 0);
+    CHECK(redislock_lock_owner_token(lock, token, sizeof token) == strlen(owner));
+    CHECK(strcmp(token, owner) == 0);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    /* The cancel setter is exercised by cancel_a_waiting_acquire. */
+    redislock_request_free(req);
+    resp_close(&c);
+    redislock_client_free(client);
+}
+
+struct reuse_shop {
+    const redislock_request *req; /* shared by all threads */
+    int stock;                    /* guarded by the lock */
+    int sold;
+    int oversold;
+};
+
+static void *buy_with_request(void *arg) {
+    struct reuse_shop *shop = arg;
+    int i;
+    for (i = 0; i < 20; i++) {
+        redislock_lock *lock = NULL;
+        int seen;
+        CHECK_RC(redislock_request_acquire(shop->req, 30000, &lock), REDISLOCK_OK);
+        if (lock == NULL) continue;
+        seen = shop->stock;
+        h_sleep_ms(1);
+        if (seen > 0) {
+            shop->stock = seen - 1;
+            shop->sold++;
+        }
+        if (shop->stock < 0) shop->oversold = 1;
+        CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+        redislock_lock_free(lock);
+    }
+    return NULL;
+}
+
+void test_request_reuse(void) {
+    redislock_client *client = h_client();
+    redislock_request *req = NULL;
+    redislock_lock *first = NULL, *second = NULL, *third = NULL;
+    struct reuse_shop shop;
+    pthread_t threads[4];
+    char name[128];
+    uint64_t a = 0, b = 0;
+    int i;
+
+    if (client == NULL) return;
+    h_name(name, sizeof name, "reuse");
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_fencing(req, true), REDISLOCK_OK);
+    /* One after the other: each acquire is a new grant, with a larger fencing token. */
+    CHECK_RC(redislock_request_try_acquire(req, &first), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(first, &a), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &second), REDISLOCK_HELD);
+    CHECK(second == NULL);
+    CHECK_RC(redislock_lock_release(first), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &second), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(second, &b), REDISLOCK_OK);
+    CHECK(b > a);
+    /* A setter changes the acquires after it only. */
+    CHECK_RC(redislock_request_set_fencing(req, false), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(second, &b), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(second), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &third), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(third, &b), REDISLOCK_INVALID_ARGUMENT);
+    /* Freeing the request leaves its lock held. */
+    redislock_request_free(req);
+    CHECK(redislock_lock_is_held(third));
+    CHECK_RC(redislock_lock_release(third), REDISLOCK_OK);
+    redislock_lock_free(first);
+    redislock_lock_free(second);
+    redislock_lock_free(third);
+
+    /* One request shared by four threads: every acquire is a lock of its own. */
+    h_name(name, sizeof name, "reuse-threads");
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_lease_ms(req, 10000), REDISLOCK_OK);
+    shop.req = req;
+    shop.stock = 60;
+    shop.sold = 0;
+    shop.oversold = 0;
+    for (i = 0; i < 4; i++) CHECK(pthread_create(&threads[i], NULL, buy_with_request, &shop) == 0);
+    for (i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    CHECK(shop.sold == 60);
+    CHECK(shop.stock == 0);
+    CHECK(!shop.oversold);
+    redislock_request_free(req);
     redislock_client_free(client);
 }
 
@@ -309,7 +510,7 @@ void test_key_prefix_and_binary_names(void) {
     memcpy(key + sizeof prefix, full_name, name_len);
     key_len = sizeof prefix + name_len;
 
-    CHECK_RC(redislock_lock_try_acquire(client, full_name, name_len, NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, full_name, name_len, &lock), REDISLOCK_OK);
     if (h_resp(&c) == 0) {
         CHECK(key_value(&c, (const char *)key, key_len, value, sizeof value));
         CHECK(is_token(value));
@@ -343,13 +544,13 @@ void test_acquire_waits_for_release(void) {
     long long start, waited;
 
     h_name(name, sizeof name, "wait");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &first), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &first), REDISLOCK_OK);
     holder.lock = first;
     holder.hold_ms = 300;
     holder.released = REDISLOCK_PANIC;
     CHECK(pthread_create(&t, NULL, release_later, &holder) == 0);
     start = h_now_ms();
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 10000, &second), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), 10000, &second), REDISLOCK_OK);
     waited = h_now_ms() - start;
     pthread_join(t, NULL);
     CHECK(holder.released == REDISLOCK_OK);
@@ -369,14 +570,14 @@ void test_acquire_wait_timeout(void) {
     long long start, waited;
 
     h_name(name, sizeof name, "timeout");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_OK);
     start = h_now_ms();
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 300, &other), REDISLOCK_WAIT_TIMEOUT);
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), 300, &other), REDISLOCK_WAIT_TIMEOUT);
     waited = h_now_ms() - start;
     CHECK(other == NULL);
     CHECK(waited >= 250 && waited < 5000);
     /* wait 0: one attempt, reported as a wait timeout. */
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 0, &other), REDISLOCK_WAIT_TIMEOUT);
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), 0, &other), REDISLOCK_WAIT_TIMEOUT);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     redislock_lock_free(lock);
     redislock_client_free(client);
@@ -384,13 +585,12 @@ void test_acquire_wait_timeout(void) {
 
 void test_extend_resets_lease(void) {
     redislock_client *client = h_client();
-    redislock_lock_options options = {500, false, false};
     redislock_lock *lock = NULL;
     resp_conn c;
     char name[128];
 
     h_name(name, sizeof name, "extend");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 500, false, false, &lock), REDISLOCK_OK);
     CHECK_RC(redislock_lock_extend(lock, 20000), REDISLOCK_OK);
     CHECK(redislock_lock_remaining_ms(lock) > 15000);
     if (h_resp(&c) == 0) {
@@ -407,16 +607,15 @@ void test_extend_resets_lease(void) {
 
 void test_expired_lock_is_not_held(void) {
     redislock_client *client = h_client();
-    redislock_lock_options options = {100, false, false};
     redislock_lock *lock = NULL, *next = NULL;
     char name[128];
 
     h_name(name, sizeof name, "expire");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 100, false, false, &lock), REDISLOCK_OK);
     h_sleep_ms(300);
     CHECK(!redislock_lock_is_held(lock));
     CHECK(redislock_lock_remaining_ms(lock) == 0);
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &next), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 100, false, false, &next), REDISLOCK_OK);
     CHECK_RC(redislock_lock_extend(lock, 1000), REDISLOCK_NOT_HELD);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_NOT_HELD);
     /* The new owner's lock is untouched by the old owner's attempts. */
@@ -429,14 +628,13 @@ void test_expired_lock_is_not_held(void) {
 
 void test_auto_renew_keeps_lock(void) {
     redislock_client *client = h_client();
-    /* A lease long enough that renewal keeps up under valgrind on a loaded machine. */
-    redislock_lock_options options = {1000, true, false};
     redislock_lock *lock = NULL;
     resp_conn c;
     char name[128], value[128];
 
     h_name(name, sizeof name, "renew");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    /* A lease long enough that renewal keeps up under valgrind on a loaded machine. */
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 1000, true, false, &lock), REDISLOCK_OK);
     h_sleep_ms(3500); /* three and a half leases */
     CHECK(redislock_lock_is_held(lock));
     if (h_resp(&c) == 0) {
@@ -451,17 +649,17 @@ void test_auto_renew_keeps_lock(void) {
 
 void test_fencing_tokens_increase(void) {
     redislock_client *client = h_client();
-    redislock_lock_options options;
+    redislock_request *req = NULL;
     redislock_lock *lock = NULL;
     char name[128];
     uint64_t last = 0, token = 0;
     int i;
 
-    CHECK_RC(redislock_client_default_lock_options(client, &options), REDISLOCK_OK);
-    options.fencing = true;
     h_name(name, sizeof name, "fence");
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_fencing(req, true), REDISLOCK_OK);
     for (i = 0; i < 3; i++) {
-        CHECK_RC(redislock_lock_acquire(client, NAME(name), &options, 1000, &lock), REDISLOCK_OK);
+        CHECK_RC(redislock_request_acquire(req, 1000, &lock), REDISLOCK_OK);
         CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_OK);
         CHECK(token > last);
         last = token;
@@ -472,6 +670,7 @@ void test_fencing_tokens_increase(void) {
         redislock_lock_free(lock);
         lock = NULL;
     }
+    redislock_request_free(req);
     redislock_client_free(client);
 }
 
@@ -482,7 +681,7 @@ void test_fencing_token_without_fencing(void) {
     uint64_t token = 77;
 
     h_name(name, sizeof name, "nofence");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_OK);
     CHECK_RC(redislock_lock_fencing_token(lock, &token), REDISLOCK_INVALID_ARGUMENT);
     CHECK(token == 77);
     CHECK(strstr(h_last_error(), "fencing") != NULL);
@@ -498,13 +697,13 @@ void test_free_releases_held_lock(void) {
     char name[128], value[128];
 
     h_name(name, sizeof name, "free");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_OK);
     redislock_lock_free(lock);
     if (h_resp(&c) == 0) {
         CHECK(!key_value(&c, name, strlen(name), value, sizeof value));
         resp_close(&c);
     }
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &next), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &next), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(next), REDISLOCK_OK);
     redislock_lock_free(next);
     redislock_client_free(client);
@@ -516,7 +715,7 @@ void test_lock_outlives_client(void) {
     char name[128];
 
     h_name(name, sizeof name, "outlive");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_OK);
     redislock_client_free(client);
     CHECK(redislock_lock_is_held(lock));
     CHECK_RC(redislock_lock_extend(lock, 10000), REDISLOCK_OK);
@@ -527,7 +726,6 @@ void test_lock_outlives_client(void) {
 void test_limit_reached(void) {
     redislock_config *config = NULL;
     redislock_client *client = NULL;
-    redislock_lock_options fixed = {5000, false, false};
     redislock_lock *a = NULL, *b = NULL, *fixed_lock = NULL;
     char name_a[128], name_b[128], name_c[128];
 
@@ -538,13 +736,13 @@ void test_limit_reached(void) {
     h_name(name_a, sizeof name_a, "limit-a");
     h_name(name_b, sizeof name_b, "limit-b");
     h_name(name_c, sizeof name_c, "limit-c");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_a), NULL, &a), REDISLOCK_OK);
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_b), NULL, &b), REDISLOCK_LIMIT_REACHED);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_a), &a), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_b), &b), REDISLOCK_LIMIT_REACHED);
     CHECK(b == NULL);
     /* Locks without renewal do not count. */
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_c), &fixed, &fixed_lock), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name_c), 5000, false, false, &fixed_lock), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(a), REDISLOCK_OK);
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_b), NULL, &b), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name_b), &b), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(b), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(fixed_lock), REDISLOCK_OK);
     redislock_lock_free(a);
@@ -556,7 +754,6 @@ void test_limit_reached(void) {
 void test_redis_error_reply(void) {
     /* A fenced acquire increments the counter "{name}:fence"; make it no number. */
     redislock_client *client = h_client();
-    redislock_lock_options options = {2000, false, true};
     redislock_lock *lock = NULL;
     resp_conn c;
     resp_reply r;
@@ -570,7 +767,7 @@ void test_redis_error_reply(void) {
     argv[1] = fence_key;
     argv[2] = "not-a-number";
     CHECK(resp_command_str(&c, &r, 3, argv) == 0 && r.type == '+');
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_REDIS_ERROR);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 2000, false, true, &lock), REDISLOCK_REDIS_ERROR);
     CHECK(lock == NULL);
     CHECK(strstr(h_last_error(), "ERR") != NULL);
     argv[0] = "DEL";

@@ -27,7 +27,7 @@ static void buy_until_sold_out(struct shop *shop) {
         redislock_lock *lock = NULL;
         long long stock = -1;
         int done = 0;
-        CHECK_RC(redislock_lock_acquire(shop->client, NAME(shop->lock_name), NULL, 30000, &lock),
+        CHECK_RC(redislock_lock_acquire(shop->client, NAME(shop->lock_name), 30000, &lock),
                  REDISLOCK_OK);
         if (lock == NULL) break;
         if (resp_get_int(&c, shop->stock_key, &stock) != 0) {
@@ -108,7 +108,7 @@ void test_forked_processes_oversell(void) {
     h_name(stock_key, sizeof stock_key, "fork-stock");
     stock_up(stock_key);
     /* Use the client first, so the children inherit live connections and renewal threads. */
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(lock_name), NULL, &warm), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(lock_name), &warm), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(warm), REDISLOCK_OK);
     redislock_lock_free(warm);
 
@@ -151,7 +151,7 @@ void test_forked_processes_oversell(void) {
 
 void test_lock_inherited_across_fork(void) {
     redislock_client *client = h_client();
-    redislock_lock_options options = {1000, true, true};
+    redislock_request *req = NULL;
     redislock_lock *lock = NULL;
     resp_conn c;
     resp_reply r;
@@ -161,8 +161,15 @@ void test_lock_inherited_across_fork(void) {
     uint64_t fence = 0;
 
     h_name(name, sizeof name, "inherited");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
-    if (lock == NULL || h_resp(&c) != 0) return;
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_lease_ms(req, 1000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_fencing(req, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    if (lock == NULL || h_resp(&c) != 0) {
+        redislock_request_free(req);
+        return;
+    }
     argv[0] = "GET";
     argv[1] = name;
     CHECK(resp_command_str(&c, &r, 2, argv) == 0 && r.type == '$' && !r.nil);
@@ -185,7 +192,10 @@ void test_lock_inherited_across_fork(void) {
         /* Freeing it must leave the parent's lock alone. */
         redislock_lock_free(lock);
         /* The inherited client works in the child, and the lock is still the parent's. */
-        CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &mine), REDISLOCK_HELD);
+        CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &mine), REDISLOCK_HELD);
+        /* So does a request made by the parent. */
+        CHECK_RC(redislock_request_try_acquire(req, &mine), REDISLOCK_HELD);
+        redislock_request_free(req);
         redislock_client_free(client);
         h_child_exit(failures_before);
     }
@@ -199,6 +209,7 @@ void test_lock_inherited_across_fork(void) {
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     CHECK(resp_command_str(&c, &r, 2, argv) == 0 && r.type == '$' && r.nil);
     redislock_lock_free(lock);
+    redislock_request_free(req);
     resp_close(&c);
     redislock_client_free(client);
 }

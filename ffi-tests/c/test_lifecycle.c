@@ -51,7 +51,7 @@ void test_private_client_threads_end_with_it(void) {
     int before = library_threads(), during;
     h_name(name, sizeof name, "private");
     c = client_with(false, 300);
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_OK);
     h_sleep_ms(250); /* past its first renewal: a renewal thread has it */
     during = library_threads();
     CHECK(during > before);
@@ -76,7 +76,7 @@ void test_persistent_clients_share_a_backend(void) {
             redislock_client *c = client_with(true, 300);
             redislock_lock *l = NULL;
             int n;
-            CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+            CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_OK);
             if (i % 50 == 0) h_sleep_ms(150);
             CHECK_RC(redislock_lock_release(l), REDISLOCK_OK);
             redislock_lock_free(l);
@@ -93,13 +93,13 @@ void test_persistent_clients_share_a_backend(void) {
 void test_owner_tokens(void) {
     char name[128], token[300], again[300];
     redislock_client *c = h_client();
+    redislock_request *req = NULL, *as_order = NULL, *as_other = NULL;
     redislock_lock *l = NULL, *r = NULL, *o = NULL;
-    redislock_lock_options fixed = {2000, false, false};
     size_t n;
     h_name(name, sizeof name, "owner");
     if (c == NULL) return;
 
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_OK);
     n = redislock_lock_owner_token(l, token, sizeof token);
     CHECK(n == 32 && strlen(token) == 32);
     CHECK(redislock_lock_owner_token(l, NULL, 0) == 32);
@@ -110,29 +110,34 @@ void test_owner_tokens(void) {
     CHECK_RC(redislock_lock_release(l), REDISLOCK_NOT_HELD);
     redislock_lock_owner_token(l, again, sizeof again);
     redislock_lock_free(l);
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_HELD);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_HELD);
 
     /* Restored by its token (another "process" would do the same) and released. */
-    CHECK_RC(redislock_lock_restore(c, NAME(name), (const uint8_t *)again, strlen(again), &fixed, &r),
-             REDISLOCK_OK);
+    CHECK_RC(redislock_request_new(c, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_lease_ms(req, 2000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, false), REDISLOCK_OK);
+    CHECK_RC(redislock_request_restore(req, NAME(again), &r), REDISLOCK_OK);
     CHECK(redislock_lock_is_held(r));
+    CHECK(redislock_lock_remaining_ms(r) <= 2000);
     CHECK_RC(redislock_lock_release(r), REDISLOCK_OK);
     redislock_lock_free(r);
     r = NULL;
-    CHECK_RC(redislock_lock_restore(c, NAME(name), (const uint8_t *)again, strlen(again), &fixed, &r),
-             REDISLOCK_NOT_HELD);
+    CHECK_RC(redislock_request_restore(req, NAME(again), &r), REDISLOCK_NOT_HELD);
     CHECK(r == NULL);
     CHECK(strstr(h_last_error(), again) == NULL);
 
-    /* A given owner token. */
-    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("order-42-0123456789"), NULL, 0, &o),
+    /* A given owner token: one attempt, or a wait. */
+    CHECK_RC(redislock_request_new(c, NAME(name), &as_order), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_owner_token(as_order, NAME("order-42-0123456789")),
              REDISLOCK_OK);
+    CHECK_RC(redislock_request_new(c, NAME(name), &as_other), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_owner_token(as_other, NAME("someone-else-0123456789")),
+             REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(as_order, &o), REDISLOCK_OK);
     redislock_lock_owner_token(o, token, sizeof token);
     CHECK(strcmp(token, "order-42-0123456789") == 0);
-    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("someone-else-0123456789"), NULL, 0, &l),
-             REDISLOCK_HELD);
-    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("someone-else-0123456789"), NULL, 50, &l),
-             REDISLOCK_WAIT_TIMEOUT);
+    CHECK_RC(redislock_request_try_acquire(as_other, &l), REDISLOCK_HELD);
+    CHECK_RC(redislock_request_acquire(as_other, 50, &l), REDISLOCK_WAIT_TIMEOUT);
     {
         bool owned = false, released = false;
         CHECK_RC(redislock_is_owned_by(c, NAME(name), NAME("order-42-0123456789"), &owned), REDISLOCK_OK);
@@ -149,12 +154,22 @@ void test_owner_tokens(void) {
         CHECK_RC(redislock_is_owned_by(c, NAME(name), NULL, 3, &owned), REDISLOCK_NULL_PARAMETER);
     }
     redislock_lock_free(o);
-    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NAME("short"), NULL, 0, &l),
-             REDISLOCK_INVALID_ARGUMENT);
-    CHECK_RC(redislock_lock_acquire_as(c, NAME(name), NULL, 5, NULL, 0, &l), REDISLOCK_NULL_PARAMETER);
-    CHECK_RC(redislock_lock_restore(c, NAME(name), NULL, 5, NULL, &l), REDISLOCK_NULL_PARAMETER);
+    /* The owner given to a request takes the lock over from a handle that was freed. */
+    CHECK_RC(redislock_request_try_acquire(as_order, &o), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_detach(o), REDISLOCK_OK);
+    redislock_lock_free(o);
+    CHECK_RC(redislock_request_restore(req, NAME("order-42-0123456789"), &r), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(r), REDISLOCK_OK);
+    redislock_lock_free(r);
+    CHECK_RC(redislock_request_set_owner_token(as_order, NAME("short")), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(as_order, &l), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_request_set_owner_token(as_order, NULL, 5), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_request_restore(req, NULL, 5, &l), REDISLOCK_NULL_PARAMETER);
     CHECK_RC(redislock_lock_detach(NULL), REDISLOCK_NULL_PARAMETER);
     CHECK_RC(redislock_config_set_persistent(NULL, true), REDISLOCK_NULL_PARAMETER);
+    redislock_request_free(as_other);
+    redislock_request_free(as_order);
+    redislock_request_free(req);
     redislock_client_free(c);
 }
 
@@ -205,7 +220,7 @@ void test_lost_lock_callback_and_log(void) {
     long long deadline;
     h_name(name, sizeof name, "lost-callback");
     CHECK_RC(redislock_set_log_callback(on_log, &logged, REDISLOCK_LOG_WARN), REDISLOCK_OK);
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_OK);
     CHECK_RC(redislock_lock_on_lost(l, on_lost, &lost), REDISLOCK_OK);
     CHECK_RC(redislock_lock_on_lost(NULL, on_lost, &lost), REDISLOCK_NULL_PARAMETER);
     redislock_lock_owner_token(l, token, sizeof token);
@@ -237,9 +252,7 @@ void test_lost_lock_callback_and_log(void) {
 }
 
 struct cancel_args {
-    redislock_client *client;
-    const char *name;
-    redislock_cancel *cancel;
+    const redislock_request *req;
     redislock_result rc;
     long long took_ms;
 };
@@ -248,7 +261,7 @@ static void *wait_cancellable(void *p) {
     struct cancel_args *a = p;
     redislock_lock *l = NULL;
     long long t = h_now_ms();
-    a->rc = redislock_lock_acquire_cancellable(a->client, NAME(a->name), NULL, 30000, a->cancel, &l);
+    a->rc = redislock_request_acquire(a->req, 30000, &l);
     a->took_ms = h_now_ms() - t;
     redislock_lock_free(l);
     return NULL;
@@ -257,39 +270,49 @@ static void *wait_cancellable(void *p) {
 void test_cancel_a_waiting_acquire(void) {
     char name[128];
     redislock_client *c = h_client();
+    redislock_request *req = NULL;
     redislock_lock *held = NULL, *l = NULL;
     redislock_cancel *cancel = NULL;
-    struct cancel_args args;
-    pthread_t t;
+    struct cancel_args args[2];
+    pthread_t t[2];
+    int i;
     if (c == NULL) return;
     h_name(name, sizeof name, "cancel");
     CHECK_RC(redislock_cancel_new(&cancel), REDISLOCK_OK);
     CHECK(!redislock_cancel_is_cancelled(cancel));
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &held), REDISLOCK_OK);
-    args.client = c;
-    args.name = name;
-    args.cancel = cancel;
-    args.rc = REDISLOCK_OK;
-    args.took_ms = 0;
-    CHECK(pthread_create(&t, NULL, wait_cancellable, &args) == 0);
+    CHECK_RC(redislock_request_new(c, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_cancel(req, cancel), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &held), REDISLOCK_OK);
+    /* Two threads wait with the one request; one cancel ends both. */
+    for (i = 0; i < 2; i++) {
+        args[i].req = req;
+        args[i].rc = REDISLOCK_OK;
+        args[i].took_ms = 0;
+        CHECK(pthread_create(&t[i], NULL, wait_cancellable, &args[i]) == 0);
+    }
     h_sleep_ms(300);
     CHECK_RC(redislock_cancel_cancel(cancel), REDISLOCK_OK);
-    pthread_join(t, NULL);
-    CHECK(args.rc == REDISLOCK_CANCELLED);
-    CHECK(args.took_ms < 5000);
+    for (i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(args[i].rc == REDISLOCK_CANCELLED);
+        CHECK(args[i].took_ms < 5000);
+    }
     CHECK(redislock_cancel_is_cancelled(cancel));
-    /* Later acquires with it fail at once; without it, the wait works as usual. */
-    CHECK_RC(redislock_lock_acquire_cancellable(c, NAME(name), NULL, 1000, cancel, &l),
-             REDISLOCK_CANCELLED);
-    CHECK_RC(redislock_lock_acquire_cancellable(c, NAME(name), NULL, 50, NULL, &l),
-             REDISLOCK_WAIT_TIMEOUT);
+    /* Later acquires with it fail at once, also after the handle is freed (the request keeps
+     * its own reference); without it, the wait works as usual. */
+    CHECK_RC(redislock_request_acquire(req, 1000, &l), REDISLOCK_CANCELLED);
+    redislock_cancel_free(cancel);
+    CHECK_RC(redislock_request_try_acquire(req, &l), REDISLOCK_CANCELLED);
+    CHECK_RC(redislock_request_set_cancel(req, NULL), REDISLOCK_OK);
+    CHECK_RC(redislock_request_acquire(req, 50, &l), REDISLOCK_WAIT_TIMEOUT);
+    CHECK(l == NULL);
     CHECK_RC(redislock_lock_release(held), REDISLOCK_OK);
     redislock_lock_free(held);
     CHECK_RC(redislock_cancel_cancel(NULL), REDISLOCK_NULL_PARAMETER);
     CHECK(!redislock_cancel_is_cancelled(NULL));
     CHECK_RC(redislock_cancel_new(NULL), REDISLOCK_NULL_PARAMETER);
-    redislock_cancel_free(cancel);
     redislock_cancel_free(NULL);
+    redislock_request_free(req);
     redislock_client_free(c);
 }
 
@@ -304,13 +327,13 @@ void test_min_replicas_without_replicas(void) {
     CHECK_RC(redislock_config_set_replica_timeout_ms(cfg, 50), REDISLOCK_OK);
     CHECK_RC(redislock_client_from_config(cfg, &c), REDISLOCK_OK);
     /* The test server has no replica: no write is acknowledged, no lock is granted. */
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_CONNECTION);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_CONNECTION);
     CHECK(strstr(h_last_error(), "replicas") != NULL);
     redislock_client_free(c);
     c = NULL;
     /* Nothing was left behind: a client without min_replicas takes the lock at once. */
     c = h_client();
-    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), NULL, &l), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(c, NAME(name), &l), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(l), REDISLOCK_OK);
     redislock_lock_free(l);
     redislock_client_free(c);

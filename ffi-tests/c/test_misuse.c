@@ -22,7 +22,6 @@ void test_null_parameters(void) {
     redislock_config *config = NULL, *config_sentinel = (redislock_config *)&config;
     redislock_client *client = h_client(), *client_sentinel = (redislock_client *)&client;
     redislock_lock *lock = NULL, *lock_sentinel = (redislock_lock *)&lock;
-    redislock_lock_options options = {1234, true, true};
     uint64_t token = 99;
     char name[128];
 
@@ -60,22 +59,19 @@ void test_null_parameters(void) {
     CHECK_NULL(redislock_client_from_config(config, NULL), "client_out");
     CHECK(client_sentinel == (redislock_client *)&client);
     redislock_client_free(NULL);
-    CHECK_NULL(redislock_client_default_lock_options(NULL, &options), "client");
-    CHECK_NULL(redislock_client_default_lock_options(client, NULL), "options_out");
-    CHECK(options.lease_ms == 1234 && options.auto_renew && options.fencing);
     redislock_config_free(config);
 
     /* Acquire. */
     h_name(name, sizeof name, "nulls");
-    CHECK_NULL(redislock_lock_try_acquire(NULL, NAME(name), NULL, &lock_sentinel), "client");
-    CHECK_NULL(redislock_lock_try_acquire(client, NULL, 5, NULL, &lock_sentinel), "name");
-    CHECK_NULL(redislock_lock_try_acquire(client, NAME(name), NULL, NULL), "lock_out");
-    CHECK_NULL(redislock_lock_acquire(NULL, NAME(name), NULL, 10, &lock_sentinel), "client");
-    CHECK_NULL(redislock_lock_acquire(client, NULL, 5, NULL, 10, &lock_sentinel), "name");
-    CHECK_NULL(redislock_lock_acquire(client, NAME(name), NULL, 10, NULL), "lock_out");
+    CHECK_NULL(redislock_lock_try_acquire(NULL, NAME(name), &lock_sentinel), "client");
+    CHECK_NULL(redislock_lock_try_acquire(client, NULL, 5, &lock_sentinel), "name");
+    CHECK_NULL(redislock_lock_try_acquire(client, NAME(name), NULL), "lock_out");
+    CHECK_NULL(redislock_lock_acquire(NULL, NAME(name), 10, &lock_sentinel), "client");
+    CHECK_NULL(redislock_lock_acquire(client, NULL, 5, 10, &lock_sentinel), "name");
+    CHECK_NULL(redislock_lock_acquire(client, NAME(name), 10, NULL), "lock_out");
     CHECK(lock_sentinel == (redislock_lock *)&lock);
     /* NULL with length 0 is an empty name: invalid, not a NULL pointer. */
-    CHECK_RC(redislock_lock_try_acquire(client, NULL, 0, NULL, &lock_sentinel),
+    CHECK_RC(redislock_lock_try_acquire(client, NULL, 0, &lock_sentinel),
              REDISLOCK_INVALID_ARGUMENT);
 
     /* Lock. */
@@ -85,8 +81,7 @@ void test_null_parameters(void) {
     CHECK(redislock_lock_remaining_ms(NULL) == 0);
     CHECK_NULL(redislock_lock_fencing_token(NULL, &token), "lock");
     CHECK(token == 99);
-    options.lease_ms = 5000;
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 5000, true, true, &lock), REDISLOCK_OK);
     CHECK_NULL(redislock_lock_fencing_token(lock, NULL), "token_out");
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     redislock_lock_free(lock);
@@ -100,7 +95,7 @@ void test_release_twice(void) {
     char name[128];
 
     h_name(name, sizeof name, "twice");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_NOT_HELD);
     CHECK(strstr(h_last_error(), "released already") != NULL);
@@ -112,35 +107,30 @@ void test_release_twice(void) {
 
 void test_zero_and_absurd_leases(void) {
     redislock_client *client = h_client();
-    redislock_lock_options options = {0, false, false};
     redislock_lock *lock = NULL;
     char name[128];
 
     h_name(name, sizeof name, "leases");
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock),
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 0, false, false, &lock),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK(strstr(h_last_error(), "lease") != NULL);
-    options.lease_ms = UINT64_MAX;
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock),
+    CHECK_RC(h_try_acquire_with(client, NAME(name), UINT64_MAX, false, false, &lock),
              REDISLOCK_INVALID_ARGUMENT);
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), &options, 100, &lock),
+    CHECK_RC(h_acquire_with(client, NAME(name), UINT64_MAX, false, false, 100, &lock),
              REDISLOCK_INVALID_ARGUMENT);
-    options.lease_ms = 31ull * 24 * 3600 * 1000; /* 31 days */
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock),
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 31ull * 24 * 3600 * 1000 /* 31 days */,
+                                false, false, &lock),
              REDISLOCK_INVALID_ARGUMENT);
-    options.lease_ms = 50;
-    options.auto_renew = true; /* renewed leases need >= 100 ms */
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock),
+    /* renewed leases need >= 100 ms */
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 50, true, false, &lock),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK(lock == NULL);
     /* An absurd wait bound. */
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, UINT64_MAX, &lock),
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), UINT64_MAX, &lock),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK(lock == NULL);
 
-    options.lease_ms = 1000;
-    options.auto_renew = false;
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &options, &lock), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 1000, false, false, &lock), REDISLOCK_OK);
     CHECK_RC(redislock_lock_extend(lock, 0), REDISLOCK_INVALID_ARGUMENT);
     CHECK_RC(redislock_lock_extend(lock, UINT64_MAX), REDISLOCK_INVALID_ARGUMENT);
     CHECK(redislock_lock_is_held(lock)); /* a refused extend changes nothing */
@@ -161,30 +151,106 @@ void test_empty_and_huge_names(void) {
 
     CHECK(big != NULL);
     if (big == NULL) return;
-    CHECK_RC(redislock_lock_try_acquire(client, (const uint8_t *)"x", 0, NULL, &lock),
+    CHECK_RC(redislock_lock_try_acquire(client, (const uint8_t *)"x", 0, &lock),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK(strstr(h_last_error(), "empty") != NULL);
-    CHECK_RC(redislock_lock_acquire(client, (const uint8_t *)"x", 0, NULL, 10, &lock),
+    CHECK_RC(redislock_lock_acquire(client, (const uint8_t *)"x", 0, 10, &lock),
              REDISLOCK_INVALID_ARGUMENT);
-    CHECK_RC(redislock_lock_try_acquire(client, NULL, 0, NULL, &lock), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_lock_try_acquire(client, NULL, 0, &lock), REDISLOCK_INVALID_ARGUMENT);
     /* 1 MiB name: refused before anything is sent. */
     h_name(prefix, sizeof prefix, "big");
     memset(big, 'n', MIB);
     memcpy(big, prefix, strlen(prefix));
-    CHECK_RC(redislock_lock_try_acquire(client, big, MIB, NULL, &lock), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_lock_try_acquire(client, big, MIB, &lock), REDISLOCK_INVALID_ARGUMENT);
     CHECK(strstr(h_last_error(), "longer than 4096") != NULL);
     CHECK(strlen(h_last_error()) < 400); /* the name is shown cut */
     /* A length no buffer can have. */
-    CHECK_RC(redislock_lock_try_acquire(client, big, SIZE_MAX, NULL, &lock),
+    CHECK_RC(redislock_lock_try_acquire(client, big, SIZE_MAX, &lock),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK(lock == NULL);
     /* The longest accepted name. */
-    CHECK_RC(redislock_lock_try_acquire(client, big, 4096, NULL, &lock), REDISLOCK_OK);
-    CHECK_RC(redislock_lock_try_acquire(client, big, 4097, NULL, &lock),
+    CHECK_RC(redislock_lock_try_acquire(client, big, 4096, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, big, 4097, &lock),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     redislock_lock_free(lock);
     free(big);
+    redislock_client_free(client);
+}
+
+void test_request_misuse(void) {
+    enum { BIG = 5000 };
+    static uint8_t big[BIG];
+    static const char not_utf8[] = "\xff\xfe" "0123456789abcdef";
+    redislock_client *client = h_client();
+    redislock_request *req = NULL, *req_sentinel = (redislock_request *)&req;
+    redislock_lock *lock = NULL, *lock_sentinel = (redislock_lock *)&lock;
+    char name[128];
+
+    if (client == NULL) return;
+    h_name(name, sizeof name, "request-misuse");
+    /* NULL anywhere: named, and no out-parameter written. */
+    CHECK_NULL(redislock_request_new(NULL, NAME(name), &req_sentinel), "client");
+    CHECK_NULL(redislock_request_new(client, NULL, 4, &req_sentinel), "name");
+    CHECK_NULL(redislock_request_new(client, NAME(name), NULL), "request_out");
+    CHECK(req_sentinel == (redislock_request *)&req);
+    CHECK_NULL(redislock_request_set_lease_ms(NULL, 1000), "request");
+    CHECK_NULL(redislock_request_set_auto_renew(NULL, true), "request");
+    CHECK_NULL(redislock_request_set_fencing(NULL, true), "request");
+    CHECK_NULL(redislock_request_set_owner_token(NULL, NAME("order-1-0123456789")), "request");
+    CHECK_NULL(redislock_request_set_cancel(NULL, NULL), "request");
+    CHECK_NULL(redislock_request_try_acquire(NULL, &lock_sentinel), "request");
+    CHECK_NULL(redislock_request_acquire(NULL, 10, &lock_sentinel), "request");
+    CHECK_NULL(redislock_request_restore(NULL, NAME("order-1-0123456789"), &lock_sentinel),
+               "request");
+    redislock_request_free(NULL);
+
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_NULL(redislock_request_set_owner_token(req, NULL, 20), "owner");
+    CHECK_NULL(redislock_request_try_acquire(req, NULL), "lock_out");
+    CHECK_NULL(redislock_request_acquire(req, 10, NULL), "lock_out");
+    CHECK_NULL(redislock_request_restore(req, NULL, 20, &lock_sentinel), "owner");
+    CHECK_NULL(redislock_request_restore(req, NAME("order-1-0123456789"), NULL), "lock_out");
+    CHECK(lock_sentinel == (redislock_lock *)&lock);
+
+    /* Bad values are recorded, refused by the acquire, and a good value replaces them. */
+    CHECK_RC(redislock_request_set_lease_ms(req, 0), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "lease") != NULL);
+    CHECK_RC(redislock_request_set_lease_ms(req, 99), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_acquire(req, 10, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "99ms") != NULL);
+    CHECK_RC(redislock_request_acquire(req, UINT64_MAX, &lock_sentinel),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_request_set_lease_ms(req, 2000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_owner_token(req, NAME("short")), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "owner token") != NULL);
+    CHECK_RC(redislock_request_set_owner_token(req, NAME(not_utf8)), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_request_restore(req, NAME("short"), &lock_sentinel),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK(lock_sentinel == (redislock_lock *)&lock);
+    CHECK_RC(redislock_request_set_owner_token(req, NAME("order-1-0123456789")), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    redislock_request_free(req);
+
+    /* Names are checked by the acquire: empty, and longer than 4096 bytes. */
+    CHECK_RC(redislock_request_new(client, NULL, 0, &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "empty") != NULL);
+    redislock_request_free(req);
+    memset(big, 'b', sizeof big);
+    CHECK_RC(redislock_request_new(client, big, sizeof big, &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_acquire(req, 10, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "longer than 4096") != NULL);
+    CHECK_RC(redislock_request_restore(req, NAME("order-1-0123456789"), &lock_sentinel),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK(lock_sentinel == (redislock_lock *)&lock);
+    redislock_request_free(req);
     redislock_client_free(client);
 }
 
@@ -240,12 +306,12 @@ void test_server_down(void) {
     h_name(name, sizeof name, "down");
 
     start = h_now_ms();
-    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), NULL, &lock), REDISLOCK_CONNECTION);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &lock), REDISLOCK_CONNECTION);
     took = h_now_ms() - start;
     CHECK(took < 3000);
     CHECK(strstr(h_last_error(), where) != NULL);
     start = h_now_ms();
-    CHECK_RC(redislock_lock_acquire(client, NAME(name), NULL, 1000, &lock), REDISLOCK_CONNECTION);
+    CHECK_RC(redislock_lock_acquire(client, NAME(name), 1000, &lock), REDISLOCK_CONNECTION);
     took = h_now_ms() - start;
     CHECK(took < 3000);
     CHECK(lock == NULL);

@@ -3,8 +3,8 @@
 //! redis-server.
 //!
 //! Each input is decoded into up to 64 operations over a small table of live handles
-//! (configs, clients, locks). All handles are freed at the end of each input, in an order the
-//! input chooses. Invariants checked (a violation aborts = a crash for libFuzzer):
+//! (configs, clients, requests, locks). All handles are freed at the end of each input, in an
+//! order the input chooses. Invariants checked (a violation aborts = a crash for libFuzzer):
 //!
 //! - no function returns REDISLOCK_PANIC, and every result code is a known one;
 //!   libfuzzer-sys' panic hook aborts on any panic, even one the library would catch;
@@ -12,8 +12,10 @@
 //! - after a successful release: is_held false, remaining 0, a second release NOT_HELD,
 //!   extend NOT_HELD (or INVALID_ARGUMENT for a bad lease);
 //! - fencing_token succeeds iff the lock was acquired with fencing, and the token is >= 1;
-//! - argument checks: empty or >4096-byte name -> INVALID_ARGUMENT, NULL name with a length
-//!   -> NULL_PARAMETER, NULL out pointer -> NULL_PARAMETER;
+//! - a lock request takes the client's default for every setting it was not given (the
+//!   target follows each client's defaults from its config), and may be used again;
+//! - argument checks: empty or >4096-byte name, bad lease -> INVALID_ARGUMENT, NULL name with
+//!   a length -> NULL_PARAMETER, NULL out pointer or handle -> NULL_PARAMETER;
 //! - buffer convention of last_error_message/result_message: NUL-terminated within buf_len,
 //!   nothing written past buf_len.
 //!
@@ -62,11 +64,8 @@ mod c_api {
     }
 
     #[repr(C)]
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct redislock_lock_options {
-        pub lease_ms: u64,
-        pub auto_renew: bool,
-        pub fencing: bool,
+    pub struct redislock_request {
+        _opaque: [u8; 0],
     }
 
     unsafe extern "C" {
@@ -80,10 +79,6 @@ mod c_api {
             client_out: *mut *mut redislock_client,
         ) -> redislock_result;
         pub safe fn redislock_client_free(client: *mut redislock_client);
-        pub safe fn redislock_client_default_lock_options(
-            client: *const redislock_client,
-            options_out: *mut redislock_lock_options,
-        ) -> redislock_result;
         pub safe fn redislock_config_new(
             url: *const c_char,
             config_out: *mut *mut redislock_config,
@@ -147,14 +142,40 @@ mod c_api {
             client: *const redislock_client,
             name: *const u8,
             name_len: usize,
-            options: *const redislock_lock_options,
             lock_out: *mut *mut redislock_lock,
         ) -> redislock_result;
         pub safe fn redislock_lock_acquire(
             client: *const redislock_client,
             name: *const u8,
             name_len: usize,
-            options: *const redislock_lock_options,
+            wait_ms: u64,
+            lock_out: *mut *mut redislock_lock,
+        ) -> redislock_result;
+        pub safe fn redislock_request_new(
+            client: *const redislock_client,
+            name: *const u8,
+            name_len: usize,
+            request_out: *mut *mut redislock_request,
+        ) -> redislock_result;
+        pub safe fn redislock_request_free(request: *mut redislock_request);
+        pub safe fn redislock_request_set_lease_ms(
+            request: *mut redislock_request,
+            lease_ms: u64,
+        ) -> redislock_result;
+        pub safe fn redislock_request_set_auto_renew(
+            request: *mut redislock_request,
+            on: bool,
+        ) -> redislock_result;
+        pub safe fn redislock_request_set_fencing(
+            request: *mut redislock_request,
+            on: bool,
+        ) -> redislock_result;
+        pub safe fn redislock_request_try_acquire(
+            request: *const redislock_request,
+            lock_out: *mut *mut redislock_lock,
+        ) -> redislock_result;
+        pub safe fn redislock_request_acquire(
+            request: *const redislock_request,
             wait_ms: u64,
             lock_out: *mut *mut redislock_lock,
         ) -> redislock_result;
@@ -302,10 +323,55 @@ struct HeldLock {
     released: bool,
 }
 
+/// A client's lock defaults, as its config set them (the library's when not set).
+#[derive(Debug, Clone, Copy)]
+struct Defaults {
+    lease_ms: u64,
+    auto_renew: bool,
+    fencing: bool,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            lease_ms: 30_000,
+            auto_renew: true,
+            fencing: false,
+        }
+    }
+}
+
+impl Defaults {
+    /// Whether a lock with these settings passes the lease check.
+    fn lease_ok(&self) -> bool {
+        self.lease_ms >= 1
+            && self.lease_ms <= 30 * 24 * 3600 * 1000
+            && (!self.auto_renew || self.lease_ms >= 100)
+    }
+}
+
+struct LiveConfig {
+    ptr: *mut redislock_config,
+    defaults: Defaults,
+}
+
+struct LiveClient {
+    ptr: *mut redislock_client,
+    defaults: Defaults,
+}
+
+struct LiveRequest {
+    ptr: *mut redislock_request,
+    name_len: usize,
+    /// The settings its acquires use: the client's defaults, with what was set on it.
+    settings: Defaults,
+}
+
 #[derive(Default)]
 struct Table {
-    configs: Vec<*mut redislock_config>,
-    clients: Vec<*mut redislock_client>,
+    configs: Vec<LiveConfig>,
+    clients: Vec<LiveClient>,
+    requests: Vec<LiveRequest>,
     locks: Vec<HeldLock>,
 }
 
@@ -414,36 +480,66 @@ fn cstring(bytes: Vec<u8>) -> CString {
     CString::new(bytes.into_iter().filter(|&b| b != 0).collect::<Vec<u8>>()).unwrap()
 }
 
-fn options(
+/// A new request for `name` on `client`, with some of its settings given (each at random);
+/// the settings its acquires will use. `None` when the name pointer is NULL with a length
+/// (checked: NULL_PARAMETER).
+fn new_request(
     u: &mut Unstructured,
-    client: *mut redislock_client,
-) -> (Option<redislock_lock_options>, bool) {
-    if u.arbitrary().unwrap_or(true) {
-        // NULL: the client's defaults; learn whether they include fencing.
-        let mut d = redislock_lock_options {
-            lease_ms: 7,
-            auto_renew: false,
-            fencing: false,
-        };
-        let c = code(redislock_client_default_lock_options(client, &mut d));
-        assert_eq!(c, OK);
-        (None, d.fencing)
+    client: &LiveClient,
+    name: &[u8],
+    null_name: bool,
+) -> Option<(*mut redislock_request, Defaults)> {
+    let name_ptr = if null_name {
+        ptr::null()
     } else {
-        let o = redislock_lock_options {
-            lease_ms: lease(u),
-            auto_renew: u.arbitrary().unwrap_or(false),
-            fencing: u.arbitrary().unwrap_or(true),
-        };
-        (Some(o), o.fencing)
+        name.as_ptr()
+    };
+    let mut out: *mut redislock_request = sentinel();
+    let c = code(redislock_request_new(
+        client.ptr,
+        name_ptr,
+        name.len(),
+        &mut out,
+    ));
+    check_out(c, out, "request_new");
+    if null_name && !name.is_empty() {
+        assert_eq!(c, NULL_PARAMETER, "NULL name not reported");
+        return None;
     }
+    assert_eq!(c, OK, "request_new failed");
+    let mut settings = client.defaults;
+    if u.arbitrary().unwrap_or(false) {
+        settings.lease_ms = lease(u);
+        assert_eq!(
+            code(redislock_request_set_lease_ms(out, settings.lease_ms)),
+            OK
+        );
+    }
+    if u.arbitrary().unwrap_or(false) {
+        settings.auto_renew = u.arbitrary().unwrap_or(false);
+        assert_eq!(
+            code(redislock_request_set_auto_renew(out, settings.auto_renew)),
+            OK
+        );
+    }
+    if u.arbitrary().unwrap_or(false) {
+        settings.fencing = u.arbitrary().unwrap_or(true);
+        assert_eq!(
+            code(redislock_request_set_fencing(out, settings.fencing)),
+            OK
+        );
+    }
+    Some((out, settings))
 }
 
-fn set_config(u: &mut Unstructured, cfg: *mut redislock_config) {
+fn set_config(u: &mut Unstructured, config: &mut LiveConfig) {
     let cfg = if u.ratio(1u8, 32u8).unwrap_or(false) {
         ptr::null_mut()
     } else {
-        cfg
+        config.ptr
     };
+    // What a lock setting will be for clients built from this config (if it builds).
+    let mut defaults = config.defaults;
     let which = u.int_in_range(0u8..=12).unwrap_or(0);
     let r = match which {
         0 => redislock_config_set_pool_size(cfg, small_u32(u)),
@@ -452,9 +548,18 @@ fn set_config(u: &mut Unstructured, cfg: *mut redislock_config) {
         3 => redislock_config_set_read_timeout_ms(cfg, fuzz_u64(u)),
         4 => redislock_config_set_write_timeout_ms(cfg, fuzz_u64(u)),
         5 => redislock_config_set_checkout_timeout_ms(cfg, fuzz_u64(u)),
-        6 => redislock_config_set_lease_ms(cfg, lease(u)),
-        7 => redislock_config_set_auto_renew(cfg, u.arbitrary().unwrap_or(false)),
-        8 => redislock_config_set_fencing(cfg, u.arbitrary().unwrap_or(false)),
+        6 => {
+            defaults.lease_ms = lease(u);
+            redislock_config_set_lease_ms(cfg, defaults.lease_ms)
+        }
+        7 => {
+            defaults.auto_renew = u.arbitrary().unwrap_or(false);
+            redislock_config_set_auto_renew(cfg, defaults.auto_renew)
+        }
+        8 => {
+            defaults.fencing = u.arbitrary().unwrap_or(false);
+            redislock_config_set_fencing(cfg, defaults.fencing)
+        }
         9 => {
             let (p, null) = name(u);
             let ptr = if null { ptr::null() } else { p.as_ptr() };
@@ -486,6 +591,8 @@ fn set_config(u: &mut Unstructured, cfg: *mut redislock_config) {
     let c = code(r);
     if cfg.is_null() {
         assert_eq!(c, NULL_PARAMETER);
+    } else if c == OK {
+        config.defaults = defaults;
     }
 }
 
@@ -516,61 +623,102 @@ fn short_timeouts(u: &mut Unstructured, cfg: *mut redislock_config) {
     }
 }
 
+/// One acquire: with the client's defaults (`redislock_lock_try_acquire` / `_acquire`), or
+/// through a new request with some settings given, which is then freed or kept for reuse.
 fn acquire(u: &mut Unstructured, t: &mut Table, wait: Option<u64>) {
     let Some(ci) = pick(u, &t.clients) else {
         return;
     };
-    let client = t.clients[ci];
     let (n, null_name) = name(u);
-    let (opts, fencing) = options(u, client);
     let null_out = u.ratio(1u8, 32u8).unwrap_or(false);
-    let name_ptr = if null_name { ptr::null() } else { n.as_ptr() };
-    let opts_ptr = opts.as_ref().map_or(ptr::null(), |o| o as *const _);
     let mut out: *mut redislock_lock = sentinel();
     let out_ptr = if null_out {
         ptr::null_mut()
     } else {
         &mut out as *mut _
     };
-    let r = match wait {
-        None => redislock_lock_try_acquire(client, name_ptr, n.len(), opts_ptr, out_ptr),
-        Some(w) => redislock_lock_acquire(client, name_ptr, n.len(), opts_ptr, w, out_ptr),
+    let (c, settings) = if u.arbitrary().unwrap_or(true) {
+        let client = t.clients[ci].ptr;
+        let name_ptr = if null_name { ptr::null() } else { n.as_ptr() };
+        let r = match wait {
+            None => redislock_lock_try_acquire(client, name_ptr, n.len(), out_ptr),
+            Some(w) => redislock_lock_acquire(client, name_ptr, n.len(), w, out_ptr),
+        };
+        let c = code(r);
+        if null_name && !n.is_empty() {
+            check_out(c, out, "acquire");
+            assert_eq!(c, NULL_PARAMETER, "NULL name not reported");
+            return;
+        }
+        (c, t.clients[ci].defaults)
+    } else {
+        let Some((request, settings)) = new_request(u, &t.clients[ci], &n, null_name) else {
+            return;
+        };
+        let c = request_acquire(request, wait, out_ptr);
+        if t.requests.len() < 4 && u.arbitrary().unwrap_or(false) {
+            t.requests.push(LiveRequest {
+                ptr: request,
+                name_len: n.len(),
+                settings,
+            });
+        } else {
+            redislock_request_free(request);
+        }
+        (c, settings)
     };
-    let c = code(r);
+    check_acquired(u, t, c, out, null_out, n.len(), settings, wait);
+}
+
+/// An acquire through a request.
+fn request_acquire(
+    request: *const redislock_request,
+    wait: Option<u64>,
+    out_ptr: *mut *mut redislock_lock,
+) -> u32 {
+    code(match wait {
+        None => redislock_request_try_acquire(request, out_ptr),
+        Some(w) => redislock_request_acquire(request, w, out_ptr),
+    })
+}
+
+/// Checks an acquire's outcome against its arguments, and keeps the lock it made.
+#[allow(clippy::too_many_arguments)]
+fn check_acquired(
+    u: &mut Unstructured,
+    t: &mut Table,
+    c: u32,
+    out: *mut redislock_lock,
+    null_out: bool,
+    name_len: usize,
+    settings: Defaults,
+    wait: Option<u64>,
+) {
     check_out(c, out, "acquire");
     if c != OK {
         last_error(u);
     }
-    if null_out || (null_name && !n.is_empty()) {
-        assert_eq!(c, NULL_PARAMETER, "NULL pointer not reported");
+    if null_out {
+        assert_eq!(c, NULL_PARAMETER, "NULL lock_out not reported");
         return;
     }
-    if n.is_empty() || n.len() > MAX_NAME {
-        assert_eq!(c, INVALID_ARGUMENT, "bad name length {} accepted", n.len());
+    if name_len == 0 || name_len > MAX_NAME {
+        assert_eq!(c, INVALID_ARGUMENT, "bad name length {name_len} accepted");
         return;
     }
-    if let Some(o) = opts {
-        if o.lease_ms == 0
-            || o.lease_ms > 30 * 24 * 3600 * 1000
-            || (o.auto_renew && o.lease_ms < 100)
-        {
-            assert_eq!(
-                c, INVALID_ARGUMENT,
-                "bad lease {} (auto_renew {}) accepted",
-                o.lease_ms, o.auto_renew
-            );
-            return;
-        }
+    if !settings.lease_ok() {
+        assert_eq!(c, INVALID_ARGUMENT, "bad lease accepted: {settings:?}");
+        return;
     }
-    if wait.is_none() {
-        assert_ne!(c, WAIT_TIMEOUT);
-    } else if wait.unwrap() > 0 {
-        assert_ne!(c, HELD, "acquire with a wait bound returned HELD");
+    match wait {
+        None => assert_ne!(c, WAIT_TIMEOUT),
+        Some(w) if w > 0 => assert_ne!(c, HELD, "acquire with a wait bound returned HELD"),
+        Some(_) => {}
     }
     if c == OK {
         t.locks.push(HeldLock {
             ptr: out,
-            fencing,
+            fencing: settings.fencing,
             released: false,
         });
     }
@@ -592,7 +740,7 @@ fn run(data: &[u8]) {
         if u.is_empty() {
             break;
         }
-        let op = u.int_in_range(0u8..=19).unwrap_or(0);
+        let op = u.int_in_range(0u8..=21).unwrap_or(0);
         match op {
             0 => {
                 // client from a URL
@@ -609,7 +757,10 @@ fn run(data: &[u8]) {
                 }
                 if c == OK {
                     if t.clients.len() < 4 {
-                        t.clients.push(out);
+                        t.clients.push(LiveClient {
+                            ptr: out,
+                            defaults: Defaults::default(),
+                        });
                     } else {
                         redislock_client_free(out);
                     }
@@ -625,19 +776,23 @@ fn run(data: &[u8]) {
                     let c = code(redislock_config_new(s.as_ptr(), &mut out));
                     check_out(c, out, "config_new");
                     if c == OK {
-                        t.configs.push(out);
+                        t.configs.push(LiveConfig {
+                            ptr: out,
+                            defaults: Defaults::default(),
+                        });
                     }
                 }
             }
             2 | 3 => {
                 if let Some(i) = pick(&mut u, &t.configs) {
-                    set_config(&mut u, t.configs[i]);
+                    set_config(&mut u, &mut t.configs[i]);
                 }
             }
             4 => {
                 // client from config (with short timeouts)
                 if let Some(i) = pick(&mut u, &t.configs) {
-                    let cfg = t.configs[i];
+                    let cfg = t.configs[i].ptr;
+                    let defaults = t.configs[i].defaults;
                     short_timeouts(&mut u, cfg);
                     let mut out: *mut redislock_client = sentinel();
                     let null_out = u.ratio(1u8, 32u8).unwrap_or(false);
@@ -650,8 +805,9 @@ fn run(data: &[u8]) {
                         assert_eq!(c, NULL_PARAMETER);
                     }
                     if c == OK {
+                        assert!(defaults.lease_ok(), "bad lock defaults built: {defaults:?}");
                         if t.clients.len() < 4 {
-                            t.clients.push(out);
+                            t.clients.push(LiveClient { ptr: out, defaults });
                         } else {
                             redislock_client_free(out);
                         }
@@ -660,7 +816,7 @@ fn run(data: &[u8]) {
                     }
                 }
             }
-            5 | 6 | 7 => {
+            5..=7 => {
                 if t.locks.len() < 8 {
                     acquire(&mut u, &mut t, None);
                 }
@@ -748,12 +904,12 @@ fn run(data: &[u8]) {
             16 => {
                 // free a client (its locks stay usable)
                 if let Some(i) = pick(&mut u, &t.clients) {
-                    redislock_client_free(t.clients.swap_remove(i));
+                    redislock_client_free(t.clients.swap_remove(i).ptr);
                 }
             }
             17 => {
                 if let Some(i) = pick(&mut u, &t.configs) {
-                    redislock_config_free(t.configs.swap_remove(i));
+                    redislock_config_free(t.configs.swap_remove(i).ptr);
                 }
             }
             18 => {
@@ -776,6 +932,32 @@ fn run(data: &[u8]) {
                 check_text_buffer(ret, &buf, buf_len);
                 last_error(&mut u);
                 assert!(!redislock_version().is_null());
+            }
+            19 => {
+                // acquire again with a kept request (it holds no lock of its own)
+                if t.locks.len() < 8
+                    && let Some(i) = pick(&mut u, &t.requests)
+                {
+                    let (request, name_len, settings) = (
+                        t.requests[i].ptr,
+                        t.requests[i].name_len,
+                        t.requests[i].settings,
+                    );
+                    let wait = if u.arbitrary().unwrap_or(false) {
+                        Some(u.int_in_range(0u64..=5).unwrap_or(0))
+                    } else {
+                        None
+                    };
+                    let mut out: *mut redislock_lock = sentinel();
+                    let c = request_acquire(request, wait, &mut out);
+                    check_acquired(&mut u, &mut t, c, out, false, name_len, settings, wait);
+                }
+            }
+            20 => {
+                // free a kept request (its locks stay held)
+                if let Some(i) = pick(&mut u, &t.requests) {
+                    redislock_request_free(t.requests.swap_remove(i).ptr);
+                }
             }
             _ => {
                 // NULL handles everywhere
@@ -801,47 +983,69 @@ fn run(data: &[u8]) {
                         ptr::null(),
                         b"x".as_ptr(),
                         1,
-                        ptr::null(),
                         &mut out
                     )),
                     NULL_PARAMETER
                 );
-                assert_eq!(out, sentinel());
-                let mut d = redislock_lock_options {
-                    lease_ms: 3,
-                    auto_renew: false,
-                    fencing: true,
-                };
+                let mut request: *mut redislock_request = sentinel();
                 assert_eq!(
-                    code(redislock_client_default_lock_options(ptr::null(), &mut d)),
+                    code(redislock_request_new(
+                        ptr::null(),
+                        b"x".as_ptr(),
+                        1,
+                        &mut request
+                    )),
+                    NULL_PARAMETER
+                );
+                assert_eq!(request, sentinel());
+                assert_eq!(
+                    code(redislock_request_set_lease_ms(ptr::null_mut(), 1000)),
                     NULL_PARAMETER
                 );
                 assert_eq!(
-                    d,
-                    redislock_lock_options {
-                        lease_ms: 3,
-                        auto_renew: false,
-                        fencing: true
-                    }
+                    code(redislock_request_set_auto_renew(ptr::null_mut(), true)),
+                    NULL_PARAMETER
                 );
+                assert_eq!(
+                    code(redislock_request_set_fencing(ptr::null_mut(), true)),
+                    NULL_PARAMETER
+                );
+                assert_eq!(
+                    code(redislock_request_try_acquire(ptr::null(), &mut out)),
+                    NULL_PARAMETER
+                );
+                assert_eq!(
+                    code(redislock_request_acquire(ptr::null(), 1, &mut out)),
+                    NULL_PARAMETER
+                );
+                assert_eq!(out, sentinel());
                 redislock_lock_free(ptr::null_mut());
+                redislock_request_free(ptr::null_mut());
                 redislock_client_free(ptr::null_mut());
                 redislock_config_free(ptr::null_mut());
             }
         }
     }
-    // Free everything, in an order the input picks (locks may outlive their client).
-    while !(t.locks.is_empty() && t.clients.is_empty() && t.configs.is_empty()) {
-        match u.int_in_range(0u8..=2).unwrap_or(0) {
+    // Free everything, in an order the input picks (locks and requests may outlive their
+    // client).
+    while !(t.locks.is_empty()
+        && t.requests.is_empty()
+        && t.clients.is_empty()
+        && t.configs.is_empty())
+    {
+        match u.int_in_range(0u8..=3).unwrap_or(0) {
             0 if !t.locks.is_empty() => redislock_lock_free(t.locks.pop().unwrap().ptr),
-            1 if !t.clients.is_empty() => redislock_client_free(t.clients.pop().unwrap()),
+            1 if !t.clients.is_empty() => redislock_client_free(t.clients.pop().unwrap().ptr),
+            2 if !t.requests.is_empty() => redislock_request_free(t.requests.pop().unwrap().ptr),
             _ => {
                 if let Some(c) = t.configs.pop() {
-                    redislock_config_free(c);
+                    redislock_config_free(c.ptr);
                 } else if let Some(l) = t.locks.pop() {
                     redislock_lock_free(l.ptr);
+                } else if let Some(r) = t.requests.pop() {
+                    redislock_request_free(r.ptr);
                 } else if let Some(c) = t.clients.pop() {
-                    redislock_client_free(c);
+                    redislock_client_free(c.ptr);
                 }
             }
         }

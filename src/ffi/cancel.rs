@@ -1,16 +1,13 @@
 //! `redislock_cancel`: ends a waiting acquire from another thread.
 
-use super::client::redislock_client;
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::lock::{redislock_lock, redislock_lock_options, request};
 use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::Cancel;
 
-use std::time::Duration;
-
-/// A cancel handle: `redislock_cancel_cancel` ends every `redislock_lock_acquire_cancellable`
-/// given it that is waiting, and fails later ones at once, with REDISLOCK_CANCELLED. Thread-safe:
-/// cancel from any thread while others wait with it. Once cancelled it stays cancelled.
+/// A cancel handle: `redislock_cancel_cancel` ends every waiting acquire of the requests given
+/// it (`redislock_request_set_cancel`), and fails their later ones at once, with
+/// REDISLOCK_CANCELLED. Thread-safe: cancel from any thread while others wait with it. Once
+/// cancelled it stays cancelled.
 pub struct redislock_cancel {
     _private: [u8; 0],
 }
@@ -51,45 +48,13 @@ pub extern "C" fn redislock_cancel_is_cancelled(cancel: *const redislock_cancel)
     }
 }
 
-/// Frees a cancel handle; no acquire may be using it. NULL is a no-op.
+/// Frees a cancel handle. Requests given it keep a reference of their own and go on working,
+/// now with nothing left to cancel them. NULL is a no-op.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_cancel_free(cancel: *mut redislock_cancel) {
     ffi_panic_boundary! {
         // SAFETY: `cancel` is NULL or a live handle that the caller gives up and no acquire
         // uses any more (calling conventions).
         unsafe { free_handle(cancel) }
-    }
-}
-
-/// `redislock_lock_acquire` that `cancel` can end from another thread: then it fails with
-/// REDISLOCK_CANCELLED, leaving no queue entry and no lock behind. `cancel` NULL: the same as
-/// `redislock_lock_acquire`. On success `*lock_out` is a new held lock to free with
-/// `redislock_lock_free`. Errors: CANCELLED, and those of `redislock_lock_acquire`.
-#[unsafe(no_mangle)]
-pub extern "C" fn redislock_lock_acquire_cancellable(
-    client: *const redislock_client,
-    name: *const u8,
-    name_len: usize,
-    options: *const redislock_lock_options,
-    wait_ms: u64,
-    cancel: *const redislock_cancel,
-    lock_out: *mut *mut redislock_lock,
-) -> redislock_result {
-    ffi_panic_boundary! {
-        let client = try_ref!(client);
-        let name = try_bytes!(name, name_len);
-        try_out!(lock_out);
-        // SAFETY: `cancel` is NULL or a live cancel handle that no thread frees during the call
-        // (calling conventions).
-        let cancel = unsafe { super::handle::handle_ref::<redislock_cancel>(cancel) };
-        let mut request = request(client, name, options);
-        if let Some(cancel) = cancel {
-            request = request.cancel_on(cancel);
-        }
-        let lock = try_rust!(request.acquire(Duration::from_millis(wait_ms)));
-        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
-        // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
-        REDISLOCK_OK
     }
 }

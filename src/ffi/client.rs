@@ -4,7 +4,6 @@ use std::ffi::c_char;
 
 use super::config::redislock_config;
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::lock::redislock_lock_options;
 use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::Client;
 
@@ -59,8 +58,8 @@ pub extern "C" fn redislock_client_from_config(
     }
 }
 
-/// Frees a client. Locks acquired through it stay usable (each keeps what it needs) and must
-/// still be freed. When the client and its last lock are freed, every thread the client started
+/// Frees a client. Its locks and requests stay usable (each keeps what it needs) and must still
+/// be freed. When the client and its last lock and request are freed, every thread the client started
 /// has ended and been joined, and its connections are closed (unless the client is persistent:
 /// see `redislock_config_set_persistent`). No other thread may use the client during or after
 /// this call. NULL is a no-op.
@@ -70,30 +69,6 @@ pub extern "C" fn redislock_client_free(client: *mut redislock_client) {
         // SAFETY: `client` is NULL or a live client that the caller gives up and no other thread
         // uses (calling conventions).
         unsafe { free_handle(client) }
-    }
-}
-
-/// Writes the client's default lock options (lease, auto-renewal, fencing) to `*options_out`:
-/// what `redislock_lock_try_acquire` and `redislock_lock_acquire` use when given no options.
-/// A convenient start for options that change only one of them. Does not touch the network.
-/// Errors: NULL_PARAMETER.
-#[unsafe(no_mangle)]
-pub extern "C" fn redislock_client_default_lock_options(
-    client: *const redislock_client,
-    options_out: *mut redislock_lock_options,
-) -> redislock_result {
-    ffi_panic_boundary! {
-        let client = try_ref!(client);
-        try_out!(options_out);
-        let options = redislock_lock_options {
-            lease_ms: u64::try_from(client.default_lease().as_millis()).unwrap_or(u64::MAX),
-            auto_renew: client.default_auto_renew(),
-            fencing: client.default_fencing(),
-        };
-        // SAFETY: `options_out` is not NULL (checked above) and points to writable memory for a
-        // `redislock_lock_options` (calling conventions).
-        unsafe { write_out(options_out, options) };
-        REDISLOCK_OK
     }
 }
 

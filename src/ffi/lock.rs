@@ -7,9 +7,9 @@ use super::client::redislock_client;
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
 use super::result::redislock_result::{self, REDISLOCK_OK};
-use crate::{Client, Error, Lock, LockRequest};
+use crate::{Error, Lock};
 
-/// A lock acquired through a client. Thread-safe: any thread may query, extend or release it,
+/// A lock acquired through a client or a request. Thread-safe: any thread may query, extend or release it,
 /// but it must be freed (once) when no other thread uses it. It stays usable after its client is
 /// freed. In a child process after fork() it is not the child's: release and extend report
 /// REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
@@ -21,77 +21,24 @@ impl BoxHandle for redislock_lock {
     type Inner = Lock;
 }
 
-/// How one lock is taken. Start from `redislock_client_default_lock_options` to change only
-/// some fields.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct redislock_lock_options {
-    /// Lease in milliseconds: 1 ms to 30 days, at least 100 ms with auto_renew.
-    pub lease_ms: u64,
-    /// Keep the lock alive with a renewal thread (extends the lease every lease/3) until it is
-    /// released or found lost.
-    pub auto_renew: bool,
-    /// Give this grant a fencing token (see `redislock_lock_fencing_token`).
-    pub fencing: bool,
-}
-
-/// `redislock_lock_options` as read from C memory: the flags as bytes, so that a flag that is
-/// neither 0 nor 1 (a struct memset or filled by hand) means "on" instead of being an invalid
-/// Rust `bool`. Same layout: `bool` is one byte with alignment 1.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct RawOptions {
-    lease_ms: u64,
-    auto_renew: u8,
-    fencing: u8,
-}
-
-/// A lock request for `name` with `options`, or with the client's defaults.
-pub(super) fn request<'a>(
-    client: &'a Client,
-    name: &'a [u8],
-    options: *const redislock_lock_options,
-) -> LockRequest<'a> {
-    let request = client.lock(name);
-    if options.is_null() {
-        return request;
-    }
-    const {
-        assert!(size_of::<RawOptions>() == size_of::<redislock_lock_options>());
-        assert!(align_of::<RawOptions>() == align_of::<redislock_lock_options>());
-        assert!(std::mem::offset_of!(RawOptions, auto_renew) == 8);
-        assert!(std::mem::offset_of!(redislock_lock_options, auto_renew) == 8);
-        assert!(std::mem::offset_of!(RawOptions, fencing) == 9);
-        assert!(std::mem::offset_of!(redislock_lock_options, fencing) == 9);
-    }
-    // SAFETY: `options` is not NULL and, by the calling conventions, points to a readable
-    // `redislock_lock_options`, whose layout `RawOptions` shares (checked at compile time).
-    let o = unsafe { options.cast::<RawOptions>().read() };
-    request
-        .lease(Duration::from_millis(o.lease_ms))
-        .auto_renew(o.auto_renew != 0)
-        .fencing(o.fencing != 0)
-}
-
 /// One attempt to acquire the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of
-/// them), with `options` or, when `options` is NULL, the client's defaults.
-/// On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+/// them) with the client's defaults; a `redislock_request` takes a lock with settings of its
+/// own. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
 /// Errors: HELD (another owner holds it), NULL_PARAMETER (`name` NULL with a length),
-/// INVALID_ARGUMENT (empty or oversized name, bad lease), CONNECTION, REDIS_ERROR,
-/// LIMIT_REACHED (max_renewed_locks auto-renewed locks held).
+/// INVALID_ARGUMENT (empty or oversized name), CONNECTION, REDIS_ERROR, LIMIT_REACHED
+/// (max_renewed_locks auto-renewed locks held).
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_try_acquire(
     client: *const redislock_client,
     name: *const u8,
     name_len: usize,
-    options: *const redislock_lock_options,
     lock_out: *mut *mut redislock_lock,
 ) -> redislock_result {
     ffi_panic_boundary! {
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(lock_out);
-        let lock = try_rust!(request(client, name, options).try_acquire());
+        let lock = try_rust!(client.try_acquire(name));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
@@ -99,10 +46,11 @@ pub extern "C" fn redislock_lock_try_acquire(
     }
 }
 
-/// Acquires the lock `name` like `redislock_lock_try_acquire`, waiting up to `wait_ms`
-/// milliseconds (at most 30 days) for it. A waiter does not poll: the holder's release hands
-/// the lock to the longest-waiting thread or process and wakes it. `wait_ms` 0 makes one
-/// attempt. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
+/// Acquires the lock `name` with the client's defaults like `redislock_lock_try_acquire`,
+/// waiting up to `wait_ms` milliseconds (at most 30 days) for it. A waiter does not poll: the
+/// holder's release hands the lock to the longest-waiting thread or process and wakes it.
+/// `wait_ms` 0 makes one attempt, which fails with WAIT_TIMEOUT when the lock is held. On
+/// success `*lock_out` is a new held lock to free with `redislock_lock_free`.
 /// Errors: WAIT_TIMEOUT (not granted in time), and those of `redislock_lock_try_acquire` except
 /// HELD.
 #[unsafe(no_mangle)]
@@ -110,7 +58,6 @@ pub extern "C" fn redislock_lock_acquire(
     client: *const redislock_client,
     name: *const u8,
     name_len: usize,
-    options: *const redislock_lock_options,
     wait_ms: u64,
     lock_out: *mut *mut redislock_lock,
 ) -> redislock_result {
@@ -118,8 +65,7 @@ pub extern "C" fn redislock_lock_acquire(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(lock_out);
-        let wait = Duration::from_millis(wait_ms);
-        let lock = try_rust!(request(client, name, options).acquire(wait));
+        let lock = try_rust!(client.acquire(name, Duration::from_millis(wait_ms)));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
@@ -200,84 +146,11 @@ pub extern "C" fn redislock_lock_fencing_token(
     }
 }
 
-/// Acquires the lock `name` like `redislock_lock_acquire`, but with the owner token given in
-/// `owner` (`owner_len` bytes: 16 to 256 printable ASCII characters, no spaces) instead of a
-/// fresh random one: for applications that name the owner themselves. The token is a bearer
-/// secret: make it as hard to guess as a password. `wait_ms` 0 makes one attempt, which fails
-/// with HELD when another owner holds the lock.
-/// On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
-/// Errors: those of `redislock_lock_try_acquire` and `redislock_lock_acquire`, and
-/// INVALID_ARGUMENT for a malformed owner token.
-#[unsafe(no_mangle)]
-pub extern "C" fn redislock_lock_acquire_as(
-    client: *const redislock_client,
-    name: *const u8,
-    name_len: usize,
-    owner: *const u8,
-    owner_len: usize,
-    options: *const redislock_lock_options,
-    wait_ms: u64,
-    lock_out: *mut *mut redislock_lock,
-) -> redislock_result {
-    ffi_panic_boundary! {
-        let client = try_ref!(client);
-        let name = try_bytes!(name, name_len);
-        let owner = try_rust!(owner_str(try_bytes!(owner, owner_len)));
-        try_out!(lock_out);
-        let request = request(client, name, options).owner_token(owner);
-        let lock = try_rust!(if wait_ms == 0 {
-            request.try_acquire()
-        } else {
-            request.acquire(Duration::from_millis(wait_ms))
-        });
-        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
-        // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
-        REDISLOCK_OK
-    }
-}
-
-/// A handle for the lock `name` held now with the owner token `owner` (`owner_len` bytes, from
-/// `redislock_lock_owner_token`, maybe in another process), to release or extend it: the lease
-/// is reset to the options' lease (one round trip), and the lock auto-renews if they say so.
-/// The handle has no fencing token. On success `*lock_out` is a new held lock to free with
-/// `redislock_lock_free`.
-/// Errors: NOT_HELD (the key does not hold that token), INVALID_ARGUMENT, NULL_PARAMETER,
-/// CONNECTION, REDIS_ERROR, LIMIT_REACHED.
-#[unsafe(no_mangle)]
-pub extern "C" fn redislock_lock_restore(
-    client: *const redislock_client,
-    name: *const u8,
-    name_len: usize,
-    owner: *const u8,
-    owner_len: usize,
-    options: *const redislock_lock_options,
-    lock_out: *mut *mut redislock_lock,
-) -> redislock_result {
-    ffi_panic_boundary! {
-        let client = try_ref!(client);
-        let name = try_bytes!(name, name_len);
-        let owner = try_rust!(owner_str(try_bytes!(owner, owner_len)));
-        try_out!(lock_out);
-        let lock = try_rust!(request(client, name, options).restore(owner));
-        // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
-        // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
-        REDISLOCK_OK
-    }
-}
-
-/// An owner token passed from C as bytes.
-fn owner_str(owner: &[u8]) -> Result<&str, Error> {
-    std::str::from_utf8(owner)
-        .map_err(|_| Error::invalid_argument("an owner token must be printable ASCII characters"))
-}
-
 /// Writes the lock's owner token (the random value its key holds while the lock is ours) into
 /// `buf`, with the buffer convention of `redislock_last_error_message`: at most `buf_len` bytes,
 /// NUL-terminated; returns the token's whole length (0 for NULL). The token is a bearer secret:
 /// whoever knows it can release the lock. Hand it only to the code that is to take the lock
-/// over (`redislock_lock_restore`), and never log it.
+/// over (`redislock_request_restore`), and never log it.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_owner_token(
     lock: *const redislock_lock,

@@ -5,10 +5,11 @@
 //! are generated from these files by `scripts/gen-headers.sh` with cbindgen; the calling
 //! conventions they state are in `cbindgen.toml`.
 //!
-//! Layout, after rustls-ffi: one module per C object ([`config`], [`client`], [`lock`]) and glue
-//! modules for the panic boundary ([`panic`]), handles and pointers ([`handle`]), result codes
-//! ([`result`], with the one mapping from [`ErrorKind`](crate::ErrorKind)) and the thread-local
-//! detail of the last failure ([`last_error`]).
+//! Layout, after rustls-ffi: one module per C object ([`config`], [`client`], [`request`],
+//! [`lock`], [`cancel`]) and glue modules for the panic boundary ([`panic`]), handles and
+//! pointers ([`handle`]), result codes ([`result`], with the one mapping from
+//! [`ErrorKind`](crate::ErrorKind)) and the thread-local detail of the last failure
+//! ([`last_error`]).
 //!
 //! Every exported function is a plain `extern "C" fn` whose body runs inside
 //! `ffi_panic_boundary!`, so a panic never unwinds into C: it becomes `REDISLOCK_PANIC` (or
@@ -31,6 +32,7 @@ pub mod config;
 pub mod last_error;
 pub mod lock;
 pub mod log;
+pub mod request;
 pub mod result;
 
 use std::ffi::c_char;

@@ -3,12 +3,14 @@
 
 use std::ffi::{CStr, c_char};
 use std::ptr;
+use std::time::Duration;
 
 use super::client::*;
 use super::config::*;
 use super::last_error::redislock_last_error_message;
 use super::lock::*;
 use super::redislock_version;
+use super::request::*;
 use super::result::{ResultCode, redislock_result, redislock_result::*, redislock_result_message};
 use crate::ErrorKind;
 
@@ -353,24 +355,17 @@ fn configs_are_checked_when_building() {
         REDISLOCK_OK
     );
     redislock_config_free(config);
-    let mut options = redislock_lock_options {
-        lease_ms: 0,
-        auto_renew: true,
-        fencing: false,
-    };
+    // SAFETY: a live client made above.
+    let rust = unsafe { super::handle::handle_ref(client) }.unwrap();
+    assert_eq!(rust.default_lease(), Duration::from_millis(5000));
+    assert!(!rust.default_auto_renew());
+    assert!(rust.default_fencing());
+    // A lease out of range is refused before any connection, with the accepted range.
+    let mut request = ptr::null_mut();
     assert_eq!(
-        redislock_client_default_lock_options(client, &mut options),
+        redislock_request_new(client, c"n".as_ptr().cast(), 1, &mut request),
         REDISLOCK_OK
     );
-    assert_eq!(
-        options,
-        redislock_lock_options {
-            lease_ms: 5000,
-            auto_renew: false,
-            fencing: true,
-        }
-    );
-    // A lease out of range is refused before any connection, with the accepted range.
     let mut lock = ptr::null_mut();
     for (lease_ms, auto_renew, range) in [
         (
@@ -385,15 +380,22 @@ fn configs_are_checked_when_building() {
             "an auto-renewed lease must be between 100 ms and 30 days, got 99ms",
         ),
     ] {
-        options.lease_ms = lease_ms;
-        options.auto_renew = auto_renew;
         assert_eq!(
-            redislock_lock_try_acquire(client, c"n".as_ptr().cast(), 1, &options, &mut lock),
+            redislock_request_set_lease_ms(request, lease_ms),
+            REDISLOCK_OK
+        );
+        assert_eq!(
+            redislock_request_set_auto_renew(request, auto_renew),
+            REDISLOCK_OK
+        );
+        assert_eq!(
+            redislock_request_try_acquire(request, &mut lock),
             REDISLOCK_INVALID_ARGUMENT
         );
         assert!(last_error().contains(range), "{}", last_error());
     }
     assert!(lock.is_null());
+    redislock_request_free(request);
     redislock_client_free(client);
 }
 
@@ -404,23 +406,11 @@ fn documented_defaults_are_the_defaults() {
         redislock_client_new(c"redis://127.0.0.1:1/".as_ptr(), &mut client),
         REDISLOCK_OK
     );
-    let mut options = redislock_lock_options {
-        lease_ms: 0,
-        auto_renew: false,
-        fencing: true,
-    };
-    assert_eq!(
-        redislock_client_default_lock_options(client, &mut options),
-        REDISLOCK_OK
-    );
-    assert_eq!(
-        options,
-        redislock_lock_options {
-            lease_ms: 30_000,
-            auto_renew: true,
-            fencing: false,
-        }
-    );
+    // SAFETY: a live client made above.
+    let rust = unsafe { super::handle::handle_ref(client) }.unwrap();
+    assert_eq!(rust.default_lease(), Duration::from_secs(30));
+    assert!(rust.default_auto_renew());
+    assert!(!rust.default_fencing());
     redislock_client_free(client);
 }
 
@@ -439,7 +429,7 @@ fn null_parameters_are_refused_and_named() {
     assert!(last_error().contains("`client_out`"), "{}", last_error());
     let mut lock = ptr::null_mut();
     assert_eq!(
-        redislock_lock_try_acquire(ptr::null(), c"x".as_ptr().cast(), 1, ptr::null(), &mut lock),
+        redislock_lock_try_acquire(ptr::null(), c"x".as_ptr().cast(), 1, &mut lock),
         REDISLOCK_NULL_PARAMETER
     );
     assert!(!redislock_lock_is_held(ptr::null()));
@@ -458,4 +448,214 @@ fn non_utf8_urls_are_invalid() {
         REDISLOCK_INVALID_ARGUMENT
     );
     assert!(client.is_null());
+}
+
+/// A client of a server that is not there: an acquire that gets past the checks fails with
+/// CONNECTION, so a test can tell which values were accepted.
+fn client_of_nothing() -> *mut redislock_client {
+    let mut client = ptr::null_mut();
+    assert_eq!(
+        redislock_client_new(c"redis://127.0.0.1:1/".as_ptr(), &mut client),
+        REDISLOCK_OK
+    );
+    client
+}
+
+#[test]
+fn requests_refuse_null_and_name_the_parameter() {
+    let client = client_of_nothing();
+    let mut request = ptr::null_mut();
+    let mut lock: *mut redislock_lock = ptr::null_mut();
+    let name = c"n".as_ptr().cast();
+    let calls: [(&str, &dyn Fn() -> redislock_result); 11] = [
+        ("client", &|| {
+            redislock_request_new(ptr::null(), name, 1, &mut ptr::null_mut())
+        }),
+        ("name", &|| {
+            redislock_request_new(client, ptr::null(), 1, &mut ptr::null_mut())
+        }),
+        ("request_out", &|| {
+            redislock_request_new(client, name, 1, ptr::null_mut())
+        }),
+        ("request", &|| {
+            redislock_request_set_lease_ms(ptr::null_mut(), 1000)
+        }),
+        ("request", &|| {
+            redislock_request_set_auto_renew(ptr::null_mut(), true)
+        }),
+        ("request", &|| {
+            redislock_request_set_fencing(ptr::null_mut(), true)
+        }),
+        ("request", &|| {
+            redislock_request_set_owner_token(ptr::null_mut(), name, 1)
+        }),
+        ("request", &|| {
+            redislock_request_set_cancel(ptr::null_mut(), ptr::null())
+        }),
+        ("request", &|| {
+            redislock_request_try_acquire(ptr::null(), &mut ptr::null_mut())
+        }),
+        ("request", &|| {
+            redislock_request_acquire(ptr::null(), 10, &mut ptr::null_mut())
+        }),
+        ("request", &|| {
+            redislock_request_restore(ptr::null(), name, 1, &mut ptr::null_mut())
+        }),
+    ];
+    for (param, call) in calls {
+        assert_eq!(call(), REDISLOCK_NULL_PARAMETER, "{param}");
+        assert!(
+            last_error().contains(&format!("`{param}`")),
+            "{}",
+            last_error()
+        );
+    }
+    assert_eq!(
+        redislock_request_new(client, name, 1, &mut request),
+        REDISLOCK_OK
+    );
+    let lock_out = &mut lock as *mut *mut redislock_lock;
+    let calls: [(&str, &dyn Fn() -> redislock_result); 5] = [
+        ("owner", &|| {
+            redislock_request_set_owner_token(request, ptr::null(), 20)
+        }),
+        ("lock_out", &|| {
+            redislock_request_try_acquire(request, ptr::null_mut())
+        }),
+        ("lock_out", &|| {
+            redislock_request_acquire(request, 10, ptr::null_mut())
+        }),
+        ("owner", &|| {
+            redislock_request_restore(request, ptr::null(), 20, lock_out)
+        }),
+        ("lock_out", &|| {
+            redislock_request_restore(request, name, 1, ptr::null_mut())
+        }),
+    ];
+    for (param, call) in calls {
+        assert_eq!(call(), REDISLOCK_NULL_PARAMETER, "{param}");
+        assert!(
+            last_error().contains(&format!("`{param}`")),
+            "{}",
+            last_error()
+        );
+    }
+    assert!(lock.is_null());
+    redislock_request_free(request);
+    redislock_request_free(ptr::null_mut());
+    redislock_client_free(client);
+}
+
+#[test]
+fn request_settings_are_checked_by_the_acquire_and_replaced_by_a_second_call() {
+    let client = client_of_nothing();
+    let mut request = ptr::null_mut();
+    let mut lock = ptr::null_mut();
+    assert_eq!(
+        redislock_request_new(client, c"n".as_ptr().cast(), 1, &mut request),
+        REDISLOCK_OK
+    );
+    // Recorded without a check; refused by the acquire (before any connection).
+    assert_eq!(redislock_request_set_lease_ms(request, 0), REDISLOCK_OK);
+    assert_eq!(
+        redislock_request_try_acquire(request, &mut lock),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    // The second value replaces the first: the acquire gets as far as the network.
+    assert_eq!(redislock_request_set_lease_ms(request, 5000), REDISLOCK_OK);
+    assert_eq!(
+        redislock_request_try_acquire(request, &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    // A malformed owner token: too short, not UTF-8, not printable.
+    for owner in [
+        &b"short"[..],
+        b"\xff\xfe-0123456789abcdef",
+        b"with space 0123456789",
+    ] {
+        assert_eq!(
+            redislock_request_set_owner_token(request, owner.as_ptr(), owner.len()),
+            REDISLOCK_OK
+        );
+        assert_eq!(
+            redislock_request_acquire(request, 10, &mut lock),
+            REDISLOCK_INVALID_ARGUMENT,
+            "{owner:?}"
+        );
+        assert!(last_error().contains("owner token"), "{}", last_error());
+    }
+    let good = b"order-42-0123456789";
+    assert_eq!(
+        redislock_request_set_owner_token(request, good.as_ptr(), good.len()),
+        REDISLOCK_OK
+    );
+    assert_eq!(
+        redislock_request_try_acquire(request, &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    // The restore has a token of its own, checked the same way.
+    assert_eq!(
+        redislock_request_restore(request, b"short".as_ptr(), 5, &mut lock),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(lock.is_null());
+    redislock_request_free(request);
+    redislock_client_free(client);
+}
+
+#[test]
+fn a_cancelled_request_fails_at_once_and_null_takes_the_cancel_away() {
+    let client = client_of_nothing();
+    let mut request = ptr::null_mut();
+    let mut cancel = ptr::null_mut();
+    let mut lock = ptr::null_mut();
+    assert_eq!(
+        redislock_request_new(client, c"n".as_ptr().cast(), 1, &mut request),
+        REDISLOCK_OK
+    );
+    assert_eq!(
+        super::cancel::redislock_cancel_new(&mut cancel),
+        REDISLOCK_OK
+    );
+    assert_eq!(redislock_request_set_cancel(request, cancel), REDISLOCK_OK);
+    assert_eq!(super::cancel::redislock_cancel_cancel(cancel), REDISLOCK_OK);
+    // The request keeps its own reference: the handle may go first.
+    super::cancel::redislock_cancel_free(cancel);
+    assert_eq!(
+        redislock_request_acquire(request, 1000, &mut lock),
+        REDISLOCK_CANCELLED
+    );
+    assert_eq!(
+        redislock_request_try_acquire(request, &mut lock),
+        REDISLOCK_CANCELLED
+    );
+    assert_eq!(
+        redislock_request_set_cancel(request, ptr::null()),
+        REDISLOCK_OK
+    );
+    assert_eq!(
+        redislock_request_try_acquire(request, &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    assert!(lock.is_null());
+    redislock_request_free(request);
+    redislock_client_free(client);
+}
+
+#[test]
+fn a_request_outlives_its_client() {
+    let client = client_of_nothing();
+    let mut request = ptr::null_mut();
+    let mut lock = ptr::null_mut();
+    assert_eq!(
+        redislock_request_new(client, c"n".as_ptr().cast(), 1, &mut request),
+        REDISLOCK_OK
+    );
+    redislock_client_free(client);
+    assert_eq!(
+        redislock_request_try_acquire(request, &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    assert!(last_error().contains("127.0.0.1:1"), "{}", last_error());
+    redislock_request_free(request);
 }

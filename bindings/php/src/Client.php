@@ -70,17 +70,6 @@ final class Client
      * handler acquiring with this client) makes a cell of its own instead of overwriting it.
      */
     private ?CData $lockOut;
-    /**
-     * The client's default lock options (lease_ms, auto_renew, fencing) as PHP values, fetched
-     * on the first call that overrides one of them (the client's config never changes).
-     *
-     * @var array{0: int, 1: bool, 2: bool}|null
-     */
-    private ?array $defaults = null;
-    /** `redislock_lock_options`: one struct per client, filled in by calls that override options. */
-    private ?CData $options = null;
-    /** `redislock_lock_options*`: its address, as passed to the C calls. */
-    private ?CData $optionsAddr = null;
 
     /**
      * Clients made in this request, so that the end of the request frees those whose destructor
@@ -239,22 +228,21 @@ final class Client
         ?bool $fencing = null,
         #[\SensitiveParameter] ?string $owner = null
     ): Lock {
-        if ($owner !== null) {
-            return $this->acquireAs($name, $owner, 0, $leaseMs, $autoRenew, $fencing);
+        if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
+            return $this->takeWith(
+                $name,
+                $leaseMs,
+                $autoRenew,
+                $fencing,
+                $owner,
+                fn (CData $request, CData $out): int => $this->ffi->redislock_request_try_acquire($request, $out)
+            );
         }
-        // The hot path stays inline: no options struct when the defaults apply (NULL), the name
-        // passed as a PHP string (`const char *` + length), the out cell reused.
+        // The hot path stays inline: one call with the client's defaults, the name passed as a
+        // PHP string (`const char *` + length), the out cell reused.
         $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
         $this->lockOut = null;
-        $code = $this->ffi->redislock_lock_try_acquire(
-            $this->handle ?? $this->freed(),
-            $name,
-            strlen($name),
-            $leaseMs === null && $autoRenew === null && $fencing === null
-                ? null
-                : $this->lockOptions($leaseMs, $autoRenew, $fencing),
-            $out
-        );
+        $code = $this->ffi->redislock_lock_try_acquire($this->handle ?? $this->freed(), $name, strlen($name), $out);
         $handle = $out[0];
         $this->lockOut = $out;
         if ($code !== 0) {
@@ -268,7 +256,7 @@ final class Client
      * Acquires the lock, waiting up to `$waitMs` milliseconds for it; fails with
      * {@see Exception\WaitTimeoutException}. The wait does not poll: the holder's release wakes
      * the oldest waiter and hands the lock to it. The PHP process is blocked in the call
-     * meanwhile (signals are handled when it returns).
+     * meanwhile (signals are handled when it returns). `$waitMs` 0 makes one attempt.
      *
      * @throws LockException
      */
@@ -283,31 +271,20 @@ final class Client
         if ($waitMs < 0) {
             Library::unsigned($waitMs, 'wait_ms');
         }
-        if ($owner !== null) {
-            if ($waitMs === 0) {
-                // One attempt that fails with WaitTimeoutException, as without an owner.
-                try {
-                    return $this->acquireAs($name, $owner, 0, $leaseMs, $autoRenew, $fencing);
-                } catch (Exception\LockHeldException $e) {
-                    throw new Exception\WaitTimeoutException($e->getMessage(), Result::WAIT_TIMEOUT, $e);
-                }
-            }
-
-            return $this->acquireAs($name, $owner, $waitMs, $leaseMs, $autoRenew, $fencing);
+        if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
+            return $this->takeWith(
+                $name,
+                $leaseMs,
+                $autoRenew,
+                $fencing,
+                $owner,
+                fn (CData $request, CData $out): int => $this->ffi->redislock_request_acquire($request, $waitMs, $out)
+            );
         }
-        // As tryAcquire(): NULL options for the defaults, the name as is, the out cell reused.
+        // As tryAcquire(): the client's defaults, the name as is, the out cell reused.
         $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
         $this->lockOut = null;
-        $code = $this->ffi->redislock_lock_acquire(
-            $this->handle ?? $this->freed(),
-            $name,
-            strlen($name),
-            $leaseMs === null && $autoRenew === null && $fencing === null
-                ? null
-                : $this->lockOptions($leaseMs, $autoRenew, $fencing),
-            $waitMs,
-            $out
-        );
+        $code = $this->ffi->redislock_lock_acquire($this->handle ?? $this->freed(), $name, strlen($name), $waitMs, $out);
         $handle = $out[0];
         $this->lockOut = $out;
         if ($code !== 0) {
@@ -334,18 +311,73 @@ final class Client
         ?int $leaseMs = null,
         bool $autoRenew = false
     ): Lock {
-        $out = $this->ffi->new('redislock_lock*');
-        Library::check($this->ffi->redislock_lock_restore(
-            $this->handle(),
+        return $this->takeWith(
             $name,
-            strlen($name),
-            $ownerToken,
-            strlen($ownerToken),
-            $this->lockOptions($leaseMs, $autoRenew, false),
-            FFI::addr($out)
-        ));
+            $leaseMs,
+            $autoRenew,
+            null,
+            null,
+            fn (CData $request, CData $out): int => $this->ffi->redislock_request_restore(
+                $request,
+                $ownerToken,
+                strlen($ownerToken),
+                $out
+            )
+        );
+    }
 
-        return new Lock($this, $this->ffi, $out, $name);
+    /**
+     * A lock taken through a `redislock_request` for `$name` that carries the settings given
+     * (those not null); for the others the library uses the client's defaults. `$take` makes
+     * the C call (acquire, try_acquire or restore) that writes the new lock to the out cell it
+     * is given.
+     *
+     * @param callable(CData, CData): int $take given the request and the out cell
+     *
+     * @throws LockException
+     */
+    private function takeWith(
+        string $name,
+        ?int $leaseMs,
+        ?bool $autoRenew,
+        ?bool $fencing,
+        #[\SensitiveParameter] ?string $owner,
+        callable $take
+    ): Lock {
+        if ($leaseMs !== null) {
+            Library::unsigned($leaseMs, 'lease_ms');
+        }
+        $ffi = $this->ffi;
+        $request = $ffi->new('redislock_request*');
+        Library::check($ffi->redislock_request_new($this->handle(), $name, strlen($name), FFI::addr($request)));
+        try {
+            if ($leaseMs !== null) {
+                Library::check($ffi->redislock_request_set_lease_ms($request, $leaseMs));
+            }
+            if ($autoRenew !== null) {
+                Library::check($ffi->redislock_request_set_auto_renew($request, $autoRenew));
+            }
+            if ($fencing !== null) {
+                Library::check($ffi->redislock_request_set_fencing($request, $fencing));
+            }
+            if ($owner !== null) {
+                // `const char *` + length in the PHP header: the string is passed as is.
+                Library::check($ffi->redislock_request_set_owner_token($request, $owner, strlen($owner)));
+            }
+            // The out cell is reused as on the hot path.
+            $out = $this->lockOut ?? $ffi->new('redislock_lock*[1]');
+            $this->lockOut = null;
+            $code = $take($request, $out);
+            $handle = $out[0];
+            $this->lockOut = $out;
+        } finally {
+            $ffi->redislock_request_free($request);
+        }
+        if ($code !== 0) {
+            Library::check($code);
+        }
+
+        return new Lock($this, $ffi, $handle, $name);
     }
 
     /**
@@ -381,32 +413,6 @@ final class Client
         ));
 
         return (bool) $owned[0];
-    }
-
-    /** An acquire with a given owner token: one attempt when `$waitMs` is 0. */
-    private function acquireAs(
-        string $name,
-        #[\SensitiveParameter] string $owner,
-        int $waitMs,
-        ?int $leaseMs,
-        ?bool $autoRenew,
-        ?bool $fencing
-    ): Lock {
-        $out = $this->ffi->new('redislock_lock*');
-        Library::check($this->ffi->redislock_lock_acquire_as(
-            $this->handle(),
-            $name,
-            strlen($name),
-            $owner,
-            strlen($owner),
-            $leaseMs === null && $autoRenew === null && $fencing === null
-                ? null
-                : $this->lockOptions($leaseMs, $autoRenew, $fencing),
-            $waitMs,
-            FFI::addr($out)
-        ));
-
-        return new Lock($this, $this->ffi, $out, $name);
     }
 
     /**
@@ -446,57 +452,6 @@ final class Client
         $lock->releaseUnlessReleased();
 
         return $result;
-    }
-
-    /**
-     * The client's default lock options.
-     *
-     * @return array{lease_ms: int, auto_renew: bool, fencing: bool}
-     */
-    public function defaultLockOptions(): array
-    {
-        [$leaseMs, $autoRenew, $fencing] = $this->defaults ?? $this->fetchDefaults();
-
-        return [
-            'lease_ms' => $leaseMs,
-            'auto_renew' => $autoRenew,
-            'fencing' => $fencing,
-        ];
-    }
-
-    /** @return array{0: int, 1: bool, 2: bool} */
-    private function fetchDefaults(): array
-    {
-        $opts = $this->ffi->new('redislock_lock_options');
-        Library::check($this->ffi->redislock_client_default_lock_options(
-            $this->handle(),
-            FFI::addr($opts)
-        ));
-
-        return $this->defaults = [(int) $opts->lease_ms, (bool) $opts->auto_renew, (bool) $opts->fencing];
-    }
-
-    /**
-     * For a call that overrides at least one option: this client's one options struct, filled
-     * with the overrides and the client's defaults for the rest. The C calls copy it, so it is
-     * reused from call to call.
-     */
-    private function lockOptions(?int $leaseMs, ?bool $autoRenew, ?bool $fencing): CData
-    {
-        if ($leaseMs !== null) {
-            Library::unsigned($leaseMs, 'lease_ms');
-        }
-        [$defaultLease, $defaultRenew, $defaultFencing] = $this->defaults ?? $this->fetchDefaults();
-        if ($this->options === null) {
-            $this->options = $this->ffi->new('redislock_lock_options');
-            $this->optionsAddr = FFI::addr($this->options);
-        }
-        $opts = $this->options;
-        $opts->lease_ms = $leaseMs ?? $defaultLease;
-        $opts->auto_renew = $autoRenew ?? $defaultRenew;
-        $opts->fencing = $fencing ?? $defaultFencing;
-
-        return $this->optionsAddr;
     }
 
     /** @internal the `redislock_client*` handle */

@@ -132,16 +132,40 @@ final class ClientTest extends RedislockTestCase
         $lock->release();
     }
 
-    public function testDefaultLockOptionsReflectTheConfiguration(): void
+    public function testOptionsNotGivenAreTheClientDefaults(): void
     {
-        $this->assertSame(
-            ['lease_ms' => 30000, 'auto_renew' => true, 'fencing' => false],
-            Client::fromUrl(self::server()->url())->defaultLockOptions()
-        );
-        $this->assertSame(
-            ['lease_ms' => 1500, 'auto_renew' => false, 'fencing' => true],
-            $this->client(['lease_ms' => 1500, 'auto_renew' => false, 'fencing' => true])->defaultLockOptions()
-        );
+        // Client defaults: a fixed 1.5 s lease with fencing.
+        $client = $this->client(['lease_ms' => 1500, 'auto_renew' => false, 'fencing' => true]);
+        $redis = $this->redis();
+
+        // Only the lease given: still fenced, and not renewed.
+        $lock = $client->tryAcquire('partial', leaseMs: 300);
+        $this->assertIsInt($lock->fencingToken());
+        $this->assertLessThanOrEqual(300, $redis->pttl($this->key('partial')));
+        usleep(600000); // twice the lease: nothing renewed it
+        $this->assertSame(0, $redis->exists($this->key('partial')));
+        $this->assertFalse($lock->isHeld());
+
+        // Only fencing given (off): the lease is still the client's 1.5 s.
+        $lock = $client->acquire('partial', 1000, fencing: false);
+        $this->assertNull($lock->fencingToken());
+        $pttl = $redis->pttl($this->key('partial'));
+        $this->assertGreaterThan(300, $pttl);
+        $this->assertLessThanOrEqual(1500, $pttl);
+        $lock->release();
+
+        // Only an owner token given: lease and fencing are the client's.
+        $lock = $client->tryAcquire('partial', owner: 'order-77-0123456789');
+        $this->assertSame('order-77-0123456789', $redis->get($this->key('partial')));
+        $this->assertIsInt($lock->fencingToken());
+        $this->assertLessThanOrEqual(1500, $redis->pttl($this->key('partial')));
+        $lock->release();
+
+        // Nothing given: all the client's.
+        $lock = $client->tryAcquire('partial');
+        $this->assertIsInt($lock->fencingToken());
+        $this->assertGreaterThan(300, $redis->pttl($this->key('partial')));
+        $lock->release();
     }
 
     public function testEveryOptionIsAccepted(): void
