@@ -393,6 +393,9 @@ impl Cluster {
                     if started.elapsed() + pause <= patience {
                         std::thread::sleep(pause);
                         pause = (pause * 2).min(MAX_PAUSE);
+                        // An ASK that ends in TRYAGAIN comes round again after the pause: the
+                        // pauses bound those rounds, the count bounds redirections between two.
+                        redirects = 0;
                         // CLUSTERDOWN "hash slot not served" and the like: the table may be
                         // out of date too.
                         let _ = self.refresh(Instant::now(), None, None);
