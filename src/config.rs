@@ -151,14 +151,16 @@ impl ClientBuilder {
         }
     }
 
-    /// Connections for acquire, release, extend and renewal (default 16). Waiters use a pool
-    /// of their own (see [`max_waiters`](Self::max_waiters)), so they never starve these.
+    /// Connections for acquire, release, extend and renewal (default 16; with a Redis Cluster,
+    /// for each master). Waiters use a pool of their own (see
+    /// [`max_waiters`](Self::max_waiters)), so they never starve these.
     pub fn pool_size(mut self, n: u32) -> Self {
         self.cfg.pool_size = n;
         self
     }
     /// Threads of this process that may block waiting for locks at the same time, each on a
-    /// connection of the waiter pool (default 128). Further waiters queue for a connection.
+    /// connection of the waiter pool (default 128; with a Redis Cluster, for each master).
+    /// Further waiters queue for a connection.
     pub fn max_waiters(mut self, n: u32) -> Self {
         self.cfg.max_waiters = n;
         self
@@ -253,6 +255,8 @@ impl ClientBuilder {
     /// that fewer acknowledge is retried like an unreachable server. With a Sentinel group and
     /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
     /// of a replica; without it, a failover can lose a lock the old master had not replicated.
+    /// In a Redis Cluster the WAIT goes to the lock's own master and counts that shard's
+    /// replicas.
     pub fn min_replicas(mut self, n: u32) -> Self {
         self.cfg.min_replicas = n;
         self
@@ -649,6 +653,40 @@ mod tests {
         assert!(!format!("{b:?}").contains("s3cret"));
         let c = b.build().unwrap();
         assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn cluster_urls() {
+        let (info, sentinel, cluster) =
+            parse_url("redis-cluster://u:s3cret@10.0.0.1:7000,10.0.0.2").unwrap();
+        assert!(sentinel.is_none());
+        let spec = cluster.unwrap();
+        assert_eq!(
+            spec.seeds,
+            vec![("10.0.0.1".to_owned(), 7000), ("10.0.0.2".to_owned(), 6379)]
+        );
+        assert_eq!(info.redis_settings().password(), Some("s3cret"));
+        assert_eq!(spec.shown(), "10.0.0.1:7000,10.0.0.2:6379");
+        let (info, _, cluster) = parse_url("rediss-cluster://h:7000/").unwrap();
+        assert!(cluster.is_some());
+        assert!(matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let c = ClientBuilder::new("redis-cluster://u:s3cret@h1:7000,h2:7001")
+            .build()
+            .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        for bad in [
+            "redis-cluster://h:7000/1",
+            "redis-cluster://h:0",
+            "redis-cluster://:7000",
+            "redis-cluster://h:7000,",
+            "redis-cluster://h:7000#name",
+            "redis-cluster://u:s3cret@h:x",
+        ] {
+            let e = ClientBuilder::new(bad).build().unwrap_err();
+            assert!(e.is_invalid_argument(), "{bad}: {e}");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

@@ -187,6 +187,9 @@ pub(crate) struct Extension<'a> {
 /// the key no longer held the token. With `min_replicas`, one WAIT covers each pipeline (so in
 /// a cluster each master waits for its own replicas).
 pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
+    if locks.is_empty() {
+        return Vec::new();
+    }
     match &b.servers {
         Servers::One(node) => match extend_pipeline(b, &node.main, locks.iter()) {
             Ok(replies) => replies
