@@ -64,9 +64,18 @@ pub(crate) struct Cluster {
     template: redis::ConnectionInfo,
     cfg: Config,
     table: RwLock<Table>,
-    /// When the table was last read (or tried); held while it is read, so that callers that
-    /// need a new table at the same time wait for one read instead of each making their own.
-    refreshed: Mutex<Option<Instant>>,
+    /// Held while the table is read, so that callers that need a new table at the same time
+    /// wait for one read instead of each making their own.
+    refreshed: Mutex<Refreshed>,
+}
+
+/// The last reading of the table.
+#[derive(Default)]
+struct Refreshed {
+    /// When it ended (None: never tried).
+    at: Option<Instant>,
+    /// Why it failed, if it did: told to callers that come before the next reading.
+    failure: Option<Error>,
 }
 
 /// The slot table: for each slot, the index of its master in `masters`.
@@ -140,7 +149,7 @@ impl Cluster {
             template: info.clone(),
             cfg: cfg.clone(),
             table: RwLock::new(Table::default()),
-            refreshed: Mutex::new(None),
+            refreshed: Mutex::new(Refreshed::default()),
         }
     }
 
@@ -236,10 +245,10 @@ impl Cluster {
             // table as it is.
             return Ok(());
         };
-        if let Some(at) = *last
+        if let Some(at) = last.at
             && (at >= asked || at.elapsed() < MIN_REFRESH_INTERVAL)
         {
-            return Ok(());
+            return last.failure.clone().map_or(Ok(()), Err);
         }
         let mut candidates: Vec<Addr> = prefer.into_iter().cloned().collect();
         {
@@ -277,14 +286,16 @@ impl Cluster {
                 Err(e) => failures.push(format!("{}:{}: {e}", addr.0, addr.1)),
             }
         };
-        *last = Some(Instant::now());
-        result.map_err(|detail| {
+        let result = result.map_err(|detail| {
             Error::connection(
                 &self.cfg.server,
                 format!("no node told the cluster's slots ({detail})"),
                 false,
             )
-        })
+        });
+        last.at = Some(Instant::now());
+        last.failure = result.as_ref().err().cloned();
+        result
     }
 
     /// One node's `CLUSTER SLOTS`: (first slot, last slot, master address) ranges.
