@@ -190,12 +190,19 @@ fn wait_queued(
     };
     loop {
         let node = ops::waiter_node(b, keys)?;
-        if let Some(outcome) =
-            wait_on_node(b, &node, keys, token, opts, deadline, cancel, w, &mut st)?
-        {
-            return Ok(outcome);
+        match wait_on_node(b, &node, keys, token, opts, deadline, cancel, w, &mut st)? {
+            OnNode::Done(grant) => return Ok(grant),
+            OnNode::Moved => {}
         }
     }
+}
+
+/// How a wait on one server ended.
+enum OnNode {
+    /// Granted (`Some`), or not within the wait bound or cancelled (`None`).
+    Done(Option<Grant>),
+    /// The lock lives on another server now (or is moving there): wait there.
+    Moved,
 }
 
 /// What a wait carries from one server to the next.
@@ -207,8 +214,7 @@ struct WaitState {
     sent: bool,
 }
 
-/// The waiting loop on `node`: `Ok(None)` when the lock now lives on another server, else the
-/// outcome of the wait.
+/// The waiting loop on `node`, until the wait ends or the lock moves to another server.
 #[allow(clippy::too_many_arguments)]
 fn wait_on_node(
     b: &Backend,
@@ -220,12 +226,12 @@ fn wait_on_node(
     cancel: Option<&Cancel>,
     w: &Waiter,
     st: &mut WaitState,
-) -> Result<Option<Option<Grant>>, Error> {
+) -> Result<OnNode, Error> {
     let mut conn: Option<PooledConn<'_>> = None;
     loop {
         let now = Instant::now();
         if now >= deadline || cancel.is_some_and(Cancel::is_cancelled) {
-            return Ok(Some(None));
+            return Ok(OnNode::Done(None));
         }
         let left = deadline - now;
         let c = match conn.as_mut() {
@@ -251,14 +257,14 @@ fn wait_on_node(
             left,
             &mut st.jitter,
         ) {
-            Ok(Wake::Granted(grant)) => return Ok(Some(Some(grant))),
+            Ok(Wake::Granted(grant)) => return Ok(OnNode::Done(Some(grant))),
             Ok(Wake::Recheck) => {}
-            Ok(Wake::Cancelled) => return Ok(Some(None)),
+            Ok(Wake::Cancelled) => return Ok(OnNode::Done(None)),
             Err(e) => {
                 mark_broken(c);
                 conn = None;
                 if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
-                    return Ok(Some(None));
+                    return Ok(OnNode::Done(None));
                 }
                 let left = deadline.saturating_duration_since(Instant::now());
                 if ops::waiter_follows(b, keys, node, &e, left) {
@@ -267,7 +273,7 @@ fn wait_on_node(
                         keys.shown(),
                         ops::waiter_server(node)
                     );
-                    return Ok(None);
+                    return Ok(OnNode::Moved);
                 }
                 // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
                 // connection; our queue entry is still there, so the place in line is kept.
