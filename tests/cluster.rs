@@ -296,7 +296,8 @@ fn moved_is_followed_to_the_slot_new_master() {
 #[test]
 fn ask_is_followed_and_a_migration_waited_out() {
     let cluster = Cluster::start();
-    let c = client(&cluster);
+    // Its read timeout (2 s) bounds how long a call waits for the migration to end.
+    let c = Client::open(&cluster.url()).unwrap();
     let name = unique_name("ask");
     let from = cluster.master_of(&name);
     let to = other_master(&cluster, from);
@@ -338,7 +339,7 @@ fn ask_is_followed_and_a_migration_waited_out() {
 /// follow the lock and are each granted it in turn, never two holders at once.
 fn held_lock_and_waiters_follow_a_migration(name: &str) {
     let cluster = Cluster::start();
-    let lease = Duration::from_millis(900);
+    let lease = Duration::from_millis(1500);
     let c = Client::builder(&cluster.url())
         .lease(lease)
         .recheck_interval(Duration::from_millis(500))
