@@ -458,6 +458,25 @@ fn a_failed_master_leaves_locks_on_other_masters_alone() {
         .iter()
         .map(|(n, _)| c.try_acquire(n).unwrap())
         .collect();
+    // A waiter for a lock on another master: blocked there through the failover (whose
+    // CLUSTERDOWN also reaches blocked clients), it is handed the lock at its release.
+    let waiter = {
+        let (c, name) = (c.clone(), names[1].0.clone());
+        thread::spawn(move || -> Result<bool, redislock::Error> {
+            let lock = c.acquire(&name, Duration::from_secs(60))?;
+            let held = lock.is_held();
+            lock.release()?;
+            Ok(held)
+        })
+    };
+    let mut queue_con = names[1].1.conn();
+    assert!(eventually(Duration::from_secs(10), || {
+        redis::cmd("LLEN")
+            .arg(queue_key(&names[1].0))
+            .query::<i64>(&mut queue_con)
+            .unwrap()
+            == 1
+    }));
     let (victim_name, victim) = &names[0];
     let killed = Instant::now();
     victim.kill();
@@ -513,6 +532,10 @@ fn a_failed_master_leaves_locks_on_other_masters_alone() {
         lock.extend(Duration::from_secs(4)).unwrap();
         lock.release().unwrap();
     }
+    assert!(
+        waiter.join().unwrap().unwrap(),
+        "the waiter was not handed its lock"
+    );
     // The promoted replica serves new locks.
     c.try_acquire(victim_name).unwrap().release().unwrap();
 }
