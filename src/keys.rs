@@ -174,6 +174,93 @@ fn tag_for_slot(target: u16) -> Vec<u8> {
     }
 }
 
+/// Companion keys of the read/write lock and the semaphore: each kind has suffixes of its own,
+/// so that one kind's queue never holds another kind's entries. The read/write lock's write side
+/// is the lock key itself (a plain string holding the writer's token); the semaphore keeps its
+/// holders in the lock key as a sorted set, so a name used as a semaphore and as a lock at once
+/// meets a key of the wrong type and fails clearly.
+const RW_READERS: &[u8] = b":rw:r";
+/// The scripts make a waiter's signal list and liveness key from the queue key (the queue key
+/// less its last byte, then `s:` or `e:`): keep them in step.
+const RW_QUEUE: &[u8] = b":rw:q";
+const RW_SIGNAL: &[u8] = b":rw:s:";
+const RW_ALIVE: &[u8] = b":rw:e:";
+const SEM_QUEUE: &[u8] = b":sem:q";
+const SEM_SIGNAL: &[u8] = b":sem:s:";
+const SEM_ALIVE: &[u8] = b":sem:e:";
+
+impl LockKeys {
+    /// Read/write lock: the readers, a sorted set of reader token → expiry (server time, ms).
+    pub(crate) fn rw_readers(&self) -> Vec<u8> {
+        self.companion(RW_READERS, b"")
+    }
+
+    /// Read/write lock: the queue of waiting readers and writers, in arrival order.
+    pub(crate) fn rw_queue(&self) -> Vec<u8> {
+        self.companion(RW_QUEUE, b"")
+    }
+
+    /// Read/write lock: the signal list of one waiter.
+    pub(crate) fn rw_signal(&self, waiter_id: &str) -> Vec<u8> {
+        self.companion(RW_SIGNAL, waiter_id.as_bytes())
+    }
+
+    /// Read/write lock: the liveness key of one waiter.
+    pub(crate) fn rw_alive(&self, waiter_id: &str) -> Vec<u8> {
+        self.companion(RW_ALIVE, waiter_id.as_bytes())
+    }
+
+    /// Semaphore: the queue of waiting permit requests, in arrival order.
+    pub(crate) fn sem_queue(&self) -> Vec<u8> {
+        self.companion(SEM_QUEUE, b"")
+    }
+
+    /// Semaphore: the signal list of one waiter.
+    pub(crate) fn sem_signal(&self, waiter_id: &str) -> Vec<u8> {
+        self.companion(SEM_SIGNAL, waiter_id.as_bytes())
+    }
+
+    /// Semaphore: the liveness key of one waiter.
+    pub(crate) fn sem_alive(&self, waiter_id: &str) -> Vec<u8> {
+        self.companion(SEM_ALIVE, waiter_id.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod kind_key_tests {
+    use super::*;
+
+    #[test]
+    fn kind_companions_share_the_lock_slot_and_differ() {
+        for name in [&b"orders:7"[..], b"{orders}:7", b"a{}b"] {
+            let k = LockKeys::new(b"app:", name).unwrap();
+            let s = slot(k.lock());
+            let all = [
+                k.fence(),
+                k.queue(),
+                k.rw_readers(),
+                k.rw_queue(),
+                k.rw_signal("ab"),
+                k.rw_alive("ab"),
+                k.sem_queue(),
+                k.sem_signal("ab"),
+                k.sem_alive("ab"),
+            ];
+            for c in &all {
+                assert_eq!(slot(c), s, "{:?}", String::from_utf8_lossy(c));
+            }
+            let distinct: std::collections::HashSet<_> = all.iter().collect();
+            assert_eq!(distinct.len(), all.len());
+        }
+        let k = LockKeys::new(b"", b"doc").unwrap();
+        assert_eq!(k.rw_readers(), b"{doc}:rw:r");
+        assert_eq!(k.rw_queue(), b"{doc}:rw:q");
+        assert_eq!(k.rw_signal("ab"), b"{doc}:rw:s:ab");
+        assert_eq!(k.sem_queue(), b"{doc}:sem:q");
+        assert_eq!(k.sem_alive("ab"), b"{doc}:sem:e:ab");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

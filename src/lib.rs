@@ -12,6 +12,9 @@
 //! - Waiting does not spin: a release hands the lock directly to the oldest waiter and wakes it,
 //!   with a jittered fallback re-check for holders that vanish.
 //! - Optional fencing tokens, strictly increasing per lock name.
+//! - Beyond the exclusive lock: read/write locks ([`Client::rw_lock`]), semaphores
+//!   ([`Client::semaphore`]) and sets of locks taken all or none ([`Client::lock_all`]), with
+//!   the same leases, renewal, fair waiting and lost-grant reports.
 //! - Fork-safe: a client used after `fork()` rebuilds its pools; a lock inherited across fork is
 //!   not the child's.
 //!
@@ -39,6 +42,7 @@ mod error;
 #[allow(unsafe_code)]
 mod ffi;
 mod keys;
+mod kinds;
 mod lock;
 mod ops;
 mod pool;
@@ -55,6 +59,10 @@ pub use client::{Client, LockRequest};
 pub use config::{ClientBuilder, MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use error::{Error, ErrorKind};
 pub use keys::MAX_NAME_LEN;
+pub use kinds::{
+    MAX_PERMITS, MAX_SET_NAMES, MultiLock, MultiLockRequest, Permits, ReadLock, RwLockRequest,
+    SemaphoreRequest, WriteLock,
+};
 pub use lock::Lock;
 pub use renewal::{IDLE_EXIT, Stats};
 pub use token::{MAX_OWNER_LEN, MIN_OWNER_LEN};

@@ -10,7 +10,7 @@ use crate::backend::{Backend, Owner};
 use crate::config::check_lease;
 use crate::error::Error;
 use crate::keys::LockKeys;
-use crate::ops;
+use crate::kinds::{self, Kind};
 use crate::renewal::Reservation;
 use crate::token::Token;
 
@@ -58,6 +58,9 @@ pub(crate) struct LockState {
     pub wake: Condvar,
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
     pub on_lost: Mutex<Option<LostCallback>>,
+    /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
+    /// locks), which decides the scripts that release and extend it.
+    pub kind: Kind,
 }
 
 /// What [`Lock::on_lost`] calls.
@@ -105,6 +108,7 @@ impl LockState {
             }),
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
+            kind: Kind::Exclusive,
         }
     }
 
@@ -149,7 +153,7 @@ impl LockState {
             // waiter it hands the lock to may claim one the moment it wakes.
             st.reservation = None;
         }
-        let released = match ops::release(&self.backend, &self.keys, &self.token) {
+        let released = match kinds::release(self) {
             Ok(released) => released,
             Err(e) => {
                 // Still ours as far as we know, and still renewed: take a place again if one is
@@ -320,7 +324,7 @@ impl Lock {
         s.check_process()?;
         drop(s.held_status()?);
         let sent = Instant::now();
-        let extended = ops::extend(&s.backend, &s.keys, &s.token, lease)?;
+        let extended = kinds::extend(s, lease)?;
         let mut st = s.status.lock();
         if extended {
             if st.phase == Phase::Held {

@@ -7,7 +7,9 @@
 //! call only these functions, and only these functions pick a connection pool of the backend.
 //! A topology that places locks on more than one server routes here, by the lock's keys: a
 //! Redis Cluster by the lock's hash slot (`topology/cluster.rs` follows its redirections), and
-//! renewal sends one pipeline per master.
+//! renewal sends one pipeline per master. The other kinds of lock (`kinds/`) type their own
+//! script calls and run them through [`run`] and the waiter functions here, so they are routed
+//! the same way.
 //!
 //! With `min_replicas`, every write that grants or extends a lock is followed on the same
 //! connection by WAIT (`replication.rs`), and counts only once enough replicas acknowledge it.
@@ -18,16 +20,19 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, Node, NodeRef, Servers};
 use crate::error::Error;
 use crate::keys::LockKeys;
+use crate::kinds::{self, Kind};
 use crate::pool::{ConnPool, PooledConn};
 use crate::replication;
 use crate::scripts;
 use crate::token::Token;
 use crate::topology::cluster::{Cluster, Redirect};
 
-/// Runs `op` on a lock-call connection to the server that holds the lock of `keys` (see
-/// [`ConnPool::run`] for `attempt`). One server: its pool, nothing more. A cluster: the master of
-/// the lock's slot, following redirections.
-fn run<T>(
+/// Runs `op` on a lock-call connection to the server that holds the lock of `keys`, as
+/// [`ConnPool::run`] does: on a connection the server dropped, `op` runs again with `attempt` ≥ 1,
+/// so it must be safe to repeat. One server: its pool, nothing more. A cluster: the master of the
+/// lock's slot, following redirections. The other kinds of lock (`kinds/`) run their typed
+/// script calls through it too.
+pub(crate) fn run<T>(
     b: &Backend,
     keys: &LockKeys,
     op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
@@ -180,12 +185,15 @@ pub(crate) struct Extension<'a> {
     pub keys: &'a LockKeys,
     pub token: &'a Token,
     pub lease: Duration,
+    /// What kind of grant it is: which script extends it (see `kinds/`).
+    pub kind: &'a Kind,
 }
 
-/// EXTEND for many locks of one backend (renewal): one pipeline per server, loading the script
-/// first if the server lost it. One outcome per lock, in order: `Ok(true)` extended, `Ok(false)`
-/// the key no longer held the token. With `min_replicas`, one WAIT covers each pipeline (so in
-/// a cluster each master waits for its own replicas).
+/// EXTEND (for other kinds of grant, their own extend script) for many locks of one backend
+/// (renewal): one pipeline per server, loading the scripts first if the server lost them. One
+/// outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the grant is no longer ours.
+/// With `min_replicas`, one WAIT covers each pipeline (so in a cluster each master waits for its
+/// own replicas).
 pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
     if locks.is_empty() {
         return Vec::new();
@@ -209,39 +217,42 @@ fn extend_pipeline<'a>(
     pool: &ConnPool,
     locks: impl Iterator<Item = &'a Extension<'a>> + Clone,
 ) -> Result<Vec<redis::RedisResult<bool>>, Error> {
-    pool.run(None, |c, _| {
-        let mut loaded = false;
-        loop {
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            for l in locks.clone() {
-                pipe.cmd("EVALSHA")
-                    .arg(scripts::EXTEND.get_hash())
-                    .arg(1)
-                    .arg(l.keys.lock())
-                    .arg(l.token.as_str())
-                    .arg(l.lease.as_millis() as u64);
-            }
-            let waits = replication::add_wait(&mut pipe, &b.cfg);
-            let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
-            if waits {
-                // Renewals count only once enough replicas acknowledged them (min_replicas).
-                let acks = replies.pop().unwrap_or(Ok(0))?;
-                replication::check(acks, &b.cfg)?;
-            }
-            let noscript = replies.iter().any(|r| {
-                r.as_ref().is_err_and(|e| {
-                    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                })
-            });
-            if noscript && !loaded {
-                scripts::EXTEND.load(c)?;
-                loaded = true;
-                continue;
-            }
-            return Ok(replies.into_iter().map(|r| r.map(|n| n == 1)).collect());
+    pool.run(None, |c, _| send_extends(c, b, locks.clone()))
+}
+
+/// Sends the EXTENDs of `locks` on `c` in one pipeline (with WAIT for `min_replicas`), loading
+/// the scripts first if the server lost them; each lock's outcome.
+fn send_extends<'a>(
+    c: &mut redis::Connection,
+    b: &Backend,
+    locks: impl Iterator<Item = &'a Extension<'a>> + Clone,
+) -> redis::RedisResult<Vec<redis::RedisResult<bool>>> {
+    let mut loaded = false;
+    loop {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for l in locks.clone() {
+            kinds::add_extend(&mut pipe, l.kind, l.keys, l.token, l.lease);
         }
-    })
+        let waits = replication::add_wait(&mut pipe, &b.cfg);
+        let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+        if waits {
+            // Renewals count only once enough replicas acknowledged them (min_replicas).
+            let acks = replies.pop().unwrap_or(Ok(0))?;
+            replication::check(acks, &b.cfg)?;
+        }
+        let noscript = replies.iter().any(|r| {
+            r.as_ref().is_err_and(|e| {
+                e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+            })
+        });
+        if noscript && !loaded {
+            kinds::load_extend_scripts(c)?;
+            loaded = true;
+            continue;
+        }
+        return Ok(replies.into_iter().map(|r| r.map(|n| n == 1)).collect());
+    }
 }
 
 /// [`extend_many`] in a cluster: the locks grouped by the master of their slot, one pipeline to
@@ -297,7 +308,7 @@ fn extend_many_in_cluster(
                             }
                             Some(Redirect::Ask(_)) => {
                                 let l = &locks[i];
-                                out[i] = Some(extend_routed(b, c, l, Duration::ZERO));
+                                out[i] = Some(extend_routed(b, c, l));
                             }
                             _ => out[i] = Some(Err(Error::from_redis(node.main.server(), &e))),
                         }
@@ -328,27 +339,34 @@ fn extend_many_in_cluster(
         .collect()
 }
 
-/// EXTEND of one lock in a cluster, following redirections, waiting out a migration for up to
-/// `patience`.
-fn extend_routed(
-    b: &Backend,
-    c: &Cluster,
-    l: &Extension<'_>,
-    patience: Duration,
-) -> Result<bool, Error> {
-    let ms = l.lease.as_millis() as u64;
-    let extended: i64 = c.run(l.keys.slot(), patience, |con, _| {
-        let extended = scripts::EXTEND
-            .key(l.keys.lock())
-            .arg(l.token.as_str())
-            .arg(ms)
-            .invoke(con)?;
-        if extended == 1 {
-            replication::wait(con, &b.cfg)?;
-        }
-        Ok(extended)
-    })?;
-    Ok(extended == 1)
+/// The EXTEND of one lock in a cluster (its kind's), following redirections, not waiting out a
+/// migration (renewal retries soon anyway).
+fn extend_routed(b: &Backend, c: &Cluster, l: &Extension<'_>) -> Result<bool, Error> {
+    c.run(l.keys.slot(), Duration::ZERO, |con, _| {
+        let mut replies = send_extends(con, b, std::iter::once(l))?;
+        // Its error, a redirection among them, is the call's.
+        replies.pop().unwrap_or(Ok(false))
+    })
+}
+
+/// For calls that use the keys of several locks at once (a set of locks, `kinds/multi.rs`):
+/// checks that one server holds them all. A cluster does only when they share a hash slot.
+pub(crate) fn check_one_server(b: &Backend, keys: &[LockKeys], shown: &str) -> Result<(), Error> {
+    let Servers::Cluster(_) = &b.servers else {
+        return Ok(());
+    };
+    let Some(first) = keys.first() else {
+        return Ok(());
+    };
+    let slot = first.slot();
+    if keys.iter().all(|k| k.slot() == slot) {
+        return Ok(());
+    }
+    Err(Error::invalid_argument(format!(
+        "the set of locks {shown} spans several Redis Cluster hash slots: on a cluster all names \
+         of a set must share one slot; give them one {{hash tag}}, as in {{order:7}}:stock and \
+         {{order:7}}:payment"
+    )))
 }
 
 /// GET: the token the lock key holds now, if any.

@@ -137,6 +137,7 @@ fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<bool, Error>> {
             keys: &r.lock.keys,
             token: &r.lock.token,
             lease: r.lease,
+            kind: &r.lock.kind,
         })
         .collect();
     ops::extend_many(&batch[0].lock.backend, &locks)
