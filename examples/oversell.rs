@@ -13,13 +13,16 @@
 //! `$REDIS_URL` if set; else `127.0.0.1:6379` if it answers PING (skipped when
 //! `REDISLOCK_DEMO_NO_DEFAULT=1`); else a private `redis-server` from `PATH` on a free loopback
 //! port, without persistence, stopped on exit. `REDIS_URL` is a plain URL,
-//! `redis://[user:password@]host:port/db`, or a Sentinel URL,
+//! `redis://[user:password@]host:port/db`, a Sentinel URL,
 //! `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
-//! for TLS to the data nodes): the locks get the URL as it is (and follow failovers), and the
-//! stock is kept on the master the sentinels name at the start.
+//! for TLS to the data nodes), or a Cluster URL,
+//! `redis-cluster://[user:password@]host1:port1,host2:port2` (`rediss-cluster://` for TLS): the
+//! locks get the URL as it is (and follow failovers), and the stock is kept on the master the
+//! sentinels name at the start, or on the cluster's master for the demo's keys.
 //!
-//! The demo only touches keys under its own `redislock-demo:<pid>-<random>:` prefix and deletes
-//! them by name at the end: it never lists or flushes keys. Exit code: 0 when the locked run sold
+//! The demo only touches keys under its own `redislock-demo:{<pid>-<random>}:` prefix (its
+//! hash tag keeps them in one cluster slot) and deletes them by name at the end: it never lists
+//! or flushes keys. Exit code: 0 when the locked run sold
 //! exactly the stock, 1 when it did not or failed, 2 when no usable Redis server was found.
 
 use std::io::{Read, Write};
@@ -41,8 +44,15 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 fn main() -> ExitCode {
+    let prefix = match getrandom::u32() {
+        Ok(random) => format!("redislock-demo:{{{}-{random:08x}}}:", process::id()),
+        Err(e) => {
+            eprintln!("error: no random numbers: {e}");
+            return ExitCode::from(1);
+        }
+    };
     // `_server`, a private redis-server if one was started, is stopped when main returns.
-    let (url, data_url, _server) = match pick_server() {
+    let (url, data_url, _server) = match pick_server(&format!("{prefix}stock")) {
         Ok(found) => found,
         Err(e) => {
             eprintln!("No usable Redis server: {e}.");
@@ -51,7 +61,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&url, &data_url) {
+    match run(&url, &data_url, &prefix) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -60,15 +70,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs both races: the locks through `url`, the stock on the server of `data_url`.
-fn run(url: &str, data_url: &str) -> Res<()> {
-    let random = getrandom::u32()?;
-    let prefix = format!("redislock-demo:{}-{random:08x}:", process::id());
+/// Runs both races: the locks through `url`, the stock on the server of `data_url`, every key
+/// under `prefix`.
+fn run(url: &str, data_url: &str, prefix: &str) -> Res<()> {
     let (stock_key, lock_name) = (format!("{prefix}stock"), format!("{prefix}lock"));
     let data = redis::Client::open(data_url)?;
     // Dropped when run returns, also on errors: deletes the stock, the lock key and the lock's
-    // companion keys (fencing counter, waiter queue and entries), by exact name.
-    let companions = [":fence", ":q", ":w"].map(|suffix| format!("{{{lock_name}}}{suffix}"));
+    // companion keys (fencing counter, waiter queue and entries), by exact name. The lock name
+    // has the prefix's hash tag, so its companions are the name and a suffix (src/keys.rs).
+    let companions = [":fence", ":q", ":w"].map(|suffix| format!("{lock_name}{suffix}"));
     let mut keys = vec![stock_key.clone(), lock_name.clone()];
     keys.extend(companions);
     let _cleanup = Cleanup(data.clone(), keys);
@@ -164,11 +174,11 @@ impl Drop for Cleanup {
 }
 
 /// Chooses the server (see the top comment): the URL for the locks, the URL of the server that
-/// keeps the stock, and the private server if one was started.
-fn pick_server() -> Res<(String, String, Option<PrivateServer>)> {
+/// keeps the stock (`stock_key`), and the private server if one was started.
+fn pick_server(stock_key: &str) -> Res<(String, String, Option<PrivateServer>)> {
     if let Ok(url) = std::env::var("REDIS_URL") {
         let ping = || -> Res<String> {
-            let data_url = data_server(&url)?;
+            let data_url = data_server(&url, stock_key)?;
             let mut conn = connect(&redis::Client::open(data_url.as_str())?)?;
             redis::cmd("PING").exec(&mut conn)?;
             Ok(data_url)
@@ -199,15 +209,50 @@ fn pick_server() -> Res<(String, String, Option<PrivateServer>)> {
 
 /// The plain URL of the server that keeps the stock, found as a client of `url`'s topology
 /// finds its data server: a plain URL is that server; a Sentinel URL names the master its
-/// sentinels report. (Another topology gets its own arm here: `redis-cluster://`, the node
-/// serving the slot of the stock key, whose `{hash tag}` keeps all the demo's keys in one slot;
+/// sentinels report; a Cluster URL, the master serving the slot of `stock_key`, whose
+/// `{hash tag}` keeps all the demo's keys in one slot. (Another topology gets its own arm here:
 /// `redlock://`, the first master.)
-fn data_server(url: &str) -> Res<String> {
+fn data_server(url: &str, stock_key: &str) -> Res<String> {
     match url.split_once("://") {
         Some(("redis-sentinel", rest)) => sentinel_master("redis", rest),
         Some(("rediss-sentinel", rest)) => sentinel_master("rediss", rest),
+        Some(("redis-cluster", rest)) => cluster_master("redis", rest, stock_key),
+        Some(("rediss-cluster", rest)) => cluster_master("rediss", rest, stock_key),
         _ => Ok(url.to_owned()),
     }
+}
+
+/// Asks the nodes of a Cluster URL (`rest` is `[user:password@]h1:p1,h2:p2[/]`), in order,
+/// which master serves `key`: a `GET` of it answers from that master, or is redirected there
+/// (`MOVED slot host:port`). Returns `scheme://[user:password@]host:port`.
+fn cluster_master(scheme: &str, rest: &str, key: &str) -> Res<String> {
+    let authority = &rest[..rest.find(['/', '?']).unwrap_or(rest.len())];
+    let (user_info, nodes) = match authority.rsplit_once('@') {
+        Some((user_info, nodes)) => (format!("{user_info}@"), nodes),
+        None => (String::new(), authority),
+    };
+    let mut failures = Vec::new();
+    for node in nodes.split(',') {
+        let node_url = format!("{scheme}://{user_info}{node}");
+        let ask = || -> Res<String> {
+            let mut conn = connect(&redis::Client::open(node_url.as_str())?)?;
+            match redis::cmd("GET")
+                .arg(key)
+                .query::<Option<String>>(&mut conn)
+            {
+                Ok(_) => Ok(node_url.clone()),
+                Err(e) => match e.redirect_node() {
+                    Some((addr, _slot)) => Ok(format!("{scheme}://{user_info}{addr}")),
+                    None => Err(e.into()),
+                },
+            }
+        };
+        match ask() {
+            Ok(master) => return Ok(master),
+            Err(e) => failures.push(format!("{node}: {e}")),
+        }
+    }
+    Err(format!("no cluster node answered ({})", failures.join("; ")).into())
 }
 
 /// Asks the sentinels of a Sentinel URL (`rest` is `[user:password@]h1:p1,h2:p2[/db]#master`),

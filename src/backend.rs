@@ -26,6 +26,7 @@ use crate::error::Error;
 use crate::pool::ConnPool;
 use crate::renewal::Renewer;
 use crate::topology::Topology;
+use crate::topology::cluster::Cluster;
 
 /// The most persistent backends one process keeps (one per distinct server and connection
 /// settings); a persistent client beyond them is refused.
@@ -43,11 +44,15 @@ pub(crate) struct Backend {
     pub renewer: Renewer,
 }
 
-/// The servers locks live on, by topology.
+/// The servers locks live on, by topology. One per backend, behind an `Arc`: the size of a
+/// variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Servers {
     /// One server: a single one, or the master of a Sentinel group (whose pools follow it
     /// across failovers).
     One(Node),
+    /// The masters of a Redis Cluster, each lock on the one serving its hash slot.
+    Cluster(Cluster),
 }
 
 /// The connection pools of one server that holds locks.
@@ -56,6 +61,34 @@ pub(crate) struct Node {
     pub main: ConnPool,
     /// For waiters blocked in BLPOP, so that they never starve the others of connections.
     pub wait: ConnPool,
+}
+
+/// A node as an operation holds it: borrowed from the backend (one server: no counting, no
+/// lock), or shared with a cluster's slot table, which may let go of it meanwhile (a
+/// resharding, a failover).
+pub(crate) enum NodeRef<'b> {
+    Fixed(&'b Node),
+    Shared(Arc<Node>),
+}
+
+impl Deref for NodeRef<'_> {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        match self {
+            NodeRef::Fixed(node) => node,
+            NodeRef::Shared(node) => node,
+        }
+    }
+}
+
+impl Node {
+    /// The two pools of a server, reached through `topology`; they connect lazily.
+    pub(crate) fn new(cfg: &Config, topology: Arc<Topology>) -> Node {
+        Node {
+            main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
+            wait: ConnPool::new(cfg, topology, cfg.max_waiters),
+        }
+    }
 }
 
 /// Keeps a backend running. Held by a client, by each lock taken through it, and for persistent
@@ -67,14 +100,14 @@ pub(crate) struct Owner {
 impl Owner {
     /// Builds a backend for this process. Starts no thread and opens no connection yet.
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
-        let topology = Arc::new(Topology::new(cfg, info)?);
+        let servers = match &cfg.cluster {
+            Some(spec) => Servers::Cluster(Cluster::new(cfg, info, spec)),
+            None => Servers::One(Node::new(cfg, Arc::new(Topology::new(cfg, info)?))),
+        };
         let backend = Backend {
             pid: std::process::id(),
             cfg: cfg.clone(),
-            servers: Servers::One(Node {
-                main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
-                wait: ConnPool::new(cfg, topology, cfg.max_waiters),
-            }),
+            servers,
             renewer: Renewer::new(cfg.max_renewed_locks),
         };
         Ok(Arc::new(Owner {

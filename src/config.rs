@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::topology::SentinelSpec;
+use crate::topology::{ClusterSpec, SentinelSpec};
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -44,6 +44,8 @@ pub(crate) struct Config {
     pub persistent: bool,
     /// For a `redis-sentinel://` URL: the sentinels and the master's name.
     pub sentinel: Option<SentinelSpec>,
+    /// For a `redis-cluster://` URL: the nodes to learn the cluster's slots from.
+    pub cluster: Option<ClusterSpec>,
     /// Replicas that must acknowledge a lock write (WAIT) before it counts.
     pub min_replicas: u32,
     /// How long a lock write waits for those acknowledgements.
@@ -142,20 +144,23 @@ impl ClientBuilder {
                 tls_ca_pem: None,
                 persistent: false,
                 sentinel: None,
+                cluster: None,
                 min_replicas: 0,
                 replica_timeout: Duration::from_millis(500),
             },
         }
     }
 
-    /// Connections for acquire, release, extend and renewal (default 16). Waiters use a pool
-    /// of their own (see [`max_waiters`](Self::max_waiters)), so they never starve these.
+    /// Connections for acquire, release, extend and renewal (default 16; with a Redis Cluster,
+    /// for each master). Waiters use a pool of their own (see
+    /// [`max_waiters`](Self::max_waiters)), so they never starve these.
     pub fn pool_size(mut self, n: u32) -> Self {
         self.cfg.pool_size = n;
         self
     }
     /// Threads of this process that may block waiting for locks at the same time, each on a
-    /// connection of the waiter pool (default 128). Further waiters queue for a connection.
+    /// connection of the waiter pool (default 128; with a Redis Cluster, for each master).
+    /// Further waiters queue for a connection.
     pub fn max_waiters(mut self, n: u32) -> Self {
         self.cfg.max_waiters = n;
         self
@@ -250,6 +255,8 @@ impl ClientBuilder {
     /// that fewer acknowledge is retried like an unreachable server. With a Sentinel group and
     /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
     /// of a replica; without it, a failover can lose a lock the old master had not replicated.
+    /// In a Redis Cluster the WAIT goes to the lock's own master and counts that shard's
+    /// replicas.
     pub fn min_replicas(mut self, n: u32) -> Self {
         self.cfg.min_replicas = n;
         self
@@ -273,11 +280,12 @@ impl ClientBuilder {
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
         let mut cfg = self.cfg;
-        let (info, sentinel) = parse_url(&cfg.url)?;
+        let (info, sentinel, cluster) = parse_url(&cfg.url)?;
         let db = info.redis_settings().db();
-        cfg.server = match &sentinel {
-            None => format!("{}/{db}", info.addr()),
-            Some(spec) => {
+        cfg.server = match (&sentinel, &cluster) {
+            (None, Some(spec)) => format!("cluster {}", spec.shown()),
+            (None, None) => format!("{}/{db}", info.addr()),
+            (Some(spec), _) => {
                 let hosts: Vec<String> = spec
                     .sentinels
                     .iter()
@@ -291,6 +299,7 @@ impl ClientBuilder {
             }
         };
         cfg.sentinel = sentinel;
+        cfg.cluster = cluster;
         let positive = |what: &str, d: Duration| {
             if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
@@ -419,35 +428,110 @@ pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
     Ok(())
 }
 
-/// Parses a `redis://` (or `rediss://`, `unix://`) URL, or a Sentinel URL
+/// Parses a `redis://` (or `rediss://`, `unix://`) URL, a Sentinel URL
 /// `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
-/// for TLS to the data nodes); the error never repeats the URL's secrets. For a Sentinel URL
-/// the connection info is the data nodes' (credentials, database, TLS) at the first sentinel's
-/// address, which is replaced by the master's when connecting.
-pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Option<SentinelSpec>), Error> {
+/// for TLS to the data nodes) or a Cluster URL `redis-cluster://[user:password@]host1:port1,
+/// host2:port2[/]` (`rediss-cluster://` for TLS); the error never repeats the URL's secrets.
+/// For a Sentinel or Cluster URL the connection info is the data nodes' (credentials, database,
+/// TLS) at the first listed address, which is replaced by a node's when connecting.
+pub(crate) fn parse_url(
+    url: &str,
+) -> Result<
+    (
+        redis::ConnectionInfo,
+        Option<SentinelSpec>,
+        Option<ClusterSpec>,
+    ),
+    Error,
+> {
     use redis::IntoConnectionInfo;
-    let usage = "Redis URL must look like redis://[user:password@]host:port/db or \
-                 redis-sentinel://[user:password@]host:port,host:port[/db]#master";
-    let (url, sentinel) = match sentinel_url(url) {
-        Some(parsed) => {
+    let usage = "Redis URL must look like redis://[user:password@]host:port/db, \
+                 redis-sentinel://[user:password@]host:port,host:port[/db]#master or \
+                 redis-cluster://[user:password@]host:port,host:port";
+    let (url, sentinel, cluster) = match (sentinel_url(url), cluster_url(url)) {
+        (Some(parsed), _) => {
             let (plain, spec) = parsed?;
-            (plain, Some(spec))
+            (plain, Some(spec), None)
         }
-        None => {
+        (None, Some(parsed)) => {
+            let (plain, spec) = parsed?;
+            (plain, None, Some(spec))
+        }
+        (None, None) => {
             let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
                 .iter()
                 .any(|s| url.starts_with(s));
             if !scheme_ok {
                 return Err(Error::invalid_argument(usage));
             }
-            (url.to_owned(), None)
+            (url.to_owned(), None, None)
         }
     };
     let info = url.as_str().into_connection_info().map_err(|e| {
         let detail = scrub(&e.to_string(), &url);
         Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(&url)))
     })?;
-    Ok((info, sentinel))
+    if cluster.is_some() && info.redis_settings().db() != 0 {
+        return Err(Error::invalid_argument(format!(
+            "invalid Cluster URL {}: Redis Cluster has only database 0",
+            mask_url(&url)
+        )));
+    }
+    Ok((info, sentinel, cluster))
+}
+
+/// The `host:port` list of a Sentinel or Cluster URL's authority, each port `default_port`
+/// when left out; `Err` says what is wrong.
+fn host_list(hosts: &str, default_port: u16, what: &str) -> Result<Vec<(String, u16)>, String> {
+    let mut list = Vec::new();
+    for host in hosts.split(',') {
+        let (h, p) = match host.rsplit_once(':') {
+            Some((h, p)) => match p.parse::<u16>() {
+                Ok(p) if p > 0 => (h, p),
+                _ => return Err(format!("{what}'s port is not a number from 1 to 65535")),
+            },
+            None => (host, default_port),
+        };
+        if h.is_empty() {
+            return Err(format!("{what}'s host is empty"));
+        }
+        list.push((h.to_owned(), p));
+    }
+    Ok(list)
+}
+
+/// For a `redis-cluster://` or `rediss-cluster://` URL: the plain URL of the nodes (at the first
+/// listed address) and the Cluster part. `None` for other URLs.
+fn cluster_url(url: &str) -> Option<Result<(String, ClusterSpec), Error>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis-cluster://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-cluster://") {
+        ("rediss", rest)
+    } else {
+        return None;
+    };
+    let bad = |what: &str| {
+        Some(Err(Error::invalid_argument(format!(
+            "invalid Cluster URL {}: {what}",
+            mask_url(url)
+        ))))
+    };
+    if rest.contains('#') {
+        return bad("a cluster URL has no #name (that is a Sentinel URL's master)");
+    }
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let seeds = match host_list(hosts, 6379, "a node") {
+        Ok(seeds) => seeds,
+        Err(what) => return bad(&what),
+    };
+    let (first_host, first_port) = seeds[0].clone();
+    let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
+    Some(Ok((plain, ClusterSpec { seeds })))
 }
 
 /// For a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes (at
@@ -478,20 +562,10 @@ fn sentinel_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
         Some(at) => (&authority[..=at], &authority[at + 1..]),
         None => ("", authority),
     };
-    let mut sentinels = Vec::new();
-    for host in hosts.split(',') {
-        let (h, p) = match host.rsplit_once(':') {
-            Some((h, p)) => match p.parse::<u16>() {
-                Ok(p) if p > 0 => (h, p),
-                _ => return bad("a sentinel's port is not a number from 1 to 65535"),
-            },
-            None => (host, 26379),
-        };
-        if h.is_empty() {
-            return bad("a sentinel's host is empty");
-        }
-        sentinels.push((h.to_owned(), p));
-    }
+    let sentinels = match host_list(hosts, 26379, "a sentinel") {
+        Ok(sentinels) => sentinels,
+        Err(what) => return bad(&what),
+    };
     let (first_host, first_port) = sentinels[0].clone();
     let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
     Some(Ok((
@@ -579,6 +653,40 @@ mod tests {
         assert!(!format!("{b:?}").contains("s3cret"));
         let c = b.build().unwrap();
         assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn cluster_urls() {
+        let (info, sentinel, cluster) =
+            parse_url("redis-cluster://u:s3cret@10.0.0.1:7000,10.0.0.2").unwrap();
+        assert!(sentinel.is_none());
+        let spec = cluster.unwrap();
+        assert_eq!(
+            spec.seeds,
+            vec![("10.0.0.1".to_owned(), 7000), ("10.0.0.2".to_owned(), 6379)]
+        );
+        assert_eq!(info.redis_settings().password(), Some("s3cret"));
+        assert_eq!(spec.shown(), "10.0.0.1:7000,10.0.0.2:6379");
+        let (info, _, cluster) = parse_url("rediss-cluster://h:7000/").unwrap();
+        assert!(cluster.is_some());
+        assert!(matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }));
+        let c = ClientBuilder::new("redis-cluster://u:s3cret@h1:7000,h2:7001")
+            .build()
+            .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        for bad in [
+            "redis-cluster://h:7000/1",
+            "redis-cluster://h:0",
+            "redis-cluster://:7000",
+            "redis-cluster://h:7000,",
+            "redis-cluster://h:7000#name",
+            "redis-cluster://u:s3cret@h:x",
+        ] {
+            let e = ClientBuilder::new(bad).build().unwrap_err();
+            assert!(e.is_invalid_argument(), "{bad}: {e}");
+            assert!(!e.to_string().contains("s3cret"), "{e}");
+        }
     }
 
     #[test]

@@ -114,6 +114,12 @@ impl LockKeys {
         self.companion(ALIVE, waiter_id.as_bytes())
     }
 
+    /// The Redis Cluster slot of the lock key, which every companion key shares: where a
+    /// cluster keeps the lock.
+    pub(crate) fn slot(&self) -> u16 {
+        slot(self.lock())
+    }
+
     /// The name as shown in messages (made only when needed: it is not cheap).
     pub(crate) fn shown(&self) -> String {
         show_name(self.name())
@@ -129,7 +135,7 @@ fn hash_tag(key: &[u8]) -> Option<&[u8]> {
 }
 
 /// The Redis Cluster slot of a key: CRC16 (XMODEM) of its hash tag or of the whole key.
-fn slot(key: &[u8]) -> u16 {
+pub(crate) fn slot(key: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     for &b in hash_tag(key).unwrap_or(key) {
         crc ^= (b as u16) << 8;

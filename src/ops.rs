@@ -5,28 +5,41 @@
 //! This is the seam between the lock logic and the servers: acquire (`acquire.rs`), waiting
 //! (`waiting.rs`), release and extend (`lock.rs`), renewal (`renewal/`) and cancel (`cancel.rs`)
 //! call only these functions, and only these functions pick a connection pool of the backend.
-//! A topology that places locks on more than one server routes here, by the lock's keys. The
-//! other kinds of lock (`kinds/`) type their own script calls and run them through [`run`] and
-//! the waiter functions here, so they are routed the same way.
+//! A topology that places locks on more than one server routes here, by the lock's keys: a
+//! Redis Cluster by the lock's hash slot (`topology/cluster.rs` follows its redirections), and
+//! renewal sends one pipeline per master. The other kinds of lock (`kinds/`) type their own
+//! script calls and run them through [`run`] and the waiter functions here, so they are routed
+//! the same way.
 //!
 //! With `min_replicas`, every write that grants or extends a lock is followed on the same
 //! connection by WAIT (`replication.rs`), and counts only once enough replicas acknowledge it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, Node, Servers};
+use crate::backend::{Backend, Node, NodeRef, Servers};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::kinds::{self, Kind};
-use crate::pool::PooledConn;
+use crate::pool::{ConnPool, PooledConn};
 use crate::replication;
 use crate::scripts;
 use crate::token::Token;
+use crate::topology::cluster::{Cluster, Redirect};
 
-/// The server that holds the lock of `keys`.
-fn node<'b>(b: &'b Backend, _keys: &LockKeys) -> &'b Node {
+/// Runs `op` on a lock-call connection to the server that holds the lock of `keys`, as
+/// [`ConnPool::run`] does: on a connection the server dropped, `op` runs again with `attempt` ≥ 1,
+/// so it must be safe to repeat. One server: its pool, nothing more. A cluster: the master of the
+/// lock's slot, following redirections. The other kinds of lock (`kinds/`) run their typed
+/// script calls through it too.
+pub(crate) fn run<T>(
+    b: &Backend,
+    keys: &LockKeys,
+    op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
+) -> Result<T, Error> {
     match &b.servers {
-        Servers::One(node) => node,
+        Servers::One(node) => node.main.run(None, op),
+        Servers::Cluster(c) => c.run(keys.slot(), c.patience(), op),
     }
 }
 
@@ -71,7 +84,7 @@ pub(crate) fn acquire(
     let mut sent_at = Instant::now();
     // Set while a grant waits for its replicas' acknowledgement (min_replicas).
     let mut unacknowledged = false;
-    let result = node(b, keys).main.run(None, |c, attempt| {
+    let result = run(b, keys, |c, attempt| {
         sent = true;
         sent_at = Instant::now();
         // A retry (after the connection dropped mid-call) uses the script, which also accepts
@@ -133,7 +146,7 @@ pub(crate) fn acquire(
 /// RELEASE: frees the lock, or hands it to the oldest live waiter, if the key holds `token`.
 /// Returns whether it did.
 pub(crate) fn release(b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-    let released: i64 = node(b, keys).main.run(None, |c, _| {
+    let released: i64 = run(b, keys, |c, _| {
         scripts::RELEASE
             .key(keys.lock())
             .key(keys.fence())
@@ -153,7 +166,7 @@ pub(crate) fn extend(
     lease: Duration,
 ) -> Result<bool, Error> {
     let ms = lease.as_millis() as u64;
-    let extended: i64 = node(b, keys).main.run(None, |c, _| {
+    let extended: i64 = run(b, keys, |c, _| {
         let extended = scripts::EXTEND
             .key(keys.lock())
             .arg(token.as_str())
@@ -176,105 +189,244 @@ pub(crate) struct Extension<'a> {
     pub kind: &'a Kind,
 }
 
-/// EXTEND (for other kinds of grant, their own extend script) for many locks of one backend in
-/// one pipeline (renewal), loading the scripts first if the server lost them. One outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the key
-/// no longer held the token. With `min_replicas`, one WAIT covers the whole pipeline.
+/// EXTEND (for other kinds of grant, their own extend script) for many locks of one backend
+/// (renewal): one pipeline per server, loading the scripts first if the server lost them. One
+/// outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the grant is no longer ours.
+/// With `min_replicas`, one WAIT covers each pipeline (so in a cluster each master waits for its
+/// own replicas).
 pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
-    let Some(first) = locks.first() else {
+    if locks.is_empty() {
         return Vec::new();
-    };
-    let main = &node(b, first.keys).main;
-    let sent = main.run(None, |c, _| {
-        let mut loaded = false;
-        loop {
-            let mut pipe = redis::pipe();
-            pipe.ignore_errors();
-            for l in locks {
-                kinds::add_extend(&mut pipe, l.kind, l.keys, l.token, l.lease);
-            }
-            let waits = replication::add_wait(&mut pipe, &b.cfg);
-            let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
-            if waits {
-                // Renewals count only once enough replicas acknowledged them (min_replicas).
-                let acks = replies.pop().unwrap_or(Ok(0))?;
-                replication::check(acks, &b.cfg)?;
-            }
-            let noscript = replies.iter().any(|r| {
-                r.as_ref().is_err_and(|e| {
-                    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
-                })
-            });
-            if noscript && !loaded {
-                kinds::load_extend_scripts(c)?;
-                loaded = true;
-                continue;
-            }
-            return Ok(replies);
-        }
-    });
-    match sent {
-        Ok(replies) => replies
-            .into_iter()
-            .map(|r| match r {
-                Ok(n) => Ok(n == 1),
-                Err(e) => Err(Error::from_redis(main.server(), &e)),
-            })
-            .collect(),
-        Err(e) => locks.iter().map(|_| Err(e.clone())).collect(),
+    }
+    match &b.servers {
+        Servers::One(node) => match extend_pipeline(b, &node.main, locks.iter()) {
+            Ok(replies) => replies
+                .into_iter()
+                .map(|r| r.map_err(|e| Error::from_redis(node.main.server(), &e)))
+                .collect(),
+            Err(e) => locks.iter().map(|_| Err(e.clone())).collect(),
+        },
+        Servers::Cluster(c) => extend_many_in_cluster(b, c, locks),
     }
 }
 
-/// Runs `op`, a call of a script of another kind of lock (`kinds/`, which types each call), on
-/// the main pool of the server that holds the lock of `keys`, as [`ConnPool::run`] does: on a
-/// connection the server dropped, `op` runs again with `attempt` ≥ 1, so it must be safe to
-/// repeat.
-///
-/// [`ConnPool::run`]: crate::pool::ConnPool::run
-pub(crate) fn run<T>(
+/// One pipeline of EXTENDs on `pool`: each lock's outcome (`Ok(true)` extended), or the error
+/// that failed them all.
+fn extend_pipeline<'a>(
     b: &Backend,
-    keys: &LockKeys,
-    op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
-) -> Result<T, Error> {
-    node(b, keys).main.run(None, op)
+    pool: &ConnPool,
+    locks: impl Iterator<Item = &'a Extension<'a>> + Clone,
+) -> Result<Vec<redis::RedisResult<bool>>, Error> {
+    pool.run(None, |c, _| send_extends(c, b, locks.clone()))
+}
+
+/// Sends the EXTENDs of `locks` on `c` in one pipeline (with WAIT for `min_replicas`), loading
+/// the scripts first if the server lost them; each lock's outcome.
+fn send_extends<'a>(
+    c: &mut redis::Connection,
+    b: &Backend,
+    locks: impl Iterator<Item = &'a Extension<'a>> + Clone,
+) -> redis::RedisResult<Vec<redis::RedisResult<bool>>> {
+    let mut loaded = false;
+    loop {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        for l in locks.clone() {
+            kinds::add_extend(&mut pipe, l.kind, l.keys, l.token, l.lease);
+        }
+        let waits = replication::add_wait(&mut pipe, &b.cfg);
+        let mut replies: Vec<redis::RedisResult<i64>> = pipe.query(c)?;
+        if waits {
+            // Renewals count only once enough replicas acknowledged them (min_replicas).
+            let acks = replies.pop().unwrap_or(Ok(0))?;
+            replication::check(acks, &b.cfg)?;
+        }
+        let noscript = replies.iter().any(|r| {
+            r.as_ref().is_err_and(|e| {
+                e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+            })
+        });
+        if noscript && !loaded {
+            kinds::load_extend_scripts(c)?;
+            loaded = true;
+            continue;
+        }
+        return Ok(replies.into_iter().map(|r| r.map(|n| n == 1)).collect());
+    }
+}
+
+/// [`extend_many`] in a cluster: the locks grouped by the master of their slot, one pipeline to
+/// each. Locks whose slot moved (MOVED) are sent again to their new master, and so are those of
+/// a master that stopped answering if the table read again names another one: once, so that
+/// renewal is never held up for long (a lock that fails here is retried by its renewal thread).
+/// A lock whose slot is being migrated (ASK) is extended on its own.
+fn extend_many_in_cluster(
+    b: &Backend,
+    c: &Cluster,
+    locks: &[Extension<'_>],
+) -> Vec<Result<bool, Error>> {
+    let mut out: Vec<Option<Result<bool, Error>>> = locks.iter().map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..locks.len()).collect();
+    // Masters that failed to answer, and how: their locks are not sent to them again.
+    let mut failed: Vec<(Arc<Node>, Error)> = Vec::new();
+    for round in 0..2 {
+        let last_round = round == 1;
+        let mut groups: Vec<(Arc<Node>, Vec<usize>)> = Vec::new();
+        for i in pending.drain(..) {
+            let node = match c.node_for(locks[i].keys.slot()) {
+                Ok(node) => node,
+                Err(e) => {
+                    out[i] = Some(Err(e));
+                    continue;
+                }
+            };
+            if let Some((_, e)) = failed.iter().find(|(n, _)| Arc::ptr_eq(n, &node)) {
+                out[i] = Some(Err(e.clone()));
+                continue;
+            }
+            match groups.iter_mut().find(|(n, _)| Arc::ptr_eq(n, &node)) {
+                Some((_, group)) => group.push(i),
+                None => groups.push((node, vec![i])),
+            }
+        }
+        let mut unreachable = false;
+        for (node, group) in groups {
+            match extend_pipeline(b, &node.main, group.iter().map(|&i| &locks[i])) {
+                Ok(replies) => {
+                    for (i, reply) in group.into_iter().zip(replies) {
+                        let e = match reply {
+                            Ok(extended) => {
+                                out[i] = Some(Ok(extended));
+                                continue;
+                            }
+                            Err(e) => e,
+                        };
+                        match Redirect::of(&e) {
+                            Some(Redirect::Moved(addr)) if !last_round => {
+                                let _ = c.moved(locks[i].keys.slot(), &addr);
+                                pending.push(i);
+                            }
+                            Some(Redirect::Ask(_)) => {
+                                let l = &locks[i];
+                                out[i] = Some(extend_routed(b, c, l));
+                            }
+                            _ => out[i] = Some(Err(Error::from_redis(node.main.server(), &e))),
+                        }
+                    }
+                }
+                Err(e) if e.is_connection() && !last_round => {
+                    unreachable = true;
+                    pending.extend(group);
+                    failed.push((node, e));
+                }
+                Err(e) => {
+                    for i in group {
+                        out[i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        if unreachable {
+            // A master may have failed over: its locks go to the new one, if the table says so.
+            let _ = c.refresh(Instant::now(), None, None);
+        }
+        if pending.is_empty() {
+            break;
+        }
+    }
+    out.into_iter()
+        .map(|o| o.unwrap_or_else(|| Err(Error::internal("a renewal got no outcome"))))
+        .collect()
+}
+
+/// The EXTEND of one lock in a cluster (its kind's), following redirections, not waiting out a
+/// migration (renewal retries soon anyway).
+fn extend_routed(b: &Backend, c: &Cluster, l: &Extension<'_>) -> Result<bool, Error> {
+    c.run(l.keys.slot(), Duration::ZERO, |con, _| {
+        let mut replies = send_extends(con, b, std::iter::once(l))?;
+        // Its error, a redirection among them, is the call's.
+        replies.pop().unwrap_or(Ok(false))
+    })
+}
+
+/// For calls that use the keys of several locks at once (a set of locks, `kinds/multi.rs`):
+/// checks that one server holds them all. A cluster does only when they share a hash slot.
+pub(crate) fn check_one_server(b: &Backend, keys: &[LockKeys], shown: &str) -> Result<(), Error> {
+    let Servers::Cluster(_) = &b.servers else {
+        return Ok(());
+    };
+    let Some(first) = keys.first() else {
+        return Ok(());
+    };
+    let slot = first.slot();
+    if keys.iter().all(|k| k.slot() == slot) {
+        return Ok(());
+    }
+    Err(Error::invalid_argument(format!(
+        "the set of locks {shown} spans several Redis Cluster hash slots: on a cluster all names \
+         of a set must share one slot; give them one {{hash tag}}, as in {{order:7}}:stock and \
+         {{order:7}}:payment"
+    )))
 }
 
 /// GET: the token the lock key holds now, if any.
 pub(crate) fn holder(b: &Backend, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
-    node(b, keys)
-        .main
-        .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))
+    run(b, keys, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))
 }
 
-/// A connection for one waiter of `keys`' lock, from the pool that only waiters use (so that
-/// blocked waiters never starve releases and renewals of connections), within `limit`.
-pub(crate) fn waiter_conn<'b>(
-    b: &'b Backend,
+/// The server waiters of `keys`' lock block on: the one that holds the lock now.
+pub(crate) fn waiter_node<'b>(b: &'b Backend, keys: &LockKeys) -> Result<NodeRef<'b>, Error> {
+    match &b.servers {
+        Servers::One(node) => Ok(NodeRef::Fixed(node)),
+        Servers::Cluster(c) => c.node_for(keys.slot()).map(NodeRef::Shared),
+    }
+}
+
+/// A connection for one waiter on `node`, from the pool that only waiters use (so that blocked
+/// waiters never starve releases and renewals of connections), within `limit`.
+pub(crate) fn waiter_conn<'n>(node: &'n Node, limit: Duration) -> Result<PooledConn<'n>, Error> {
+    node.wait.get(Some(limit))
+}
+
+/// Whether every waiter connection of `node` is in use (a failed [`waiter_conn`] then means
+/// "wait for one", not "unreachable").
+pub(crate) fn waiters_exhausted(node: &Node) -> bool {
+    node.wait.exhausted()
+}
+
+/// For a waiter whose call failed on its connection: whether it may go on with a new one to
+/// the same server (see [`crate::pool::ConnPool::retryable`]; call once per error).
+pub(crate) fn waiter_may_retry(node: &Node, e: &redis::RedisError) -> bool {
+    node.wait.retryable(e)
+}
+
+/// For a waiter whose call failed on `node`: whether the lock now lives on another server, or
+/// is being moved there, so that the waiter must go on at [`waiter_node`] (a cluster's MOVED,
+/// ASK, TRYAGAIN or CLUSTERDOWN, after a pause of at most `limit`; a master that stopped
+/// answering and has a successor). Always false with one server.
+pub(crate) fn waiter_follows(
+    b: &Backend,
     keys: &LockKeys,
+    node: &NodeRef<'_>,
+    e: &redis::RedisError,
     limit: Duration,
-) -> Result<PooledConn<'b>, Error> {
-    node(b, keys).wait.get(Some(limit))
+) -> bool {
+    match (&b.servers, node) {
+        (Servers::Cluster(c), NodeRef::Shared(node)) => {
+            c.waiter_follows(keys.slot(), node, e, limit)
+        }
+        _ => false,
+    }
 }
 
-/// Whether every waiter connection is in use (a failed [`waiter_conn`] then means "wait for
-/// one", not "unreachable").
-pub(crate) fn waiters_exhausted(b: &Backend, keys: &LockKeys) -> bool {
-    node(b, keys).wait.exhausted()
-}
-
-/// For a waiter whose call failed on its connection: whether it may go on with a new one (see
-/// [`crate::pool::ConnPool::retryable`]; call once per error).
-pub(crate) fn waiter_may_retry(b: &Backend, keys: &LockKeys, e: &redis::RedisError) -> bool {
-    node(b, keys).wait.retryable(e)
-}
-
-/// The name of the server waiters of `keys`' lock block on, for messages.
-pub(crate) fn waiter_server<'b>(b: &'b Backend, keys: &LockKeys) -> &'b str {
-    node(b, keys).wait.server()
+/// The name of `node`, for messages.
+pub(crate) fn waiter_server(node: &Node) -> &str {
+    node.wait.server()
 }
 
 /// How long a waiter connection's reads may take beyond what they wait for.
-pub(crate) fn waiter_read_timeout(b: &Backend, keys: &LockKeys) -> Duration {
-    node(b, keys).wait.read_timeout()
+pub(crate) fn waiter_read_timeout(node: &Node) -> Duration {
+    node.wait.read_timeout()
 }
 
 /// ENQUEUE on a waiter's connection: take the lock if it is free, else queue the waiter (or
@@ -335,7 +487,7 @@ pub(crate) fn leave_queue(
     token: &Token,
     w: &Waiter,
 ) -> Result<Option<(i64, i64)>, Error> {
-    let (ours, fence, pttl): (i64, i64, i64) = node(b, keys).main.run(None, |c, _| {
+    let (ours, fence, pttl): (i64, i64, i64) = run(b, keys, |c, _| {
         scripts::CANCEL
             .key(keys.lock())
             .key(keys.queue())
@@ -358,7 +510,7 @@ pub(crate) fn signal_cancel(
     mark: &[u8],
     lifetime: Duration,
 ) -> Result<(), Error> {
-    node(b, keys).main.run(None, |c, _| {
+    run(b, keys, |c, _| {
         scripts::SIGNAL_CANCEL
             .key(signal)
             .arg(mark)

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Node, NodeRef};
 use crate::cancel::{CANCEL_MARK, Cancel};
 use crate::client::LockOptions;
 use crate::error::Error;
@@ -170,7 +170,8 @@ fn queue_entry(wid: &str, lease_ms: u64, fencing: bool, token: &str) -> String {
     e
 }
 
-/// The waiting loop, with the waiter's keys and queue entry in `w`.
+/// The waiting loop, with the waiter's keys and queue entry in `w`: on the server that holds
+/// the lock, and on the next one when the lock moves (a cluster's resharding or failover).
 #[allow(clippy::too_many_arguments)]
 fn wait_queued(
     b: &Backend,
@@ -182,30 +183,71 @@ fn wait_queued(
     w: &Waiter,
     wid: &str,
 ) -> Result<Option<Grant>, Error> {
-    let mut jitter = Jitter::new(wid);
+    let mut st = WaitState {
+        jitter: Jitter::new(wid),
+        reconnects: 0,
+        sent: false,
+    };
+    loop {
+        let node = ops::waiter_node(b, keys)?;
+        match wait_on_node(b, &node, keys, token, opts, deadline, cancel, w, &mut st)? {
+            OnNode::Done(grant) => return Ok(grant),
+            OnNode::Moved => {}
+        }
+    }
+}
+
+/// How a wait on one server ended.
+enum OnNode {
+    /// Granted (`Some`), or not within the wait bound or cancelled (`None`).
+    Done(Option<Grant>),
+    /// The lock lives on another server now (or is moving there): wait there.
+    Moved,
+}
+
+/// What a wait carries from one server to the next.
+struct WaitState {
+    jitter: Jitter,
+    /// Connections replaced after the server dropped them.
+    reconnects: u32,
+    /// Whether an ENQUEUE was sent already: from then on the waiter may be in the queue.
+    sent: bool,
+}
+
+/// The waiting loop on `node`, until the wait ends or the lock moves to another server.
+#[allow(clippy::too_many_arguments)]
+fn wait_on_node(
+    b: &Backend,
+    node: &NodeRef<'_>,
+    keys: &LockKeys,
+    token: &Token,
+    opts: &LockOptions,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+    w: &Waiter,
+    st: &mut WaitState,
+) -> Result<OnNode, Error> {
     let mut conn: Option<PooledConn<'_>> = None;
-    let mut reconnects = 0;
-    // Whether an ENQUEUE was sent already: from then on the waiter may be in the queue.
-    let mut sent = false;
     loop {
         let now = Instant::now();
         if now >= deadline || cancel.is_some_and(Cancel::is_cancelled) {
-            return Ok(None);
+            return Ok(OnNode::Done(None));
         }
         let left = deadline - now;
         let c = match conn.as_mut() {
             Some(c) => c,
-            None => match ops::waiter_conn(b, keys, left) {
+            None => match ops::waiter_conn(node, left) {
                 Ok(c) => conn.insert(c),
                 // Every waiter connection is in use: wait for one until the deadline.
-                Err(_) if ops::waiters_exhausted(b, keys) => continue,
+                Err(_) if ops::waiters_exhausted(node) => continue,
                 Err(e) => return Err(e),
             },
         };
-        let first = !sent;
-        sent = true;
+        let first = !st.sent;
+        st.sent = true;
         match wait_once(
             b,
+            node,
             &mut c.redis,
             keys,
             token,
@@ -213,32 +255,41 @@ fn wait_queued(
             w,
             first,
             left,
-            &mut jitter,
+            &mut st.jitter,
         ) {
-            Ok(Wake::Granted(grant)) => return Ok(Some(grant)),
+            Ok(Wake::Granted(grant)) => return Ok(OnNode::Done(Some(grant))),
             Ok(Wake::Recheck) => {}
-            Ok(Wake::Cancelled) => return Ok(None),
+            Ok(Wake::Cancelled) => return Ok(OnNode::Done(None)),
             Err(e) => {
                 mark_broken(c);
                 conn = None;
                 if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
-                    return Ok(None);
+                    return Ok(OnNode::Done(None));
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if ops::waiter_follows(b, keys, node, &e, left) {
+                    log::info!(
+                        "waiter for lock {} follows it away from {}: {e}",
+                        keys.shown(),
+                        ops::waiter_server(node)
+                    );
+                    return Ok(OnNode::Moved);
                 }
                 // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
                 // connection; our queue entry is still there, so the place in line is kept.
                 // Signals may come often and end nothing; dropped connections are counted.
-                if ops::waiter_may_retry(b, keys, &e)
-                    && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
+                if ops::waiter_may_retry(node, &e)
+                    && (!e.is_connection_dropped() || st.reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
                         "waiter for lock {} reconnects to {}: {e}",
                         keys.shown(),
-                        ops::waiter_server(b, keys)
+                        ops::waiter_server(node)
                     );
-                    reconnects += u32::from(e.is_connection_dropped());
+                    st.reconnects += u32::from(e.is_connection_dropped());
                     continue;
                 }
-                return Err(Error::from_redis(ops::waiter_server(b, keys), &e));
+                return Err(Error::from_redis(ops::waiter_server(node), &e));
             }
         }
     }
@@ -249,6 +300,7 @@ fn wait_queued(
 #[allow(clippy::too_many_arguments)]
 fn wait_once(
     b: &Backend,
+    node: &Node,
     c: &mut redis::Connection,
     keys: &LockKeys,
     token: &Token,
@@ -274,7 +326,7 @@ fn wait_once(
     let slack = if planned >= left {
         DEADLINE_SLACK
     } else {
-        ops::waiter_read_timeout(b, keys)
+        ops::waiter_read_timeout(node)
     };
     c.set_read_timeout(Some(planned + slack))?;
     let sent = Instant::now();

@@ -1,9 +1,10 @@
 //! The oversell demos (`examples/oversell.rs`, `examples/c/oversell.c`,
 //! `examples/php/oversell.php`) run unchanged with the `REDIS_URL` forms the library accepts,
 //! as a new user would run them: with a `redis-sentinel://` URL of a Sentinel group started
-//! here, and with a URL that carries an ACL user, a password and a database. Each demo must
-//! exit 0 after printing its success line ("exactly 100 sold ... Correct"), keep its stock
-//! where the URL says, and leave no key behind.
+//! here, with a `redis-cluster://` URL of a Redis Cluster started here, and with a URL that
+//! carries an ACL user, a password and a database. Each demo must exit 0 after printing its
+//! success line ("exactly 100 sold ... Correct"), keep its stock where the URL says, and leave
+//! no key behind.
 //!
 //! How the demos are built:
 //! - Rust: `cargo build --lib --example oversell` from here, in this test's profile, and the
@@ -25,7 +26,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use support::{RedisServer, SentinelGroup, unique_name, wait_child};
+use support::{Cluster, RedisServer, SentinelGroup, unique_name, wait_child};
 
 /// A demo takes about a second; this only stops a hung one.
 const DEMO_TIMEOUT: Duration = Duration::from_secs(60);
@@ -267,6 +268,42 @@ fn demos_run_with_a_sentinel_url() {
     }
     // And deleted everything it (and the library, for its locks) created there.
     assert_eq!(dbsize(&mut master.conn()), 0, "keys left on the master");
+}
+
+#[test]
+fn demos_run_with_a_cluster_url() {
+    require_tools();
+    // The cluster forms while the demos build.
+    let cluster = thread::spawn(Cluster::start);
+    let demos = Demos::build();
+    let cluster = cluster.join().expect("the cluster did not start");
+    let url = cluster.url();
+    assert!(url.starts_with("redis-cluster://"), "{url}");
+
+    let outputs = demos.run_all(&url);
+
+    // Each demo kept its stock on the master that serves its keys' slot, and says so.
+    for (name, stdout) in &outputs {
+        let prefix = stdout
+            .split("(keys ")
+            .nth(1)
+            .and_then(|rest| rest.split('*').next())
+            .unwrap_or_else(|| panic!("the {name} demo does not show its keys:\n{stdout}"));
+        let master = cluster.master_of(&format!("{prefix}stock")).addr();
+        assert!(
+            stdout.contains(&master),
+            "the {name} demo does not name the master {master} of its keys:\n{stdout}"
+        );
+    }
+    // And deleted everything it (and the library, for its locks) created.
+    for master in cluster.masters() {
+        assert_eq!(
+            dbsize(&mut master.conn()),
+            0,
+            "keys left on {}",
+            master.addr()
+        );
+    }
 }
 
 #[test]

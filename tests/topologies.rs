@@ -1,8 +1,8 @@
 //! One suite of lock behaviours, run for every topology a client can be built for: each behaviour
 //! is written once, against a `Setup` (a URL to give the client, and a plain connection to the
-//! server that holds a given key), and the `suite!` lines at the end run it for a single server
-//! and for a Sentinel group. The fault tests of each topology are in their own files
-//! (`faults.rs`, `sentinel.rs`).
+//! server that holds a given key), and the `suite!` lines at the end run it for a single server,
+//! a Sentinel group and a Redis Cluster. The fault tests of each topology are in their own files
+//! (`faults.rs`, `sentinel.rs`, `cluster.rs`).
 
 mod support;
 
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use redislock::Client;
 use support::{
-    CHILD_ROLE_ENV, RedisServer, SentinelGroup, child_env, eventually, exists, pttl, spawn_self,
-    unique_name, wait_child_ok,
+    CHILD_ROLE_ENV, Cluster, RedisServer, SentinelGroup, child_env, eventually, exists, pttl,
+    spawn_self, unique_name, wait_child_ok,
 };
 
 /// A running topology, as the behaviours see it.
@@ -42,6 +42,15 @@ impl Setup for SentinelGroup {
     }
     fn conn_for(&self, _key: &str) -> redis::Connection {
         self.master().conn()
+    }
+}
+
+impl Setup for Cluster {
+    fn url(&self) -> String {
+        Cluster::url(self)
+    }
+    fn conn_for(&self, key: &str) -> redis::Connection {
+        self.master_of(key).conn()
     }
 }
 
@@ -349,3 +358,4 @@ macro_rules! suite {
 
 suite!(single, RedisServer::start());
 suite!(sentinel, SentinelGroup::start());
+suite!(cluster, Cluster::start());

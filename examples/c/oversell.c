@@ -21,14 +21,17 @@
  * (or link with -Wl,-rpath,$PWD/target/release instead of setting LD_LIBRARY_PATH).
  *
  * The server is $REDIS_URL, else redis://127.0.0.1:6379/. REDIS_URL is a plain URL,
- * redis://[[user]:password@]host:port/db, or a Sentinel URL,
- * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master: the locks get the URL
- * as it is (and follow failovers), and the stock is kept on the master the sentinels name at
- * the start. The demo sends its own GET and SET over a tiny RESP client below, which has no
- * TLS: rediss:// and rediss-sentinel:// URLs do not work with this demo.
+ * redis://[[user]:password@]host:port/db, a Sentinel URL,
+ * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master, or a Cluster URL,
+ * redis-cluster://[[user]:password@]host1:port1,host2:port2: the locks get the URL as it is
+ * (and follow failovers), and the stock is kept on the master the sentinels name at the start,
+ * or on the cluster's master for the demo's keys. The demo sends its own GET and SET over a
+ * tiny RESP client below, which has no TLS: rediss://, rediss-sentinel:// and
+ * rediss-cluster:// URLs do not work with this demo.
  *
- * The demo only touches keys under its own "redislock-demo:<pid>-<random>:" prefix and deletes
- * them by name at the end: it never lists or flushes keys.
+ * The demo only touches keys under its own "redislock-demo:{<pid>-<random>}:" prefix (its hash
+ * tag keeps them in one cluster slot) and deletes them by name at the end: it never lists or
+ * flushes keys.
  * Exit code: 0 when the locked run sold exactly the stock, 1 when it did not or failed, 2 when
  * no Redis server answered.
  */
@@ -256,16 +259,49 @@ static int ask_sentinel(const char *sentinel, const char *name, server *srv) {
     return 0;
 }
 
-/* Finds the server that keeps the stock, as a client of the URL's topology would: a
- * redis:// URL names it; for a Sentinel URL the sentinels are asked in order for the master,
- * and the first that names it wins. Another topology gets its own branch here:
- * redis-cluster://, the node serving the slot of the stock key (whose {hash tag} keeps the
- * demo's keys in one slot); redlock://, the first master. Returns 0, or -1. */
-static int find_data_server(const char *url, server *srv) {
-    char hosts[512], *sentinel, *more;
+/* Asks the cluster node at "host[:port]" which master serves key: a GET of it answers from
+ * that master, or is redirected there ("MOVED slot host:port"). Puts the master's address into
+ * srv. Returns 0, or -1 if the node does not answer. */
+static int ask_cluster_node(const char *node, const char *key, server *srv) {
+    conn c;
+    char reply[300], slot[16], addr[280];
+    const char *argv[2];
+    int rc;
+
+    set_addr(srv, node, "6379");
+    if (conn_open(&c, srv) != 0) return -1;
+    argv[0] = "GET";
+    argv[1] = key;
+    rc = conn_cmd(&c, reply, sizeof reply, 2, argv);
+    close(c.fd);
+    if (rc == 0) return 0;
+    if (sscanf(reply, "MOVED %15s %279s", slot, addr) != 2) return -1;
+    set_addr(srv, addr, "6379");
+    return 0;
+}
+
+/* Finds the server that keeps the stock (stock_key), as a client of the URL's topology would:
+ * a redis:// URL names it; for a Sentinel URL the sentinels are asked in order for the master,
+ * and the first that names it wins; for a Cluster URL the nodes are asked in order for the
+ * master that serves the slot of the stock key (whose {hash tag} keeps the demo's keys in one
+ * slot). Another topology gets its own branch here: redlock://, the first master. Returns 0,
+ * or -1. */
+static int find_data_server(const char *url, const char *stock_key, server *srv) {
+    char hosts[512], *sentinel, *node, *more;
     const char *name = strrchr(url, '#');
 
     split_url(url, srv, hosts, sizeof hosts);
+    if (strncmp(url, "redis-cluster://", 16) == 0 || strncmp(url, "rediss-cluster://", 17) == 0) {
+        for (node = strtok_r(hosts, ",", &more); node != NULL; node = strtok_r(NULL, ",", &more)) {
+            if (ask_cluster_node(node, stock_key, srv) == 0) {
+                printf("Redis: cluster master %s:%s serves the demo's keys, as the node at %s "
+                       "says\n", srv->host, srv->port, node);
+                return 0;
+            }
+            fprintf(stderr, "the cluster node at %s does not answer\n", node);
+        }
+        return -1;
+    }
     if (strncmp(url, "redis-sentinel://", 17) != 0 &&
         strncmp(url, "rediss-sentinel://", 18) != 0) {
         set_addr(srv, hosts, "6379");
@@ -417,9 +453,18 @@ int main(void) {
     int ok, i;
 
     if (url == NULL || url[0] == '\0') url = "redis://127.0.0.1:6379/";
-    if (find_data_server(url, &data_server) != 0) {
+    urandom = fopen("/dev/urandom", "rb");
+    if (urandom == NULL || fread(&random_part, sizeof random_part, 1, urandom) != 1) {
+        random_part = (unsigned)time(NULL);
+    }
+    if (urandom != NULL) fclose(urandom);
+    snprintf(prefix, sizeof prefix, "redislock-demo:{%ld-%08x}:", (long)getpid(), random_part);
+    snprintf(stock_key, sizeof stock_key, "%sstock", prefix);
+    snprintf(lock_name, sizeof lock_name, "%slock", prefix);
+    if (find_data_server(url, stock_key, &data_server) != 0) {
         fprintf(stderr, "No sentinel of REDIS_URL names its master "
-                        "(redis-sentinel://host:port,host:port/#master).\n");
+                        "(redis-sentinel://host:port,host:port/#master), or no node of its "
+                        "cluster answers (redis-cluster://host:port,host:port).\n");
         return 2;
     }
     if (conn_open(&data, &data_server) != 0) {
@@ -428,14 +473,6 @@ int main(void) {
                 data_server.port);
         return 2;
     }
-    urandom = fopen("/dev/urandom", "rb");
-    if (urandom == NULL || fread(&random_part, sizeof random_part, 1, urandom) != 1) {
-        random_part = (unsigned)time(NULL);
-    }
-    if (urandom != NULL) fclose(urandom);
-    snprintf(prefix, sizeof prefix, "redislock-demo:%ld-%08x:", (long)getpid(), random_part);
-    snprintf(stock_key, sizeof stock_key, "%sstock", prefix);
-    snprintf(lock_name, sizeof lock_name, "%slock", prefix);
 
     /* One client for all threads, with a connection per thread. */
     if (redislock_config_new(url, &config) != REDISLOCK_OK ||
@@ -477,12 +514,13 @@ int main(void) {
     }
 
     /* Delete what the demo created, by exact name: the stock, the lock key and the lock's
-     * companion keys (fencing counter, waiter queue and entries). */
+     * companion keys (fencing counter, waiter queue and entries; the lock name has the
+     * prefix's hash tag, so they are the name and a suffix, see src/keys.rs). */
     snprintf(keys[0], sizeof keys[0], "%s", stock_key);
     snprintf(keys[1], sizeof keys[1], "%s", lock_name);
-    snprintf(keys[2], sizeof keys[2], "{%s}:fence", lock_name);
-    snprintf(keys[3], sizeof keys[3], "{%s}:q", lock_name);
-    snprintf(keys[4], sizeof keys[4], "{%s}:w", lock_name);
+    snprintf(keys[2], sizeof keys[2], "%s:fence", lock_name);
+    snprintf(keys[3], sizeof keys[3], "%s:q", lock_name);
+    snprintf(keys[4], sizeof keys[4], "%s:w", lock_name);
     for (i = 0; i < 5; i++) {
         const char *del[2];
         del[0] = "DEL";

@@ -26,13 +26,16 @@
  *   holder's release instead of polling.
  *
  * The server is $REDIS_URL, else redis://127.0.0.1:6379/0. REDIS_URL is a plain URL,
- * redis://[[user]:password@]host:port/db (rediss:// for TLS), or a Sentinel URL,
+ * redis://[[user]:password@]host:port/db (rediss:// for TLS), a Sentinel URL,
  * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master (rediss-sentinel://
- * for TLS to the data nodes): the locks get the URL as it is (and follow failovers), and the
- * stock is kept on the master the sentinels name at the start.
+ * for TLS to the data nodes), or a Cluster URL,
+ * redis-cluster://[[user]:password@]host1:port1,host2:port2 (rediss-cluster:// for TLS): the
+ * locks get the URL as it is (and follow failovers), and the stock is kept on the master the
+ * sentinels name at the start, or on the cluster's master for the demo's keys.
  *
- * The demo only touches keys under its own "redislock-demo:<pid>-<random>:" prefix and deletes
- * them by name at the end: it never lists or flushes keys.
+ * The demo only touches keys under its own "redislock-demo:{<pid>-<random>}:" prefix (its hash
+ * tag keeps them in one cluster slot) and deletes them by name at the end: it never lists or
+ * flushes keys.
  * Exit code: 0 when the locked run sold exactly the stock, 1 when it did not or failed, 2 when
  * no Redis server answered.
  */
@@ -56,13 +59,14 @@ foreach (['ffi', 'pcntl', 'redis'] as $ext) {
 
 $url = getenv('REDIS_URL') ?: 'redis://127.0.0.1:6379/0';
 $workers = max(1, (int) (getenv('WORKERS') ?: 8));
-$prefix = sprintf('redislock-demo:%d-%s:', getmypid(), bin2hex(random_bytes(4)));
+$prefix = sprintf('redislock-demo:{%d-%s}:', getmypid(), bin2hex(random_bytes(4)));
 $stockKey = $prefix . 'stock';
 $soldKey = $prefix . 'sold';
 $lockName = 'stock-lock';
 $lockKey = $prefix . $lockName;
-// The lock's companion keys (fencing counter, waiter queue and entries): see src/keys.rs.
-$keys = [$stockKey, $soldKey, $lockKey, "{{$lockKey}}:fence", "{{$lockKey}}:q", "{{$lockKey}}:w"];
+// The lock's companion keys (fencing counter, waiter queue and entries): the lock key has the
+// prefix's hash tag, so they are the key and a suffix (see src/keys.rs).
+$keys = [$stockKey, $soldKey, $lockKey, "$lockKey:fence", "$lockKey:q", "$lockKey:w"];
 
 /** A phpredis connection to $url, with 2 s timeouts. */
 function connect(string $url): Redis
@@ -88,19 +92,52 @@ function connect(string $url): Redis
 }
 
 /**
- * The plain URL of the server that keeps the stock, found as a client of $url's topology finds
- * its data server: a plain URL is that server; a Sentinel URL names the master its sentinels
- * report. (Another topology gets its own case here: redis-cluster://, the node serving the slot
- * of the stock key, whose {hash tag} keeps all the demo's keys in one slot; redlock://, the
- * first master.)
+ * The plain URL of the server that keeps the stock ($stockKey), found as a client of $url's
+ * topology finds its data server: a plain URL is that server; a Sentinel URL names the master
+ * its sentinels report; a Cluster URL, the master serving the slot of the stock key, whose
+ * {hash tag} keeps all the demo's keys in one slot. (Another topology gets its own case here:
+ * redlock://, the first master.)
  */
-function dataServer(string $url): string
+function dataServer(string $url, string $stockKey): string
 {
     return match (strstr($url, '://', true)) {
         'redis-sentinel' => sentinelMaster('redis', $url),
         'rediss-sentinel' => sentinelMaster('rediss', $url),
+        'redis-cluster' => clusterMaster('redis', $url, $stockKey),
+        'rediss-cluster' => clusterMaster('rediss', $url, $stockKey),
         default => $url,
     };
+}
+
+/**
+ * Asks the nodes of a Cluster URL, in order, which master serves $key: a GET of it answers
+ * from that master, or is redirected there ("MOVED slot host:port"). Returns
+ * scheme://[user:password@]host:port.
+ */
+function clusterMaster(string $scheme, string $url, string $key): string
+{
+    if (!preg_match('~^[^:]+://(?:(.*)@)?([^/?@]*)~', $url, $m)) {
+        throw new InvalidArgumentException('REDIS_URL must look like redis-cluster://host:port,host:port');
+    }
+    [, $userInfo, $nodes] = $m;
+    $auth = $userInfo === '' ? '' : "$userInfo@";
+    $failures = [];
+    foreach (explode(',', $nodes) as $node) {
+        try {
+            $redis = connect("$scheme://$auth$node");
+            if ($redis->get($key) !== false || $redis->getLastError() === null) {
+                return "$scheme://$auth$node";
+            }
+            $error = (string) $redis->getLastError();
+            if (preg_match('~^MOVED \d+ (\S+)$~', $error, $moved)) {
+                return "$scheme://$auth$moved[1]";
+            }
+            $failures[] = "$node: $error";
+        } catch (RedisException $e) {
+            $failures[] = "$node: " . $e->getMessage();
+        }
+    }
+    throw new RuntimeException('no cluster node answered (' . implode('; ', $failures) . ')');
 }
 
 /**
@@ -217,7 +254,7 @@ function race(string $dataUrl, int $workers, string $stockKey, string $soldKey, 
 }
 
 try {
-    $dataUrl = dataServer($url);
+    $dataUrl = dataServer($url, $stockKey);
     connect($dataUrl)->ping();
 } catch (Throwable $e) {
     fwrite(STDERR, 'No usable Redis server at ' . masked($url) . ': ' . $e->getMessage() . "\n");

@@ -9,9 +9,10 @@
 //! next held one. Sets therefore never deadlock; the price is that a set waiting for busy names
 //! can be overtaken by single-name users of its other names.
 //!
-//! Redis Cluster is not supported yet. There, names on different slots cannot share a script:
-//! such a set would be taken one slot group at a time in a fixed global order (by slot, then by
-//! key), atomic within each slot group only.
+//! On a Redis Cluster a script runs on one master, so a set's names must share one hash slot
+//! (one `{hash tag}`); a set across slots is refused before anything is sent. (It would have to
+//! be taken one slot group at a time in a fixed global order, by slot then by key, atomic within
+//! each slot group only.)
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -145,6 +146,7 @@ impl<'a> MultiLockRequest<'a> {
         }
         let owner = self.client.backend()?;
         let b = owner.backend();
+        ops::check_one_server(b, &keys, &shown)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;
         let waiter = SetWaiter::new(&keys, &token, &wid, opts, shown.clone());

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Place, reserve};
-use crate::backend::{Backend, Owner};
+use crate::backend::{Backend, Node, NodeRef, Owner};
 use crate::cancel::{CANCEL_MARK, Cancel};
 use crate::client::LockOptions;
 use crate::error::Error;
@@ -178,7 +178,8 @@ pub(crate) fn wait(
     }
 }
 
-/// The waiting loop.
+/// The waiting loop: on the server that holds the grant's keys, and on the next one when they
+/// move (a cluster's resharding or failover).
 fn wait_queued(
     b: &Backend,
     q: &dyn Queue,
@@ -187,49 +188,105 @@ fn wait_queued(
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
-    let mut jitter = Jitter::new(wid);
+    let mut st = WaitState {
+        jitter: Jitter::new(wid),
+        reconnects: 0,
+        mode: Mode::First,
+    };
+    loop {
+        let node = ops::waiter_node(b, q.keys())?;
+        match wait_on_node(b, &node, q, lease, deadline, cancel, &mut st)? {
+            OnNode::Done(grant) => return Ok(grant),
+            OnNode::Moved => {}
+        }
+    }
+}
+
+/// What a wait carries from one server to the next.
+struct WaitState {
+    jitter: Jitter,
+    /// Connections replaced after the server dropped them.
+    reconnects: u32,
+    /// How the next call of the waiter's script is made.
+    mode: Mode,
+}
+
+/// How a wait on one server ended.
+enum OnNode {
+    /// Granted (`Some`), or not within the wait bound or cancelled (`None`).
+    Done(Option<Grant>),
+    /// The keys live on another server now (or are moving there): wait there.
+    Moved,
+}
+
+/// The waiting loop on `node`, until the wait ends or the keys move to another server.
+fn wait_on_node(
+    b: &Backend,
+    node: &NodeRef<'_>,
+    q: &dyn Queue,
+    lease: Duration,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+    st: &mut WaitState,
+) -> Result<OnNode, Error> {
     let mut conn: Option<PooledConn<'_>> = None;
-    let mut reconnects = 0;
-    let mut mode = Mode::First;
     loop {
         let now = Instant::now();
         if now >= deadline || cancel.is_some_and(Cancel::is_cancelled) {
-            return Ok(None);
+            return Ok(OnNode::Done(None));
         }
         let left = deadline - now;
         let c = match conn.as_mut() {
             Some(c) => c,
-            None => match ops::waiter_conn(b, q.keys(), left) {
+            None => match ops::waiter_conn(node, left) {
                 Ok(c) => conn.insert(c),
-                Err(_) if ops::waiters_exhausted(b, q.keys()) => continue,
+                Err(_) if ops::waiters_exhausted(node) => continue,
                 Err(e) => return Err(e),
             },
         };
-        let this_mode = mode;
-        mode = Mode::Again;
-        match wait_once(b, &mut c.redis, q, this_mode, left, lease, &mut jitter) {
-            Ok(Wake::Granted(grant)) => return Ok(Some(grant)),
+        let this_mode = st.mode;
+        st.mode = Mode::Again;
+        match wait_once(
+            b,
+            node,
+            &mut c.redis,
+            q,
+            this_mode,
+            left,
+            lease,
+            &mut st.jitter,
+        ) {
+            Ok(Wake::Granted(grant)) => return Ok(OnNode::Done(Some(grant))),
             Ok(Wake::Recheck) => {}
-            Ok(Wake::Cancelled) => return Ok(None),
+            Ok(Wake::Cancelled) => return Ok(OnNode::Done(None)),
             Ok(Wake::Refused(e)) => return Err(e),
             Err(e) => {
                 mark_broken(c);
                 conn = None;
                 if e.is_timeout() && Instant::now() + DEADLINE_SLACK >= deadline {
-                    return Ok(None);
+                    return Ok(OnNode::Done(None));
                 }
-                if ops::waiter_may_retry(b, q.keys(), &e)
-                    && (!e.is_connection_dropped() || reconnects < MAX_RECONNECTS)
+                let left = deadline.saturating_duration_since(Instant::now());
+                if ops::waiter_follows(b, q.keys(), node, &e, left) {
+                    log::info!(
+                        "waiter for {} follows it away from {}: {e}",
+                        q.shown(),
+                        ops::waiter_server(node)
+                    );
+                    return Ok(OnNode::Moved);
+                }
+                if ops::waiter_may_retry(node, &e)
+                    && (!e.is_connection_dropped() || st.reconnects < MAX_RECONNECTS)
                 {
                     log::info!(
                         "waiter for {} reconnects to {}: {e}",
                         q.shown(),
-                        ops::waiter_server(b, q.keys())
+                        ops::waiter_server(node)
                     );
-                    reconnects += u32::from(e.is_connection_dropped());
+                    st.reconnects += u32::from(e.is_connection_dropped());
                     continue;
                 }
-                return Err(Error::from_redis(ops::waiter_server(b, q.keys()), &e));
+                return Err(Error::from_redis(ops::waiter_server(node), &e));
             }
         }
     }
@@ -245,8 +302,10 @@ enum Wake {
 
 /// One round: take the grant or queue up, then block until a release hands it over, the
 /// re-check time comes, or a cancel.
+#[allow(clippy::too_many_arguments)]
 fn wait_once(
     b: &Backend,
+    node: &Node,
     c: &mut redis::Connection,
     q: &dyn Queue,
     mode: Mode,
@@ -264,7 +323,7 @@ fn wait_once(
     let slack = if planned >= left {
         DEADLINE_SLACK
     } else {
-        ops::waiter_read_timeout(b, q.keys())
+        ops::waiter_read_timeout(node)
     };
     c.set_read_timeout(Some(planned + slack))?;
     let sent = Instant::now();

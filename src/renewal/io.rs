@@ -1,5 +1,5 @@
 //! Batched renewal I/O: renewal threads hand their EXTEND to one thread that sends everything
-//! due in one pipeline and applies each reply to its lock.
+//! due in one pipeline per server and applies each reply to its lock.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -128,8 +128,8 @@ fn apply(inner: &Inner, r: &Request, outcome: Result<bool, Error>) {
     }
 }
 
-/// One pipeline of EXTENDs. All the locks belong to one client, so the first lock's backend
-/// serves them all.
+/// The EXTENDs of a batch: one pipeline per server (a cluster has one per master). All the
+/// locks belong to one client, so the first lock's backend serves them all.
 fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<bool, Error>> {
     let locks: Vec<ops::Extension<'_>> = batch
         .iter()

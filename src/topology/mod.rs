@@ -4,11 +4,15 @@
 //! - [`single`]: one server (`redis://`, `rediss://`, `unix://`).
 //! - [`sentinel`]: the master of a Redis Sentinel group (`redis-sentinel://`,
 //!   `rediss-sentinel://`), found through the sentinels and followed across failovers.
+//! - [`cluster`]: the masters of a Redis Cluster (`redis-cluster://`, `rediss-cluster://`),
+//!   each lock on the master that serves its hash slot; a pool of each kind per master, each
+//!   reaching one address as a single server.
 //!
 //! Everything above the pools (acquire, release, renewal, waiting) is the same for every
 //! topology: a topology only opens connections to the server that holds the locks now, and says
 //! when an error means that server changed.
 
+pub(crate) mod cluster;
 pub(crate) mod sentinel;
 pub(crate) mod single;
 
@@ -22,6 +26,41 @@ use crate::error::Error;
 pub(crate) struct SentinelSpec {
     pub sentinels: Vec<(String, u16)>,
     pub master_name: String,
+}
+
+/// A parsed Cluster URL: the nodes to ask for the cluster's slots first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClusterSpec {
+    pub seeds: Vec<(String, u16)>,
+}
+
+impl ClusterSpec {
+    /// `host:port,host:port`, for messages.
+    pub(crate) fn shown(&self) -> String {
+        let hosts: Vec<String> = self.seeds.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+        hosts.join(",")
+    }
+}
+
+/// The template's address kind (plain or TLS, with its TLS settings) at another node's address:
+/// a Sentinel group's master, a cluster's node.
+pub(crate) fn node_addr(
+    template: &redis::ConnectionAddr,
+    (host, port): &(String, u16),
+) -> redis::ConnectionAddr {
+    match template {
+        redis::ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => redis::ConnectionAddr::TcpTls {
+            host: host.clone(),
+            port: *port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => redis::ConnectionAddr::Tcp(host.clone(), *port),
+    }
 }
 
 /// The servers a backend's pools connect to. One per backend, behind an `Arc`: the size of a

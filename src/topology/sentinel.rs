@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::SentinelSpec;
+use super::{SentinelSpec, node_addr};
 use crate::config::{Config, redis_client};
 use crate::error::Error;
 
@@ -196,26 +196,6 @@ impl Sentinel {
             m.addr = None;
             m.checked = None;
         }
-    }
-}
-
-/// The template's address kind (plain or TLS, with its TLS settings) at the master's address.
-fn node_addr(
-    template: &redis::ConnectionAddr,
-    (host, port): &(String, u16),
-) -> redis::ConnectionAddr {
-    match template {
-        redis::ConnectionAddr::TcpTls {
-            insecure,
-            tls_params,
-            ..
-        } => redis::ConnectionAddr::TcpTls {
-            host: host.clone(),
-            port: *port,
-            insecure: *insecure,
-            tls_params: tls_params.clone(),
-        },
-        _ => redis::ConnectionAddr::Tcp(host.clone(), *port),
     }
 }
 

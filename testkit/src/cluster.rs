@@ -18,7 +18,7 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts the six nodes, creates the cluster and waits until every node reports
-    /// `cluster_state:ok`.
+    /// `cluster_state:ok` and every master has a replica in sync.
     pub fn start() -> Cluster {
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
@@ -57,6 +57,15 @@ impl Cluster {
             ok,
             "the cluster did not reach cluster_state:ok within {FORM_TIMEOUT:?}"
         );
+        // A replica counts once it has synchronised with its master (a WAIT reaches it).
+        let synced = eventually(FORM_TIMEOUT, || {
+            let masters = cluster.masters();
+            masters.len() == 3 && masters.iter().all(|m| online_replicas(m) >= 1)
+        });
+        assert!(
+            synced,
+            "the replicas did not synchronise within {FORM_TIMEOUT:?}"
+        );
         cluster
     }
 
@@ -91,18 +100,31 @@ impl Cluster {
             .arg(key)
             .query(&mut con)
             .expect("CLUSTER KEYSLOT failed");
-        let slots: Vec<(i64, i64, Vec<redis::Value>)> = redis::cmd("CLUSTER")
+        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query(&mut con)
             .expect("CLUSTER SLOTS failed");
-        let (_, _, master) = slots
-            .into_iter()
-            .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
+        // Each entry: [first, last, [host, port, id, ...], replicas...].
+        let port = slots
+            .iter()
+            .find_map(|entry| {
+                use redis::Value as V;
+                let V::Array(fields) = entry else {
+                    return None;
+                };
+                match (fields.first(), fields.get(1), fields.get(2)) {
+                    (Some(V::Int(lo)), Some(V::Int(hi)), Some(V::Array(master)))
+                        if (*lo..=*hi).contains(&slot) =>
+                    {
+                        match master.get(1) {
+                            Some(V::Int(p)) => Some(*p as u16),
+                            other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
+                        }
+                    }
+                    _ => None,
+                }
+            })
             .expect("slot not served");
-        let port = match master.get(1) {
-            Some(redis::Value::Int(p)) => *p as u16,
-            other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
-        };
         self.nodes
             .iter()
             .find(|n| n.port() == port)
@@ -117,4 +139,18 @@ fn cluster_state(node: &RedisServer) -> Option<String> {
     info.lines()
         .find_map(|l| l.trim_end().strip_prefix("cluster_state:"))
         .map(str::to_owned)
+}
+
+/// Replicas of `node` that are in sync with it (`INFO replication`, `state=online`).
+fn online_replicas(node: &RedisServer) -> usize {
+    let Ok(mut con) = node.try_conn() else {
+        return 0;
+    };
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut con)
+        .unwrap_or_default();
+    info.lines()
+        .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+        .count()
 }
