@@ -327,11 +327,16 @@ impl Lock {
         let extended = kinds::extend(s, lease)?;
         let mut st = s.status.lock();
         if extended {
-            if st.phase == Phase::Held {
-                st.lease = lease;
-                st.valid_until = sent + lease.saturating_sub(drift(lease));
-                st.next_renewal = sent + lease / 3;
+            if st.phase != Phase::Held {
+                // Released, detached or found lost by another thread while the call was on its
+                // way: the handle's verdict stands (a lost lock stays lost).
+                let phase = st.phase;
+                drop(st);
+                return Err(s.not_held(phase));
             }
+            st.lease = lease;
+            st.valid_until = sent + lease.saturating_sub(drift(lease));
+            st.next_renewal = sent + lease / 3;
             let due = st.next_renewal;
             drop(st);
             if s.auto_renew {
