@@ -27,6 +27,7 @@ use crate::token::Token;
 
 pub use multi::{MAX_SET_NAMES, MultiLock, MultiLockRequest};
 pub use rwlock::{ReadLock, RwLockRequest, WriteLock};
+pub(crate) use rwlock::downgrade;
 pub use semaphore::{MAX_PERMITS, Permits, SemaphoreRequest};
 
 /// What a held grant is, and so which scripts release and extend it.
