@@ -31,10 +31,11 @@ use Symfony\Component\Semaphore\PersistingStoreInterface;
  * }
  * ```
  *
- * - The Key's resource is the library's semaphore of that name (behind the client's key_prefix)
- *   with the Key's limit as its number of permits; each Key takes its weight in permits as one
- *   grant ({@see Client::semaphore()}). Every user of a resource must give the same limit
- *   while it is in use: another limit fails with Symfony's InvalidArgumentException.
+ * - The Key's resource (`(string) $key`) is the library's semaphore of that name (behind the
+ *   client's key_prefix) with the Key's limit as its number of permits; each Key takes its
+ *   weight in permits as one grant ({@see Client::semaphore()}). Every user of a resource must
+ *   give the same limit while it is in use: another limit fails with Symfony's
+ *   InvalidArgumentException.
  * - Symfony's Semaphore makes one attempt (`acquire()` returns false when the permits are not
  *   free); grants go in arrival order, so an attempt also fails while a waiting request of a
  *   library user is ahead of it.
@@ -70,7 +71,7 @@ final class SemaphoreStore implements PersistingStoreInterface
         }
         try {
             $permits = $this->client
-                ->semaphore($key->getResource(), $key->getLimit(), $leaseMs, false)
+                ->semaphore((string) $key, $key->getLimit(), $leaseMs, false)
                 ->tryAcquire($key->getWeight());
         } catch (LockHeldException $e) {
             throw new SemaphoreAcquiringException($key, 'not enough permits are free');
