@@ -670,9 +670,7 @@ fn request_of(
     (client, request)
 }
 
-fn free_request(
-    (client, request): (*mut redislock_client, *mut redislock_request),
-) {
+fn free_request((client, request): (*mut redislock_client, *mut redislock_request)) {
     redislock_request_free(request);
     redislock_client_free(client);
 }
@@ -687,11 +685,22 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
     // One name: a kind that is none, permits, and an owner token with a read or write kind
     // (whichever comes first) are refused.
     let one = request_of(|c, out| redislock_request_new(c, name, 1, out));
-    assert_eq!(redislock_request_set_kind(one.1, KindCode(3)), REDISLOCK_INVALID_ARGUMENT);
-    assert!(last_error().contains("3 is not a redislock_kind"), "{}", last_error());
-    assert_eq!(redislock_request_set_permits(one.1, 2), REDISLOCK_INVALID_ARGUMENT);
+    assert_eq!(
+        redislock_request_set_kind(one.1, KindCode(3)),
+        REDISLOCK_INVALID_ARGUMENT
+    );
     assert!(
-        last_error().contains("a number of permits does not apply to a request for an exclusive lock"),
+        last_error().contains("3 is not a redislock_kind"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        redislock_request_set_permits(one.1, 2),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(
+        last_error()
+            .contains("a number of permits does not apply to a request for an exclusive lock"),
         "{}",
         last_error()
     );
@@ -713,7 +722,10 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
 
     let rw = request_of(|c, out| redislock_request_new(c, name, 1, out));
     for kind in [REDISLOCK_KIND_READ, REDISLOCK_KIND_WRITE] {
-        assert_eq!(redislock_request_set_kind(rw.1, KindCode(kind as u32)), REDISLOCK_OK);
+        assert_eq!(
+            redislock_request_set_kind(rw.1, KindCode(kind as u32)),
+            REDISLOCK_OK
+        );
         assert_eq!(
             redislock_request_set_owner_token(rw.1, owner.as_ptr(), owner.len()),
             REDISLOCK_INVALID_ARGUMENT
@@ -722,9 +734,16 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
             redislock_request_restore(rw.1, owner.as_ptr(), owner.len(), &mut lock),
             REDISLOCK_INVALID_ARGUMENT
         );
-        assert!(last_error().contains("restore does not apply"), "{}", last_error());
+        assert!(
+            last_error().contains("restore does not apply"),
+            "{}",
+            last_error()
+        );
         assert_eq!(redislock_request_set_fencing(rw.1, true), REDISLOCK_OK);
-        assert_eq!(redislock_request_try_acquire(rw.1, &mut lock), REDISLOCK_CONNECTION);
+        assert_eq!(
+            redislock_request_try_acquire(rw.1, &mut lock),
+            REDISLOCK_CONNECTION
+        );
     }
     // Back to exclusive: the owner token applies again.
     assert_eq!(
@@ -743,7 +762,10 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
         redislock_request_set_kind(sem.1, KindCode(REDISLOCK_KIND_READ as u32)),
         REDISLOCK_INVALID_ARGUMENT
     );
-    assert_eq!(redislock_request_set_fencing(sem.1, true), REDISLOCK_INVALID_ARGUMENT);
+    assert_eq!(
+        redislock_request_set_fencing(sem.1, true),
+        REDISLOCK_INVALID_ARGUMENT
+    );
     assert!(
         last_error().contains("fencing does not apply to a request for a semaphore"),
         "{}",
@@ -759,20 +781,25 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
     );
     assert_eq!(redislock_request_set_permits(sem.1, 2), REDISLOCK_OK);
     assert_eq!(redislock_request_set_lease_ms(sem.1, 5000), REDISLOCK_OK);
-    assert_eq!(redislock_request_try_acquire(sem.1, &mut lock), REDISLOCK_CONNECTION);
+    assert_eq!(
+        redislock_request_try_acquire(sem.1, &mut lock),
+        REDISLOCK_CONNECTION
+    );
     free_request(sem);
 
     // A set: fencing yes; kind, permits and owner token no.
     let names = [c"a".as_ptr().cast::<u8>(), c"b".as_ptr().cast()];
     let lens = [1usize, 1];
-    let set = request_of(|c, out| {
-        redislock_request_new_set(c, names.as_ptr(), lens.as_ptr(), 2, out)
-    });
+    let set =
+        request_of(|c, out| redislock_request_new_set(c, names.as_ptr(), lens.as_ptr(), 2, out));
     assert_eq!(
         redislock_request_set_kind(set.1, KindCode(REDISLOCK_KIND_WRITE as u32)),
         REDISLOCK_INVALID_ARGUMENT
     );
-    assert_eq!(redislock_request_set_permits(set.1, 1), REDISLOCK_INVALID_ARGUMENT);
+    assert_eq!(
+        redislock_request_set_permits(set.1, 1),
+        REDISLOCK_INVALID_ARGUMENT
+    );
     assert_eq!(
         redislock_request_set_owner_token(set.1, owner.as_ptr(), owner.len()),
         REDISLOCK_INVALID_ARGUMENT
@@ -783,7 +810,10 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
         last_error()
     );
     assert_eq!(redislock_request_set_fencing(set.1, true), REDISLOCK_OK);
-    assert_eq!(redislock_request_try_acquire(set.1, &mut lock), REDISLOCK_CONNECTION);
+    assert_eq!(
+        redislock_request_try_acquire(set.1, &mut lock),
+        REDISLOCK_CONNECTION
+    );
     free_request(set);
     assert!(lock.is_null());
 }

@@ -26,8 +26,8 @@ use crate::scripts;
 use crate::token::Token;
 
 pub use multi::{MAX_SET_NAMES, MultiLock, MultiLockRequest};
-pub use rwlock::{ReadLock, RwLockRequest, WriteLock};
 pub(crate) use rwlock::downgrade;
+pub use rwlock::{ReadLock, RwLockRequest, WriteLock};
 pub use semaphore::{MAX_PERMITS, Permits, SemaphoreRequest};
 
 /// What a held grant is, and so which scripts release and extend it.
