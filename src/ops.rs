@@ -103,10 +103,14 @@ pub(crate) fn acquire(
             // With min_replicas the WAIT goes in the same round trip.
             let mut pipe = redis::pipe();
             replication::add_wait(pipe.add_command(set), &b.cfg);
-            let (set, acks): (Option<String>, i64) = pipe.query(c)?;
+            // Replies one by one: an error reply keeps its details (a MOVED's address).
+            pipe.ignore_errors();
+            let (set, acks): (redis::RedisResult<Option<String>>, redis::RedisResult<i64>) =
+                pipe.query(c)?;
+            let set = set?;
             if set.is_some() {
                 unacknowledged = true;
-                replication::check(acks, &b.cfg)?;
+                replication::check(acks?, &b.cfg)?;
                 unacknowledged = false;
             }
             Ok(set.map(|_| 0))
@@ -167,15 +171,47 @@ pub(crate) fn extend(
 ) -> Result<bool, Error> {
     let ms = lease.as_millis() as u64;
     let extended: i64 = run(b, keys, |c, _| {
-        let extended = scripts::EXTEND
-            .key(keys.lock())
-            .arg(token.as_str())
-            .arg(ms)
-            .invoke(c)?;
-        if extended == 1 {
-            replication::wait(c, &b.cfg)?;
+        if b.cfg.min_replicas == 0 {
+            return scripts::EXTEND
+                .key(keys.lock())
+                .arg(token.as_str())
+                .arg(ms)
+                .invoke(c);
         }
-        Ok(extended)
+        // With min_replicas the WAIT goes in the same round trip (after a handoff, this is
+        // what makes the grant count).
+        let mut loaded = false;
+        loop {
+            let mut pipe = redis::pipe();
+            pipe.cmd("EVALSHA")
+                .arg(scripts::EXTEND.get_hash())
+                .arg(1)
+                .arg(keys.lock())
+                .arg(token.as_str())
+                .arg(ms);
+            replication::add_wait(&mut pipe, &b.cfg);
+            // Replies one by one: an error reply keeps its details (a MOVED's address).
+            pipe.ignore_errors();
+            let (extended, acks): (redis::RedisResult<i64>, redis::RedisResult<i64>) =
+                pipe.query(c)?;
+            match extended {
+                Ok(extended) => {
+                    if extended == 1 {
+                        replication::check(acks?, &b.cfg)?;
+                    }
+                    return Ok(extended);
+                }
+                Err(e)
+                    if !loaded
+                        && e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    scripts::EXTEND.load(c)?;
+                    loaded = true;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     })?;
     Ok(extended == 1)
 }
