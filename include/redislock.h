@@ -31,6 +31,20 @@
  *
  * A request holds no lock: it can acquire again, and freeing it leaves the locks it took alone.
  *
+ * The other kinds of lock are taken through requests too, and each acquire gives a
+ * redislock_lock that releases, extends, renews and reports loss like an exclusive lock:
+ *
+ *   redislock_request_new(client, name, len, &req);             many readers or one writer:
+ *   redislock_request_set_kind(req, REDISLOCK_KIND_READ);       (or REDISLOCK_KIND_WRITE)
+ *   redislock_request_new_semaphore(client, name, len, 3, &req);   3 permits in all,
+ *   redislock_request_set_permits(req, 2);                         2 per acquire
+ *   redislock_request_new_set(client, names, names_len, 2, &req);  both names or neither
+ *
+ * redislock_lock_downgrade() turns a write lock into a read lock with no gap in between.
+ * Setters that do not apply to what a request takes (permits for a read lock, fencing for a
+ * semaphore, an owner token for anything but an exclusive lock) fail with
+ * REDISLOCK_INVALID_ARGUMENT and change nothing.
+ *
  * Calling conventions (they hold for every function below):
  *
  * - Results. Functions that can fail return a redislock_result: REDISLOCK_OK (0) or a code
@@ -190,6 +204,37 @@ typedef uint32_t redislock_log_level;
 #endif // __cplusplus
 
 /**
+ * Which side of one lock name a request takes (`redislock_request_set_kind`). The numbers are
+ * stable.
+ */
+enum redislock_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The exclusive lock of the name (the default).
+   */
+  REDISLOCK_KIND_EXCLUSIVE = 0,
+  /**
+   * A read lock of the read/write lock of the name: shared with other readers.
+   */
+  REDISLOCK_KIND_READ = 1,
+  /**
+   * The write lock of the read/write lock of the name: alone, and excluding exclusive locks
+   * of the name too.
+   */
+  REDISLOCK_KIND_WRITE = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum redislock_kind redislock_kind;
+#else
+typedef uint32_t redislock_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A cancel handle: `redislock_cancel_cancel` ends every waiting acquire of the requests given
  * it (`redislock_request_set_cancel`), and fails their later ones at once, with
  * REDISLOCK_CANCELLED. Thread-safe: cancel from any thread while others wait with it. Once
@@ -212,15 +257,18 @@ typedef struct redislock_client redislock_client;
 typedef struct redislock_config redislock_config;
 
 /**
- * A lock acquired through a client or a request. Thread-safe: any thread may query, extend or release it,
- * but it must be freed (once) when no other thread uses it. It stays usable after its client is
+ * A lock acquired through a client or a request: an exclusive lock, a read or write lock,
+ * permits of a semaphore, or a set of locks; the functions below work on each (those that do
+ * not apply to a kind say so). Thread-safe: any thread may query, extend or release it, but it
+ * must be freed (once) when no other thread uses it. It stays usable after its client is
  * freed. In a child process after fork() it is not the child's: release and extend report
  * REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
  */
 typedef struct redislock_lock redislock_lock;
 
 /**
- * How one lock is to be taken: a lock name of a client, and whichever of its lease,
+ * How one lock is to be taken: what it takes (one lock name: an exclusive lock, or a read or
+ * write lock; permits of a semaphore; a set of names), and whichever of its lease,
  * auto-renewal, fencing, owner token and cancel handle should differ from the client's
  * defaults (a setting never set is the client's). It holds no lock: one request may be used
  * for any number of acquires, one after the other or at once from several threads, each
@@ -254,7 +302,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The library version as a static NUL-terminated string, such as `"0.1.0"`. Never free it.
+ * The library version as a static NUL-terminated string, such as `"0.2.0"`. Never free it.
  */
 const char *redislock_version(void);
 
@@ -519,18 +567,44 @@ uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
 
 /**
  * Writes the fencing token of this grant to `*token_out`: strictly larger than that of every
- * earlier fenced grant of the same name. Pass it to the protected resource, which should refuse
- * writes carrying a smaller token than it has seen.
- * Errors: INVALID_ARGUMENT (the lock was acquired without fencing), NULL_PARAMETER.
+ * earlier fenced grant of the same name (for a read lock: larger than that of the writer
+ * before it; readers holding at once are not ordered among themselves). Pass it to the
+ * protected resource, which should refuse writes carrying a smaller token than it has seen.
+ * Errors: INVALID_ARGUMENT (the lock was acquired without fencing; permits, which have none;
+ * a set, whose names each have one: see `redislock_lock_fencing_token_at`), NULL_PARAMETER.
  */
 redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
+
+/**
+ * Writes the fencing token of name `index` of a set (in the order the names were given to
+ * `redislock_request_new_set`, from 0) to `*token_out`; each name's token comes from its own
+ * counter. For any other lock, index 0 is its one token, as `redislock_lock_fencing_token`
+ * gives it. Errors: INVALID_ARGUMENT (acquired without fencing, index out of range, permits),
+ * NULL_PARAMETER.
+ */
+redislock_result redislock_lock_fencing_token_at(const redislock_lock *lock,
+                                                 size_t index,
+                                                 uint64_t *token_out);
+
+/**
+ * Turns a write lock into a read lock without a gap (one round trip): no writer can come in
+ * between, and the readers waiting at the head of the queue are let in with it. On success
+ * `*read_out` is a new read lock, with the write lock's lease, auto-renewal and fencing token,
+ * to free with `redislock_lock_free`; `lock` is then no longer held (its release reports
+ * NOT_HELD) but must still be freed. There is no upgrade: release the read lock and acquire
+ * the write lock. Errors: INVALID_ARGUMENT (not a write lock), NOT_HELD (released already, or
+ * lost), FORKED, NULL_PARAMETER, CONNECTION, REDIS_ERROR (on a failure for want of an answer,
+ * the lock is left to its lease).
+ */
+redislock_result redislock_lock_downgrade(const redislock_lock *lock, redislock_lock **read_out);
 
 /**
  * Writes the lock's owner token (the random value its key holds while the lock is ours) into
  * `buf`, with the buffer convention of `redislock_last_error_message`: at most `buf_len` bytes,
  * NUL-terminated; returns the token's whole length (0 for NULL). The token is a bearer secret:
  * whoever knows it can release the lock. Hand it only to the code that is to take the lock
- * over (`redislock_request_restore`), and never log it.
+ * over (`redislock_request_restore`), and never log it. Exclusive locks only: for any other
+ * kind it writes an empty string, returns 0 and sets the last error (INVALID_ARGUMENT).
  */
 size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t buf_len);
 
@@ -538,7 +612,8 @@ size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t 
  * Lets the lock outlive its handle: it is no longer renewed, and freeing the handle does not
  * release it, so it ends with its lease unless someone with its owner token releases or
  * extends it first. The handle must still be freed; release and extend then report NOT_HELD.
- * Errors: NOT_HELD (released, lost or detached already), FORKED, NULL_PARAMETER.
+ * Exclusive locks only. Errors: NOT_HELD (released, lost or detached already), FORKED,
+ * INVALID_ARGUMENT (a read or write lock, permits, a set), NULL_PARAMETER.
  */
 redislock_result redislock_lock_detach(redislock_lock *lock);
 
@@ -576,7 +651,8 @@ redislock_result redislock_set_log_callback(redislock_log_callback callback,
 
 /**
  * A request for the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of them,
- * checked when it is used) of `client`, with every setting at the client's default. The name
+ * checked when it is used) of `client`, with every setting at the client's default: its
+ * exclusive lock, or a side of its read/write lock after `redislock_request_set_kind`. The name
  * is copied. On success `*request_out` is a new request to free with `redislock_request_free`.
  * Errors: NULL_PARAMETER.
  */
@@ -584,6 +660,39 @@ redislock_result redislock_request_new(const redislock_client *client,
                                        const uint8_t *name,
                                        size_t name_len,
                                        redislock_request **request_out);
+
+/**
+ * A request for permits of the semaphore `name` (`name_len` bytes, as for
+ * `redislock_request_new`), which has `permits` permits (1 to 10,000; the first user of a name
+ * fixes the number while anything is held or waiting, and a request giving another number
+ * fails to acquire with INVALID_ARGUMENT). Each acquire takes one permit, or as many as
+ * `redislock_request_set_permits` says, as one grant with its own lease and (by default)
+ * auto-renewal; permits are granted in arrival order. Semaphores have no fencing tokens and no
+ * owner tokens. The numbers are checked by the acquire. On success `*request_out` is a new
+ * request to free with `redislock_request_free`. Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_request_new_semaphore(const redislock_client *client,
+                                                 const uint8_t *name,
+                                                 size_t name_len,
+                                                 uint32_t permits,
+                                                 redislock_request **request_out);
+
+/**
+ * A request for the exclusive locks of `count` names at once (1 to 256 of them, no name twice,
+ * each 1 to 4096 bytes: checked by the acquire): name i is `names_len[i]` bytes at `names[i]`.
+ * The names are copied. An acquire takes all of them or none, in one round trip, and never
+ * holds some while it waits for others; the lock it makes releases, extends and renews them
+ * together, and is lost as a whole if any of them is. With fencing each name gets a token
+ * from its own counter (`redislock_lock_fencing_token_at`). No owner tokens. On success
+ * `*request_out` is a new request to free with `redislock_request_free`.
+ * Errors: NULL_PARAMETER (`names` or `names_len` NULL with a count, a name NULL with a
+ * length), INVALID_ARGUMENT (more than 256 names).
+ */
+redislock_result redislock_request_new_set(const redislock_client *client,
+                                           const uint8_t *const *names,
+                                           const size_t *names_len,
+                                           size_t count,
+                                           redislock_request **request_out);
 
 /**
  * Frees a request. Locks acquired with it are not affected. NULL is a no-op.
@@ -604,9 +713,31 @@ redislock_result redislock_request_set_auto_renew(redislock_request *request, bo
 
 /**
  * Whether each grant gets a fencing token (see `redislock_lock_fencing_token`; default: the
- * client's fencing). Errors: NULL_PARAMETER.
+ * client's fencing). Readers and writers of a name share its counter with its exclusive lock:
+ * a writer's token is larger than that of every grant before it, a reader's larger than that
+ * of the writer before it. Errors: INVALID_ARGUMENT (a semaphore request: permits have no
+ * fencing tokens), NULL_PARAMETER.
  */
 redislock_result redislock_request_set_fencing(redislock_request *request, bool on);
+
+/**
+ * Which side of its name a request made by `redislock_request_new` takes: the exclusive lock
+ * (the default), or a read or the write lock of the name's read/write lock. Readers share the
+ * name; a writer (like an exclusive lock) is alone. Waiters are served in arrival order: a
+ * reader arriving after a waiting writer queues behind it, and a release wakes exactly the
+ * waiters that can proceed. A read or write lock of a name and its exclusive lock exclude each
+ * other. Errors: INVALID_ARGUMENT (a number that is no `redislock_kind`; a semaphore or set
+ * request; READ or WRITE for a request with an owner token), NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_kind(redislock_request *request, redislock_kind kind);
+
+/**
+ * How many permits each acquire of a semaphore request takes, as one grant (default 1; 1 to
+ * the semaphore's number of permits, checked by the acquire). A request for k permits waits
+ * its turn: later requests, even for fewer, do not overtake it.
+ * Errors: INVALID_ARGUMENT (not a semaphore request), NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_permits(redislock_request *request, uint32_t permits);
 
 /**
  * Acquire with the owner token `owner` (`owner_len` bytes, copied: 16 to 256 printable ASCII
@@ -614,7 +745,8 @@ redislock_result redislock_request_set_fencing(redislock_request *request, bool 
  * applications that name the owner themselves. The token is a bearer secret: make it as hard
  * to guess as a password. A lock acquired with it can be found with `redislock_is_owned_by`
  * and taken over with `redislock_request_restore`. Default: a random 128-bit token per
- * acquire. Errors: NULL_PARAMETER (`owner` NULL with a length).
+ * acquire. Exclusive locks only. Errors: INVALID_ARGUMENT (a request for a read or write
+ * lock, a semaphore or a set), NULL_PARAMETER (`owner` NULL with a length).
  */
 redislock_result redislock_request_set_owner_token(redislock_request *request,
                                                    const uint8_t *owner,
@@ -631,19 +763,23 @@ redislock_result redislock_request_set_cancel(redislock_request *request,
                                               const redislock_cancel *cancel);
 
 /**
- * One attempt to acquire the request's lock. On success `*lock_out` is a new held lock to free
- * with `redislock_lock_free`. Errors: HELD (another owner holds it), INVALID_ARGUMENT (empty
- * or oversized name, bad lease, malformed owner token), CANCELLED (its cancel handle was
- * cancelled), NULL_PARAMETER, CONNECTION, REDIS_ERROR, LIMIT_REACHED (max_renewed_locks
- * auto-renewed locks held).
+ * One attempt to acquire what the request takes. On success `*lock_out` is a new held lock to
+ * free with `redislock_lock_free`. Errors: HELD (another owner holds it; for a read lock, a
+ * writer holds it or anyone waits; for permits, fewer are free or earlier requests wait; for a
+ * set, any name is held), INVALID_ARGUMENT (empty or oversized name, bad lease, malformed
+ * owner token; zero permits, more than the semaphore has, or a number of permits other than
+ * the semaphore's; an empty set, or a name twice in it; a name in use as another kind of lock),
+ * CANCELLED (its cancel handle was cancelled), NULL_PARAMETER, CONNECTION, REDIS_ERROR,
+ * LIMIT_REACHED (max_renewed_locks auto-renewed locks held).
  */
 redislock_result redislock_request_try_acquire(const redislock_request *request,
                                                redislock_lock **lock_out);
 
 /**
- * Acquires the request's lock, waiting up to `wait_ms` milliseconds (at most 30 days) for it.
- * A waiter does not poll: the holder's release hands the lock to the longest-waiting thread or
- * process and wakes it. `wait_ms` 0 makes one attempt, which fails with WAIT_TIMEOUT when the
+ * Acquires what the request takes, waiting up to `wait_ms` milliseconds (at most 30 days) for
+ * it. A waiter does not poll: a release hands the lock to the longest-waiting threads or
+ * processes that can now proceed, and wakes them (a set waits without holding any of its
+ * names). `wait_ms` 0 makes one attempt, which fails with WAIT_TIMEOUT when the
  * lock is held. On success `*lock_out` is a new held lock to free with `redislock_lock_free`.
  * Errors: WAIT_TIMEOUT (not granted in time), CANCELLED (ended through its cancel handle), and
  * those of `redislock_request_try_acquire` except HELD.
@@ -658,8 +794,9 @@ redislock_result redislock_request_acquire(const redislock_request *request,
  * lease is reset to the request's lease (one round trip), and the lock auto-renews if the
  * request says so. The request's fencing, owner token and cancel handle do not apply; the
  * handle has no fencing token. On success `*lock_out` is a new held lock to free with
- * `redislock_lock_free`. Errors: NOT_HELD (the key does not hold that token),
- * INVALID_ARGUMENT, NULL_PARAMETER, CONNECTION, REDIS_ERROR, LIMIT_REACHED.
+ * `redislock_lock_free`. Exclusive locks only. Errors: NOT_HELD (the key does not hold that
+ * token), INVALID_ARGUMENT (also for a request for a read or write lock, a semaphore or a
+ * set), NULL_PARAMETER, CONNECTION, REDIS_ERROR, LIMIT_REACHED.
  */
 redislock_result redislock_request_restore(const redislock_request *request,
                                            const uint8_t *owner,

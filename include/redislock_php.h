@@ -33,6 +33,14 @@ enum redislock_log_level
 };
 typedef uint32_t redislock_log_level;
 
+enum redislock_kind
+ {
+  REDISLOCK_KIND_EXCLUSIVE = 0,
+  REDISLOCK_KIND_READ = 1,
+  REDISLOCK_KIND_WRITE = 2,
+};
+typedef uint32_t redislock_kind;
+
 typedef struct redislock_cancel redislock_cancel;
 
 typedef struct redislock_client redislock_client;
@@ -142,6 +150,12 @@ uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
 
 redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
 
+redislock_result redislock_lock_fencing_token_at(const redislock_lock *lock,
+                                                 size_t index,
+                                                 uint64_t *token_out);
+
+redislock_result redislock_lock_downgrade(const redislock_lock *lock, redislock_lock **read_out);
+
 size_t redislock_lock_owner_token(const redislock_lock *lock, char *buf, size_t buf_len);
 
 redislock_result redislock_lock_detach(redislock_lock *lock);
@@ -161,6 +175,18 @@ redislock_result redislock_request_new(const redislock_client *client,
                                        size_t name_len,
                                        redislock_request **request_out);
 
+redislock_result redislock_request_new_semaphore(const redislock_client *client,
+                                                 const char *name,
+                                                 size_t name_len,
+                                                 uint32_t permits,
+                                                 redislock_request **request_out);
+
+redislock_result redislock_request_new_set(const redislock_client *client,
+                                           const char *const *names,
+                                           const size_t *names_len,
+                                           size_t count,
+                                           redislock_request **request_out);
+
 void redislock_request_free(redislock_request *request);
 
 redislock_result redislock_request_set_lease_ms(redislock_request *request, uint64_t lease_ms);
@@ -168,6 +194,10 @@ redislock_result redislock_request_set_lease_ms(redislock_request *request, uint
 redislock_result redislock_request_set_auto_renew(redislock_request *request, bool on);
 
 redislock_result redislock_request_set_fencing(redislock_request *request, bool on);
+
+redislock_result redislock_request_set_kind(redislock_request *request, redislock_kind kind);
+
+redislock_result redislock_request_set_permits(redislock_request *request, uint32_t permits);
 
 redislock_result redislock_request_set_owner_token(redislock_request *request,
                                                    const char *owner,

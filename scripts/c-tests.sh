@@ -2,7 +2,7 @@
 # Builds libredislock and the C tests (ffi-tests/c), and runs the tests three times: plain,
 # under AddressSanitizer + UndefinedBehaviorSanitizer, and under valgrind (memcheck, failing on
 # any error and on definite leaks). Also checks that include/redislock.h compiles as C99 and C++
-# and that examples/c/oversell.c builds, all with -Wall -Wextra -Wpedantic -Werror.
+# and that the C examples (examples/c) build, all with -Wall -Wextra -Wpedantic -Werror.
 #
 # Usage: scripts/c-tests.sh [--release] [--no-asan] [--no-valgrind] [TEST-NAME-FILTER...]
 #
@@ -108,6 +108,7 @@ cp "$build/header_check.c" "$build/header_check.cpp"
 "$CC" -std=c99 "${warn[@]}" -Iinclude -c "$build/header_check.c" -o "$build/header_check_c.o"
 "$CXX" -std=c++11 "${warn[@]}" -Iinclude -c "$build/header_check.cpp" -o "$build/header_check_cpp.o"
 "$CC" -std=c99 "${warn[@]}" -O2 -Iinclude examples/c/oversell.c "${link[@]}" -o "$build/oversell"
+"$CC" -std=c99 "${warn[@]}" -O2 -Iinclude examples/c/rwlock.c "${link[@]}" -o "$build/rwlock"
 "$CC" -std=c99 "${warn[@]}" -O1 -g -Iinclude -Iffi-tests/c "${sources[@]}" "${link[@]}" \
     -o "$build/c-tests"
 if [[ $asan -eq 1 ]]; then

@@ -46,7 +46,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Runs cbindgen on the C boundary only (src/ffi/mod.rs and the modules it declares), so no
 # other part of the crate, and no `cargo metadata`, is involved. cbindgen warns "Can't find"
-# for the one type the configs deliberately show under another name (see cbindgen.toml); every
+# for the types the configs deliberately show under another name (see cbindgen.toml); every
 # other message is shown.
 generate() {
     local config="$1" out="$2"
@@ -55,7 +55,7 @@ generate() {
         echo "error: cbindgen failed with $config" >&2
         exit 1
     }
-    grep -v -E "^WARN: Can't find ResultCode\. " "$tmp/log" >&2 || true
+    grep -v -E "^WARN: Can't find (ResultCode|KindCode)\. " "$tmp/log" >&2 || true
 }
 
 generate cbindgen.toml "$tmp/redislock.h"
@@ -77,6 +77,9 @@ awk '
 # are declared `const char *` instead of `const uint8_t *`: ABI-identical (same size, alignment
 # and passing of a pointer), and include/redislock.h keeps `const uint8_t *` for C callers.
 sed -i -E 's/const uint8_t \*(name|prefix|owner)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
+# Likewise the array of names of a set: `const char *const *names`, so that PHP can store its
+# strings' pointers in the array it passes.
+sed -i -E 's/const uint8_t \*const \*names([,)])/const char *const *names\1/' "$tmp/redislock_php.h"
 if grep -n 'uint8_t \*' "$tmp/redislock_php.h" >&2; then
     echo "error: redislock_php.h has a uint8_t pointer parameter left (above): decide whether it" >&2
     echo "       is a byte string PHP should pass directly and extend the rewrite above" >&2

@@ -111,8 +111,8 @@ fn rust_as_c(t: &str) -> String {
         "usize" => "size_t",
         "f64" => "double",
         "c_char" => "char",
-        "bool" | "redislock_result" | "redislock_client" | "redislock_config"
-        | "redislock_lock" | "redislock_request" => t,
+        "bool" | "redislock_result" | "redislock_kind" | "redislock_client"
+        | "redislock_config" | "redislock_lock" | "redislock_request" => t,
         other => panic!("no C type known for the Rust type `{other}`"),
     }
     .to_owned()

@@ -34,10 +34,12 @@ declare(strict_types=1);
 
 require_once __DIR__ . '/autoload.php';
 
-// Symfony Lock, when available, so that RedislockStore can be preloaded with its interfaces.
+// Symfony Lock and Semaphore, when available, so that RedislockStore and SemaphoreStore can be
+// preloaded with their interfaces.
 foreach ([
     __DIR__ . '/vendor/autoload.php',
     '/usr/share/php/Symfony/Component/Lock/autoload.php',
+    '/usr/share/php/Symfony/Component/Semaphore/autoload.php',
 ] as $autoload) {
     if (is_file($autoload)) {
         require_once $autoload;
@@ -63,13 +65,15 @@ if (!$scopeLoaded) {
     Redislock\Library::preload();
 }
 
-// Load (and so preload) every class of the package. RedislockStore only when Symfony Lock is
-// autoloadable; it calls no FFI API itself, so it also works when not preloaded.
+// Load (and so preload) every class of the package. The Symfony stores only when their
+// component is autoloadable; they call no FFI API themselves, so they also work when not
+// preloaded.
 $classes = [
     Redislock\Result::class,
     Redislock\Library::class,
     Redislock\Client::class,
     Redislock\Lock::class,
+    Redislock\Semaphore::class,
     Redislock\RequestEnd::class,
 ];
 foreach (glob(__DIR__ . '/src/Exception/*.php') ?: [] as $file) {
@@ -78,8 +82,11 @@ foreach (glob(__DIR__ . '/src/Exception/*.php') ?: [] as $file) {
 foreach ($classes as $class) {
     class_exists($class);
 }
-if (interface_exists(Symfony\Component\Lock\BlockingStoreInterface::class)) {
+if (interface_exists(Symfony\Component\Lock\BlockingSharedLockStoreInterface::class)) {
     class_exists(Redislock\Symfony\RedislockStore::class);
+}
+if (interface_exists(Symfony\Component\Semaphore\PersistingStoreInterface::class)) {
+    class_exists(Redislock\Symfony\SemaphoreStore::class);
 }
 if (interface_exists(Illuminate\Contracts\Cache\LockProvider::class)
     && interface_exists(Illuminate\Contracts\Cache\Store::class)

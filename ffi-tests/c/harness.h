@@ -132,7 +132,15 @@ const char *h_code_name(redislock_result code);
     X(owner_tokens)                                                                            \
     X(lost_lock_callback_and_log)                                                              \
     X(cancel_a_waiting_acquire)                                                                \
-    X(min_replicas_without_replicas)
+    X(min_replicas_without_replicas)                                                           \
+    X(rw_readers_share_writers_exclude)                                                        \
+    X(rw_lock_basics_and_downgrade)                                                            \
+    X(rw_reader_waits_for_the_writer)                                                          \
+    X(semaphore_never_over_granted)                                                            \
+    X(semaphore_basics_and_invalid_input)                                                      \
+    X(set_all_or_none)                                                                         \
+    X(set_invalid_input)                                                                       \
+    X(kind_setters_that_do_not_apply)
 
 #define H_DECLARE(name) void test_##name(void);
 H_TESTS(H_DECLARE)

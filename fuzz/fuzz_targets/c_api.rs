@@ -12,6 +12,9 @@
 //! - after a successful release: is_held false, remaining 0, a second release NOT_HELD,
 //!   extend NOT_HELD (or INVALID_ARGUMENT for a bad lease);
 //! - fencing_token succeeds iff the lock was acquired with fencing, and the token is >= 1;
+//! - requests may take read or write locks (`redislock_request_set_kind`, a number that is no
+//!   kind -> INVALID_ARGUMENT); a successful downgrade leaves the write lock released and makes
+//!   a read lock with the same fencing;
 //! - a lock request takes the client's default for every setting it was not given (the
 //!   target follows each client's defaults from its config), and may be used again;
 //! - argument checks: empty or >4096-byte name, bad lease -> INVALID_ARGUMENT, NULL name with
@@ -49,6 +52,7 @@ mod c_api {
     use std::ffi::c_char;
 
     pub type redislock_result = u32;
+    pub type redislock_kind = u32;
 
     #[repr(C)]
     pub struct redislock_config {
@@ -170,6 +174,10 @@ mod c_api {
             request: *mut redislock_request,
             on: bool,
         ) -> redislock_result;
+        pub safe fn redislock_request_set_kind(
+            request: *mut redislock_request,
+            kind: redislock_kind,
+        ) -> redislock_result;
         pub safe fn redislock_request_try_acquire(
             request: *const redislock_request,
             lock_out: *mut *mut redislock_lock,
@@ -190,6 +198,10 @@ mod c_api {
             lock: *const redislock_lock,
             token_out: *mut u64,
         ) -> redislock_result;
+        pub safe fn redislock_lock_downgrade(
+            lock: *const redislock_lock,
+            read_out: *mut *mut redislock_lock,
+        ) -> redislock_result;
         pub safe fn redislock_lock_free(lock: *mut redislock_lock);
         pub safe fn redislock_result_message(
             code: redislock_result,
@@ -204,6 +216,8 @@ const HELD: u32 = 1;
 const WAIT_TIMEOUT: u32 = 2;
 const NOT_HELD: u32 = 3;
 const INVALID_ARGUMENT: u32 = 4;
+const CONNECTION: u32 = 5;
+const REDIS_ERROR: u32 = 6;
 const NULL_PARAMETER: u32 = 10;
 const PANIC: u32 = 11;
 /// How many result codes there are (0 to CODES - 1); src/ffi/tests.rs checks it.
@@ -529,6 +543,15 @@ fn new_request(
             OK
         );
     }
+    if u.arbitrary().unwrap_or(false) {
+        // A read or write lock (same settings, same checks), or a number that is no kind.
+        let kind = match u.int_in_range(0u8..=4).unwrap_or(0) {
+            3 => u.arbitrary().unwrap_or(3),
+            k => u32::from(k % 3),
+        };
+        let c = code(redislock_request_set_kind(out, kind));
+        assert_eq!(c, if kind <= 2 { OK } else { INVALID_ARGUMENT }, "kind {kind}");
+    }
     Some((out, settings))
 }
 
@@ -740,7 +763,7 @@ fn run(data: &[u8]) {
         if u.is_empty() {
             break;
         }
-        let op = u.int_in_range(0u8..=21).unwrap_or(0);
+        let op = u.int_in_range(0u8..=22).unwrap_or(0);
         match op {
             0 => {
                 // client from a URL
@@ -957,6 +980,35 @@ fn run(data: &[u8]) {
                 // free a kept request (its locks stay held)
                 if let Some(i) = pick(&mut u, &t.requests) {
                     redislock_request_free(t.requests.swap_remove(i).ptr);
+                }
+            }
+            21 => {
+                // downgrade: only a held write lock does; it is then released, and the read
+                // lock has its fencing
+                if t.locks.len() < 8
+                    && let Some(i) = pick(&mut u, &t.locks)
+                {
+                    let mut out: *mut redislock_lock = sentinel();
+                    let c = code(redislock_lock_downgrade(t.locks[i].ptr, &mut out));
+                    check_out(c, out, "downgrade");
+                    if c == OK {
+                        assert!(!t.locks[i].released, "a released lock downgraded");
+                        t.locks[i].released = true;
+                        check_released(&t.locks[i]);
+                        // (The read lock may be past its lease already: a lease of a few ms.)
+                        let fencing = t.locks[i].fencing;
+                        t.locks.push(HeldLock {
+                            ptr: out,
+                            fencing,
+                            released: false,
+                        });
+                    } else {
+                        assert!(
+                            [INVALID_ARGUMENT, NOT_HELD, CONNECTION, REDIS_ERROR].contains(&c),
+                            "downgrade returned {c}"
+                        );
+                        last_error(&mut u);
+                    }
                 }
             }
             _ => {

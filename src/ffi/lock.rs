@@ -1,16 +1,20 @@
 //! `redislock_lock`: a held (or formerly held) lock.
 
 use std::ffi::{c_char, c_void};
+use std::ops::Deref;
 use std::time::Duration;
 
 use super::client::redislock_client;
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
 use super::result::redislock_result::{self, REDISLOCK_OK};
-use crate::{Error, Lock};
+use crate::kinds::{self, Kind};
+use crate::{Error, Lock, MultiLock};
 
-/// A lock acquired through a client or a request. Thread-safe: any thread may query, extend or release it,
-/// but it must be freed (once) when no other thread uses it. It stays usable after its client is
+/// A lock acquired through a client or a request: an exclusive lock, a read or write lock,
+/// permits of a semaphore, or a set of locks; the functions below work on each (those that do
+/// not apply to a kind say so). Thread-safe: any thread may query, extend or release it, but it
+/// must be freed (once) when no other thread uses it. It stays usable after its client is
 /// freed. In a child process after fork() it is not the child's: release and extend report
 /// REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
 pub struct redislock_lock {
@@ -18,7 +22,63 @@ pub struct redislock_lock {
 }
 
 impl BoxHandle for redislock_lock {
-    type Inner = Lock;
+    type Inner = Held;
+}
+
+/// The Rust value behind a `redislock_lock`: a grant of any kind held as a plain [`Lock`] (its
+/// kind says which scripts release and extend it), and for a set the fencing token of each
+/// name, which the `Lock` does not keep.
+pub(crate) struct Held {
+    lock: Lock,
+    set_fences: Option<Box<[u64]>>,
+}
+
+impl Held {
+    /// A held set of locks.
+    pub(crate) fn set(set: MultiLock) -> Held {
+        let (lock, fences) = set.into_parts();
+        Held {
+            lock,
+            set_fences: fences.map(Vec::into_boxed_slice),
+        }
+    }
+
+    /// What kind of lock it is, for messages: "a read lock"...
+    fn what(&self) -> &'static str {
+        match self.lock.state.kind {
+            Kind::Exclusive => "an exclusive lock",
+            Kind::Read => "a read lock",
+            Kind::Write => "a write lock",
+            Kind::Permits(_) => "permits of a semaphore",
+            Kind::Set(_) => "a set of locks",
+        }
+    }
+
+    /// The error of a call that does not apply to this kind of lock.
+    fn does_not_apply(&self, what: &str) -> Error {
+        Error::invalid_argument(format!(
+            "{what} does not apply to {} (lock {})",
+            self.what(),
+            self.lock.state.keys.shown()
+        ))
+    }
+}
+
+impl From<Lock> for Held {
+    fn from(lock: Lock) -> Held {
+        Held {
+            lock,
+            set_fences: None,
+        }
+    }
+}
+
+impl Deref for Held {
+    type Target = Lock;
+
+    fn deref(&self) -> &Lock {
+        &self.lock
+    }
 }
 
 /// One attempt to acquire the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of
@@ -41,7 +101,7 @@ pub extern "C" fn redislock_lock_try_acquire(
         let lock = try_rust!(client.try_acquire(name));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(Held::from(lock))) };
         REDISLOCK_OK
     }
 }
@@ -68,7 +128,7 @@ pub extern "C" fn redislock_lock_acquire(
         let lock = try_rust!(client.acquire(name, Duration::from_millis(wait_ms)));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(Held::from(lock))) };
         REDISLOCK_OK
     }
 }
@@ -122,9 +182,11 @@ pub extern "C" fn redislock_lock_remaining_ms(lock: *const redislock_lock) -> u6
 }
 
 /// Writes the fencing token of this grant to `*token_out`: strictly larger than that of every
-/// earlier fenced grant of the same name. Pass it to the protected resource, which should refuse
-/// writes carrying a smaller token than it has seen.
-/// Errors: INVALID_ARGUMENT (the lock was acquired without fencing), NULL_PARAMETER.
+/// earlier fenced grant of the same name (for a read lock: larger than that of the writer
+/// before it; readers holding at once are not ordered among themselves). Pass it to the
+/// protected resource, which should refuse writes carrying a smaller token than it has seen.
+/// Errors: INVALID_ARGUMENT (the lock was acquired without fencing; permits, which have none;
+/// a set, whose names each have one: see `redislock_lock_fencing_token_at`), NULL_PARAMETER.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_fencing_token(
     lock: *const redislock_lock,
@@ -133,6 +195,9 @@ pub extern "C" fn redislock_lock_fencing_token(
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
         try_out!(token_out);
+        if matches!(lock.state.kind, Kind::Set(_) | Kind::Permits(_)) {
+            return last_error::fail(&lock.does_not_apply("one fencing token"));
+        }
         let Some(token) = lock.fencing_token() else {
             return last_error::fail(&Error::invalid_argument(format!(
                 "lock {} was acquired without fencing: it has no fencing token",
@@ -146,11 +211,84 @@ pub extern "C" fn redislock_lock_fencing_token(
     }
 }
 
+/// Writes the fencing token of name `index` of a set (in the order the names were given to
+/// `redislock_request_new_set`, from 0) to `*token_out`; each name's token comes from its own
+/// counter. For any other lock, index 0 is its one token, as `redislock_lock_fencing_token`
+/// gives it. Errors: INVALID_ARGUMENT (acquired without fencing, index out of range, permits),
+/// NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_fencing_token_at(
+    lock: *const redislock_lock,
+    index: usize,
+    token_out: *mut u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let held = try_ref!(lock);
+        try_out!(token_out);
+        let shown = held.state.keys.shown();
+        let token = match (&held.state.kind, &held.set_fences) {
+            (Kind::Permits(_), _) => {
+                return last_error::fail(&held.does_not_apply("a fencing token"));
+            }
+            (Kind::Set(names), _) if index >= names.len() => {
+                return last_error::fail(&Error::invalid_argument(format!(
+                    "the set of lock {shown} has {} names: index {index} is out of range",
+                    names.len()
+                )));
+            }
+            (Kind::Set(_), fences) => fences.as_ref().map(|f| f[index]),
+            _ if index != 0 => {
+                return last_error::fail(&Error::invalid_argument(format!(
+                    "lock {shown} is one name: its only index is 0, not {index}"
+                )));
+            }
+            _ => held.fencing_token(),
+        };
+        let Some(token) = token else {
+            return last_error::fail(&Error::invalid_argument(format!(
+                "lock {shown} was acquired without fencing: it has no fencing token"
+            )));
+        };
+        // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
+        // `uint64_t` (calling conventions).
+        unsafe { write_out(token_out, token) };
+        REDISLOCK_OK
+    }
+}
+
+/// Turns a write lock into a read lock without a gap (one round trip): no writer can come in
+/// between, and the readers waiting at the head of the queue are let in with it. On success
+/// `*read_out` is a new read lock, with the write lock's lease, auto-renewal and fencing token,
+/// to free with `redislock_lock_free`; `lock` is then no longer held (its release reports
+/// NOT_HELD) but must still be freed. There is no upgrade: release the read lock and acquire
+/// the write lock. Errors: INVALID_ARGUMENT (not a write lock), NOT_HELD (released already, or
+/// lost), FORKED, NULL_PARAMETER, CONNECTION, REDIS_ERROR (on a failure for want of an answer,
+/// the lock is left to its lease).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_lock_downgrade(
+    lock: *const redislock_lock,
+    read_out: *mut *mut redislock_lock,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let held = try_ref!(lock);
+        try_out!(read_out);
+        if !matches!(held.state.kind, Kind::Write) {
+            return last_error::fail(&held.does_not_apply("downgrade"));
+        }
+        let read = try_rust!(kinds::downgrade(held));
+        // SAFETY: `read_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(read_out, into_handle::<redislock_lock>(Held::from(read))) };
+        REDISLOCK_OK
+    }
+}
+
 /// Writes the lock's owner token (the random value its key holds while the lock is ours) into
 /// `buf`, with the buffer convention of `redislock_last_error_message`: at most `buf_len` bytes,
 /// NUL-terminated; returns the token's whole length (0 for NULL). The token is a bearer secret:
 /// whoever knows it can release the lock. Hand it only to the code that is to take the lock
-/// over (`redislock_request_restore`), and never log it.
+/// over (`redislock_request_restore`), and never log it. Exclusive locks only: for any other
+/// kind it writes an empty string, returns 0 and sets the last error (INVALID_ARGUMENT).
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_owner_token(
     lock: *const redislock_lock,
@@ -159,6 +297,10 @@ pub extern "C" fn redislock_lock_owner_token(
 ) -> usize {
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
+        if !matches!(lock.state.kind, Kind::Exclusive) {
+            last_error::fail(&lock.does_not_apply("an owner token"));
+            return last_error::write_text("", buf, buf_len);
+        }
         last_error::write_text(lock.owner_token(), buf, buf_len)
     }
 }
@@ -166,11 +308,15 @@ pub extern "C" fn redislock_lock_owner_token(
 /// Lets the lock outlive its handle: it is no longer renewed, and freeing the handle does not
 /// release it, so it ends with its lease unless someone with its owner token releases or
 /// extends it first. The handle must still be freed; release and extend then report NOT_HELD.
-/// Errors: NOT_HELD (released, lost or detached already), FORKED, NULL_PARAMETER.
+/// Exclusive locks only. Errors: NOT_HELD (released, lost or detached already), FORKED,
+/// INVALID_ARGUMENT (a read or write lock, permits, a set), NULL_PARAMETER.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_detach(lock: *mut redislock_lock) -> redislock_result {
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
+        if !matches!(lock.state.kind, Kind::Exclusive) {
+            return last_error::fail(&lock.does_not_apply("detach"));
+        }
         try_rust!(lock.state.detach());
         REDISLOCK_OK
     }

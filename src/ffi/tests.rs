@@ -659,3 +659,264 @@ fn a_request_outlives_its_client() {
     assert!(last_error().contains("127.0.0.1:1"), "{}", last_error());
     redislock_request_free(request);
 }
+
+/// A request for `target` of a client of nothing (no server answers), made by `new`.
+fn request_of(
+    new: impl FnOnce(*mut redislock_client, *mut *mut redislock_request) -> redislock_result,
+) -> (*mut redislock_client, *mut redislock_request) {
+    let client = client_of_nothing();
+    let mut request = ptr::null_mut();
+    assert_eq!(new(client, &mut request), REDISLOCK_OK);
+    (client, request)
+}
+
+fn free_request((client, request): (*mut redislock_client, *mut redislock_request)) {
+    redislock_request_free(request);
+    redislock_client_free(client);
+}
+
+#[test]
+fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
+    use redislock_kind::*;
+    let name = c"n".as_ptr().cast();
+    let owner = b"order-42-0123456789";
+    let mut lock = ptr::null_mut();
+
+    // One name: a kind that is none, permits, and an owner token with a read or write kind
+    // (whichever comes first) are refused.
+    let one = request_of(|c, out| redislock_request_new(c, name, 1, out));
+    assert_eq!(
+        redislock_request_set_kind(one.1, KindCode(3)),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(
+        last_error().contains("3 is not a redislock_kind"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        redislock_request_set_permits(one.1, 2),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(
+        last_error()
+            .contains("a number of permits does not apply to a request for an exclusive lock"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        redislock_request_set_owner_token(one.1, owner.as_ptr(), owner.len()),
+        REDISLOCK_OK
+    );
+    assert_eq!(
+        redislock_request_set_kind(one.1, KindCode(REDISLOCK_KIND_READ as u32)),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(last_error().contains("owner token"), "{}", last_error());
+    // Still an exclusive lock with its owner token: restore is allowed and reaches the network.
+    assert_eq!(
+        redislock_request_restore(one.1, owner.as_ptr(), owner.len(), &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    free_request(one);
+
+    let rw = request_of(|c, out| redislock_request_new(c, name, 1, out));
+    for kind in [REDISLOCK_KIND_READ, REDISLOCK_KIND_WRITE] {
+        assert_eq!(
+            redislock_request_set_kind(rw.1, KindCode(kind as u32)),
+            REDISLOCK_OK
+        );
+        assert_eq!(
+            redislock_request_set_owner_token(rw.1, owner.as_ptr(), owner.len()),
+            REDISLOCK_INVALID_ARGUMENT
+        );
+        assert_eq!(
+            redislock_request_restore(rw.1, owner.as_ptr(), owner.len(), &mut lock),
+            REDISLOCK_INVALID_ARGUMENT
+        );
+        assert!(
+            last_error().contains("restore does not apply"),
+            "{}",
+            last_error()
+        );
+        assert_eq!(redislock_request_set_fencing(rw.1, true), REDISLOCK_OK);
+        assert_eq!(
+            redislock_request_try_acquire(rw.1, &mut lock),
+            REDISLOCK_CONNECTION
+        );
+    }
+    // Back to exclusive: the owner token applies again.
+    assert_eq!(
+        redislock_request_set_kind(rw.1, KindCode(REDISLOCK_KIND_EXCLUSIVE as u32)),
+        REDISLOCK_OK
+    );
+    assert_eq!(
+        redislock_request_set_owner_token(rw.1, owner.as_ptr(), owner.len()),
+        REDISLOCK_OK
+    );
+    free_request(rw);
+
+    // A semaphore: no kind, no fencing, no owner token, no restore.
+    let sem = request_of(|c, out| redislock_request_new_semaphore(c, name, 1, 3, out));
+    assert_eq!(
+        redislock_request_set_kind(sem.1, KindCode(REDISLOCK_KIND_READ as u32)),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        redislock_request_set_fencing(sem.1, true),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(
+        last_error().contains("fencing does not apply to a request for a semaphore"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(
+        redislock_request_set_owner_token(sem.1, owner.as_ptr(), owner.len()),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        redislock_request_restore(sem.1, owner.as_ptr(), owner.len(), &mut lock),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert_eq!(redislock_request_set_permits(sem.1, 2), REDISLOCK_OK);
+    assert_eq!(redislock_request_set_lease_ms(sem.1, 5000), REDISLOCK_OK);
+    assert_eq!(
+        redislock_request_try_acquire(sem.1, &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    free_request(sem);
+
+    // A set: fencing yes; kind, permits and owner token no.
+    let names = [c"a".as_ptr().cast::<u8>(), c"b".as_ptr().cast()];
+    let lens = [1usize, 1];
+    let set =
+        request_of(|c, out| redislock_request_new_set(c, names.as_ptr(), lens.as_ptr(), 2, out));
+    assert_eq!(
+        redislock_request_set_kind(set.1, KindCode(REDISLOCK_KIND_WRITE as u32)),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        redislock_request_set_permits(set.1, 1),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert_eq!(
+        redislock_request_set_owner_token(set.1, owner.as_ptr(), owner.len()),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(
+        last_error().contains("an owner token does not apply to a request for a set of locks"),
+        "{}",
+        last_error()
+    );
+    assert_eq!(redislock_request_set_fencing(set.1, true), REDISLOCK_OK);
+    assert_eq!(
+        redislock_request_try_acquire(set.1, &mut lock),
+        REDISLOCK_CONNECTION
+    );
+    free_request(set);
+    assert!(lock.is_null());
+}
+
+#[test]
+fn kind_values_are_checked_by_the_acquire_before_any_connection() {
+    let name = c"n".as_ptr().cast();
+    let mut lock = ptr::null_mut();
+    // Permits: zero, or more than the semaphore has; a semaphore of zero or too many permits.
+    for (n, k, what) in [
+        (3, 0, "a request for 0 permits"),
+        (3, 4, "a request for 4 permits"),
+        (0, 1, "must have 1 to 10000 permits, got 0"),
+        (10_001, 1, "must have 1 to 10000 permits, got 10001"),
+    ] {
+        let sem = request_of(|c, out| redislock_request_new_semaphore(c, name, 1, n, out));
+        assert_eq!(redislock_request_set_permits(sem.1, k), REDISLOCK_OK);
+        assert_eq!(
+            redislock_request_acquire(sem.1, 10, &mut lock),
+            REDISLOCK_INVALID_ARGUMENT,
+            "{n} {k}"
+        );
+        assert!(last_error().contains(what), "{}", last_error());
+        free_request(sem);
+    }
+    // Sets: empty, a name twice, an empty name.
+    let (a, b) = (c"a".as_ptr().cast::<u8>(), c"b".as_ptr().cast::<u8>());
+    for (names, lens, what) in [
+        (vec![], vec![], "empty"),
+        (vec![a, b, a], vec![1, 1, 1], "given twice"),
+        (vec![a, b], vec![1, 0], "empty"),
+    ] {
+        let set = request_of(|c, out| {
+            redislock_request_new_set(c, names.as_ptr(), lens.as_ptr(), names.len(), out)
+        });
+        assert_eq!(
+            redislock_request_try_acquire(set.1, &mut lock),
+            REDISLOCK_INVALID_ARGUMENT
+        );
+        assert!(last_error().contains(what), "{}", last_error());
+        free_request(set);
+    }
+    // Refused by the constructor: more than 256 names (the arrays are not read), NULL arrays or
+    // names.
+    let client = client_of_nothing();
+    let mut request = ptr::null_mut();
+    assert_eq!(
+        redislock_request_new_set(client, ptr::null(), ptr::null(), 257, &mut request),
+        REDISLOCK_INVALID_ARGUMENT
+    );
+    assert!(last_error().contains("at most 256"), "{}", last_error());
+    let lens = [1usize, 1];
+    let names = [a, ptr::null()];
+    for (names, lens, param) in [
+        (ptr::null(), lens.as_ptr(), "`names`"),
+        ([a, b].as_ptr(), ptr::null(), "`names_len`"),
+        (names.as_ptr(), lens.as_ptr(), "`name`"),
+    ] {
+        assert_eq!(
+            redislock_request_new_set(client, names, lens, 2, &mut request),
+            REDISLOCK_NULL_PARAMETER
+        );
+        assert!(last_error().contains(param), "{}", last_error());
+    }
+    assert!(request.is_null());
+    // NULL arrays are fine with a count of 0 (the acquire then says the set is empty).
+    assert_eq!(
+        redislock_request_new_set(client, ptr::null(), ptr::null(), 0, &mut request),
+        REDISLOCK_OK
+    );
+    redislock_request_free(request);
+    redislock_client_free(client);
+    assert!(lock.is_null());
+}
+
+#[test]
+fn lock_functions_of_other_kinds_refuse_null() {
+    let mut out = ptr::null_mut();
+    let mut token = 0u64;
+    assert_eq!(
+        redislock_lock_downgrade(ptr::null(), &mut out),
+        REDISLOCK_NULL_PARAMETER
+    );
+    assert!(last_error().contains("`lock`"), "{}", last_error());
+    assert_eq!(
+        redislock_lock_fencing_token_at(ptr::null(), 0, &mut token),
+        REDISLOCK_NULL_PARAMETER
+    );
+    assert!(out.is_null());
+}
+
+#[test]
+fn headers_have_every_lock_kind() {
+    use redislock_kind::*;
+    for header in ["include/redislock.h", "include/redislock_php.h"] {
+        let text = repo_file(header);
+        for (name, n) in [
+            ("REDISLOCK_KIND_EXCLUSIVE", REDISLOCK_KIND_EXCLUSIVE as u32),
+            ("REDISLOCK_KIND_READ", REDISLOCK_KIND_READ as u32),
+            ("REDISLOCK_KIND_WRITE", REDISLOCK_KIND_WRITE as u32),
+        ] {
+            assert!(text.contains(&format!("{name} = {n},")), "{header}: {name}");
+        }
+        assert!(text.contains("redislock_kind kind)"), "{header}");
+    }
+}

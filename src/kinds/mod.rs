@@ -26,6 +26,7 @@ use crate::scripts;
 use crate::token::Token;
 
 pub use multi::{MAX_SET_NAMES, MultiLock, MultiLockRequest};
+pub(crate) use rwlock::downgrade;
 pub use rwlock::{ReadLock, RwLockRequest, WriteLock};
 pub use semaphore::{MAX_PERMITS, Permits, SemaphoreRequest};
 

@@ -332,4 +332,10 @@ impl MultiLock {
         let i = self.names.iter().position(|n| n == name.as_ref())?;
         self.fences.as_ref().map(|f| f[i])
     }
+
+    /// The set as a plain [`Lock`] (of kind [`Kind::Set`]) and its fencing tokens, as the C
+    /// boundary holds every grant.
+    pub(crate) fn into_parts(self) -> (Lock, Option<Vec<u64>>) {
+        (self.lock, self.fences)
+    }
 }

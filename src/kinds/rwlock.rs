@@ -337,6 +337,12 @@ impl ReadLock {
     pub fn fencing_token(&self) -> Option<u64> {
         self.lock.fencing_token()
     }
+
+    /// The read lock as a plain [`Lock`] (of kind [`Kind::Read`]), as the C boundary holds
+    /// every grant.
+    pub(crate) fn into_lock(self) -> Lock {
+        self.lock
+    }
 }
 
 /// A held write lock. Dropping it releases it (best effort); [`release`](Self::release) tells
@@ -369,64 +375,76 @@ impl WriteLock {
     /// Fails with [`Error::is_not_held`] when the write lock was lost meanwhile. When the call
     /// fails for want of an answer, the lock (write or read) is left to its lease.
     pub fn downgrade(self) -> Result<ReadLock, Error> {
-        let s = &self.lock.state;
-        let shown = s.keys.shown();
-        if s.pid != std::process::id() {
-            return Err(Error::forked(&shown));
-        }
-        let (lease, place) = {
-            let mut st = s.status.lock();
-            if st.phase != Phase::Held {
-                return Err(Error::not_held(
-                    &shown,
-                    "it was released, detached or lost already",
-                ));
-            }
-            // From here the write lock's renewal stops, and dropping its handle does nothing.
-            st.phase = Phase::Detached;
-            (st.lease, st.reservation.take())
-        };
-        if s.auto_renew {
-            s.backend.renewer.forget(s.renew_id);
-            s.wake.notify_all();
-        }
-        let b = &s.backend;
-        let sent = Instant::now();
-        let downgraded: i64 = ops::run(b, &s.keys, |c, _| {
-            let done: i64 = scripts::RW_DOWNGRADE
-                .key(s.keys.lock())
-                .key(s.keys.fence())
-                .key(s.keys.rw_readers())
-                .key(s.keys.rw_queue())
-                .arg(s.token.as_str())
-                .arg(lease.as_millis() as u64)
-                .invoke(c)?;
-            if done == 1 {
-                replication::wait(c, &b.cfg)?;
-            }
-            Ok(done)
-        })?;
-        if downgraded != 1 {
-            const GONE: &str = "its lease ran out or another owner took it over";
-            s.status.lock().phase = Phase::Lost(GONE);
-            return Err(Error::not_held(&shown, GONE));
-        }
-        s.status.lock().phase = Phase::Released;
-        let opts = LockOptions {
-            lease,
-            auto_renew: s.auto_renew,
-            fencing: s.fence.is_some(),
-        };
-        let lock = hold(
-            &self.lock._owner,
-            s.keys.clone(),
-            s.token.clone(),
-            s.fence,
-            place,
-            &opts,
-            sent,
-            Kind::Read,
-        )?;
-        Ok(ReadLock { lock })
+        downgrade(&self.lock).map(|lock| ReadLock { lock })
     }
+
+    /// The write lock as a plain [`Lock`] (of kind [`Kind::Write`]), as the C boundary holds
+    /// every grant.
+    pub(crate) fn into_lock(self) -> Lock {
+        self.lock
+    }
+}
+
+/// [`WriteLock::downgrade`] of a write lock held as a plain [`Lock`] (the C boundary holds every
+/// grant so; it checks the kind first). On success `lock` is no longer held (its release reports
+/// it not held, and dropping it does nothing) and the read lock is returned.
+pub(crate) fn downgrade(lock: &Lock) -> Result<Lock, Error> {
+    let s = &lock.state;
+    let shown = s.keys.shown();
+    if s.pid != std::process::id() {
+        return Err(Error::forked(&shown));
+    }
+    let (lease, place) = {
+        let mut st = s.status.lock();
+        if st.phase != Phase::Held {
+            return Err(Error::not_held(
+                &shown,
+                "it was released, detached or lost already",
+            ));
+        }
+        // From here the write lock's renewal stops, and dropping its handle does nothing.
+        st.phase = Phase::Detached;
+        (st.lease, st.reservation.take())
+    };
+    if s.auto_renew {
+        s.backend.renewer.forget(s.renew_id);
+        s.wake.notify_all();
+    }
+    let b = &s.backend;
+    let sent = Instant::now();
+    let downgraded: i64 = ops::run(b, &s.keys, |c, _| {
+        let done: i64 = scripts::RW_DOWNGRADE
+            .key(s.keys.lock())
+            .key(s.keys.fence())
+            .key(s.keys.rw_readers())
+            .key(s.keys.rw_queue())
+            .arg(s.token.as_str())
+            .arg(lease.as_millis() as u64)
+            .invoke(c)?;
+        if done == 1 {
+            replication::wait(c, &b.cfg)?;
+        }
+        Ok(done)
+    })?;
+    if downgraded != 1 {
+        const GONE: &str = "its lease ran out or another owner took it over";
+        s.status.lock().phase = Phase::Lost(GONE);
+        return Err(Error::not_held(&shown, GONE));
+    }
+    s.status.lock().phase = Phase::Released;
+    let opts = LockOptions {
+        lease,
+        auto_renew: s.auto_renew,
+        fencing: s.fence.is_some(),
+    };
+    hold(
+        &lock._owner,
+        s.keys.clone(),
+        s.token.clone(),
+        s.fence,
+        place,
+        &opts,
+        sent,
+        Kind::Read,
+    )
 }

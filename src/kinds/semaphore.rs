@@ -320,4 +320,10 @@ impl Permits {
     pub fn count(&self) -> u32 {
         self.count
     }
+
+    /// The permits as a plain [`Lock`] (of kind [`Kind::Permits`]), as the C boundary holds
+    /// every grant.
+    pub(crate) fn into_lock(self) -> Lock {
+        self.lock
+    }
 }

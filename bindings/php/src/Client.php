@@ -71,6 +71,21 @@ final class Client
      */
     private ?CData $lockOut;
 
+    /** How many idle lock requests a client keeps ({@see Client::withRequest()}). */
+    private const MAX_REQUESTS = 32;
+
+    /**
+     * Idle `redislock_request*` handles for the calls with options, by what they take and their
+     * settings (a bounded LRU: least recently used first). Making a request and giving it its
+     * settings costs several FFI calls; a request holds no lock, so one made for the same name
+     * and settings serves every later call. A request in use is taken out of the map while its
+     * call runs, so that code running in between (a pcntl signal handler using this client)
+     * never frees it under the call.
+     *
+     * @var array<string, CData>
+     */
+    private array $requests = [];
+
     /**
      * Clients made in this request, so that the end of the request frees those whose destructor
      * will not run (after a fatal error).
@@ -229,14 +244,28 @@ final class Client
         #[\SensitiveParameter] ?string $owner = null
     ): Lock {
         if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
-            return $this->takeWith(
-                $name,
-                $leaseMs,
-                $autoRenew,
-                $fencing,
-                $owner,
-                fn (CData $request, CData $out): int => $this->ffi->redislock_request_try_acquire($request, $out)
-            );
+            // With options, the kept request for them, called inline as on the hot path (the
+            // first call with these options, or one with an owner token, goes the long way).
+            $key = $owner === null && ($leaseMs ?? 0) >= 0
+                ? "exclusive\0$leaseMs\0" . ($autoRenew === null ? '' : (int) $autoRenew)
+                    . "\0" . ($fencing === null ? '' : (int) $fencing) . "\0" . $name
+                : '';
+            $request = $this->requests[$key] ?? null;
+            if ($request === null) {
+                return $this->takeOne(Lock::EXCLUSIVE, $name, null, $leaseMs, $autoRenew, $fencing, $owner);
+            }
+            unset($this->requests[$key]);
+            $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
+            $this->lockOut = null;
+            $code = $this->ffi->redislock_request_try_acquire($request, $out);
+            $handle = $out[0];
+            $this->lockOut = $out;
+            $this->keep($key, $request);
+            if ($code !== 0) {
+                Library::check($code);
+            }
+
+            return new Lock($this, $this->ffi, $handle, $name);
         }
         // The hot path stays inline: one call with the client's defaults, the name passed as a
         // PHP string (`const char *` + length), the out cell reused.
@@ -272,14 +301,27 @@ final class Client
             Library::unsigned($waitMs, 'wait_ms');
         }
         if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
-            return $this->takeWith(
-                $name,
-                $leaseMs,
-                $autoRenew,
-                $fencing,
-                $owner,
-                fn (CData $request, CData $out): int => $this->ffi->redislock_request_acquire($request, $waitMs, $out)
-            );
+            // As tryAcquire(): the kept request for these options, called inline.
+            $key = $owner === null && ($leaseMs ?? 0) >= 0
+                ? "exclusive\0$leaseMs\0" . ($autoRenew === null ? '' : (int) $autoRenew)
+                    . "\0" . ($fencing === null ? '' : (int) $fencing) . "\0" . $name
+                : '';
+            $request = $this->requests[$key] ?? null;
+            if ($request === null) {
+                return $this->takeOne(Lock::EXCLUSIVE, $name, $waitMs, $leaseMs, $autoRenew, $fencing, $owner);
+            }
+            unset($this->requests[$key]);
+            $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
+            $this->lockOut = null;
+            $code = $this->ffi->redislock_request_acquire($request, $waitMs, $out);
+            $handle = $out[0];
+            $this->lockOut = $out;
+            $this->keep($key, $request);
+            if ($code !== 0) {
+                Library::check($code);
+            }
+
+            return new Lock($this, $this->ffi, $handle, $name);
         }
         // As tryAcquire(): the client's defaults, the name as is, the out cell reused.
         $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
@@ -311,12 +353,12 @@ final class Client
         ?int $leaseMs = null,
         bool $autoRenew = false
     ): Lock {
-        return $this->takeWith(
-            $name,
-            $leaseMs,
-            $autoRenew,
-            null,
-            null,
+        if ($leaseMs !== null) {
+            Library::unsigned($leaseMs, 'lease_ms');
+        }
+        $handle = $this->withRequest(
+            self::cacheKey(Lock::EXCLUSIVE, $name, $leaseMs, $autoRenew, null),
+            fn (): CData => $this->newRequest($name, null, $leaseMs, $autoRenew, null, null),
             fn (CData $request, CData $out): int => $this->ffi->redislock_request_restore(
                 $request,
                 $ownerToken,
@@ -324,33 +366,350 @@ final class Client
                 $out
             )
         );
+
+        return new Lock($this, $this->ffi, $handle, $name);
     }
 
     /**
-     * A lock taken through a `redislock_request` for `$name` that carries the settings given
-     * (those not null); for the others the library uses the client's defaults. `$take` makes
-     * the C call (acquire, try_acquire or restore) that writes the new lock to the out cell it
-     * is given.
+     * A read lock of the read/write lock `$name`: shared with other readers, excluding writers
+     * (and the exclusive lock of the name). Waits up to `$waitMs` milliseconds for it (fails with
+     * {@see Exception\WaitTimeoutException}), or with `$waitMs` null makes one attempt (fails with
+     * {@see Exception\LockHeldException} while a writer holds the name or anyone waits for it).
+     * Waiters are served in arrival order: a reader that comes after a waiting writer queues
+     * behind it. Null options take the client's defaults. Each reader has a lease of its own and
+     * (by default) auto-renews.
      *
-     * @param callable(CData, CData): int $take given the request and the out cell
+     * ```php
+     * $lock = $client->readLock('doc:7', 5000);
+     * $doc = load('doc:7');
+     * $lock->release();
+     * ```
      *
      * @throws LockException
      */
-    private function takeWith(
+    public function readLock(
         string $name,
-        ?int $leaseMs,
-        ?bool $autoRenew,
-        ?bool $fencing,
-        #[\SensitiveParameter] ?string $owner,
-        callable $take
+        ?int $waitMs = null,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null,
+        ?bool $fencing = null
     ): Lock {
+        return $this->takeOne(Lock::READ, $name, $waitMs, $leaseMs, $autoRenew, $fencing, null);
+    }
+
+    /**
+     * The write lock of the read/write lock `$name`: alone, excluding readers, other writers and
+     * the exclusive lock of the name. Waits and options as for {@see Client::readLock()}. A write
+     * lock can be {@see Lock::downgrade() downgraded} to a read lock without a gap.
+     *
+     * @throws LockException
+     */
+    public function writeLock(
+        string $name,
+        ?int $waitMs = null,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null,
+        ?bool $fencing = null
+    ): Lock {
+        return $this->takeOne(Lock::WRITE, $name, $waitMs, $leaseMs, $autoRenew, $fencing, null);
+    }
+
+    /**
+     * The semaphore `$name` with `$permits` permits (1 to 10,000; every user of a name must give
+     * the same number while it is in use): {@see Semaphore::acquire()} takes some of them.
+     * Nothing is sent to Redis until then.
+     *
+     * ```php
+     * $renderers = $client->semaphore('pdf-renderers', 3);
+     * $permit = $renderers->acquire(1, 10000); // at most 3 renders at once
+     * render();
+     * $permit->release();
+     * ```
+     */
+    public function semaphore(string $name, int $permits, ?int $leaseMs = null, ?bool $autoRenew = null): Semaphore
+    {
         if ($leaseMs !== null) {
             Library::unsigned($leaseMs, 'lease_ms');
         }
+
+        return new Semaphore($this, $name, Semaphore::count($permits, $name, 'a semaphore of'), $leaseMs, $autoRenew);
+    }
+
+    /**
+     * The exclusive locks of all of `$names` (1 to 256 names, none twice) at once: all or none,
+     * in one round trip, holding none of them while it waits. One {@see Lock} releases, extends
+     * and renews them together, and counts as lost if any of them is. Waits and options as for
+     * {@see Client::readLock()}; with fencing each name has its own token
+     * ({@see Lock::fencingTokens()}).
+     *
+     * ```php
+     * $both = $client->lockAll(['stock:berlin:42', 'stock:paris:42'], 5000);
+     * move_stock();
+     * $both->release();
+     * ```
+     *
+     * @param list<string> $names
+     *
+     * @throws LockException
+     */
+    public function lockAll(
+        array $names,
+        ?int $waitMs = null,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null,
+        ?bool $fencing = null
+    ): Lock {
+        $names = array_values($names);
+        $key = 's';
+        foreach ($names as $i => $name) {
+            if (!is_string($name)) {
+                throw new InvalidArgumentException(sprintf(
+                    'lock names must be strings, got %s at position %d',
+                    get_debug_type($name),
+                    $i
+                ));
+            }
+            $key .= strlen($name) . ':' . $name;
+        }
+        $call = $this->acquireCall($waitMs);
+        if ($leaseMs !== null) {
+            Library::unsigned($leaseMs, 'lease_ms');
+        }
+        $handle = $this->withRequest(
+            self::cacheKey($key, '', $leaseMs, $autoRenew, $fencing),
+            fn (): CData => $this->configure(
+                fn (CData $out): int => $this->newSet($names, $out),
+                null,
+                null,
+                $leaseMs,
+                $autoRenew,
+                $fencing,
+                null
+            ),
+            $call
+        );
+
+        return new Lock($this, $this->ffi, $handle, $names[0] ?? '', Lock::SET, $names);
+    }
+
+    /**
+     * Permits of a semaphore, for {@see Semaphore}.
+     *
+     * @internal
+     */
+    public function takePermits(
+        string $name,
+        int $permits,
+        int $take,
+        ?int $waitMs,
+        ?int $leaseMs,
+        ?bool $autoRenew
+    ): Lock {
+        $call = $this->acquireCall($waitMs);
+        $handle = $this->withRequest(
+            self::cacheKey("p$permits:$take", $name, $leaseMs, $autoRenew, null),
+            fn (): CData => $this->configure(
+                fn (CData $out): int => $this->ffi->redislock_request_new_semaphore(
+                    $this->handle(),
+                    $name,
+                    strlen($name),
+                    $permits,
+                    $out
+                ),
+                null,
+                $take,
+                $leaseMs,
+                $autoRenew,
+                null,
+                null
+            ),
+            $call
+        );
+
+        return new Lock($this, $this->ffi, $handle, $name, Lock::PERMITS);
+    }
+
+    /**
+     * One lock of one name (exclusive, read or write) through a request with the settings given
+     * (those not null); waiting up to `$waitMs`, or one attempt for null.
+     *
+     * @throws LockException
+     */
+    private function takeOne(
+        string $kind,
+        string $name,
+        ?int $waitMs,
+        ?int $leaseMs,
+        ?bool $autoRenew,
+        ?bool $fencing,
+        #[\SensitiveParameter] ?string $owner
+    ): Lock {
+        $call = $this->acquireCall($waitMs);
+        if ($leaseMs !== null) {
+            Library::unsigned($leaseMs, 'lease_ms');
+        }
+        $handle = $this->withRequest(
+            // A request with an owner token is not kept: the token is a secret, and per owner.
+            $owner === null ? self::cacheKey($kind, $name, $leaseMs, $autoRenew, $fencing) : null,
+            fn (): CData => $this->newRequest($name, $kind, $leaseMs, $autoRenew, $fencing, $owner),
+            $call
+        );
+
+        return new Lock($this, $this->ffi, $handle, $name, $kind);
+    }
+
+    /**
+     * The C call that acquires through a request, given the request and the out cell: waiting
+     * up to `$waitMs`, or one attempt for null.
+     *
+     * @return callable(CData, CData): int
+     */
+    private function acquireCall(?int $waitMs): callable
+    {
+        if ($waitMs === null) {
+            return fn (CData $request, CData $out): int => $this->ffi->redislock_request_try_acquire($request, $out);
+        }
+        Library::unsigned($waitMs, 'wait_ms');
+
+        return fn (CData $request, CData $out): int => $this->ffi->redislock_request_acquire($request, $waitMs, $out);
+    }
+
+    /**
+     * The key of a kept request: what it takes, then its settings ('' for the client's).
+     * (tryAcquire() and acquire() build the same key inline.)
+     */
+    private static function cacheKey(string $kind, string $name, ?int $leaseMs, ?bool $autoRenew, ?bool $fencing): string
+    {
+        return $kind . "\0" . $leaseMs . "\0" . ($autoRenew === null ? '' : (int) $autoRenew)
+            . "\0" . ($fencing === null ? '' : (int) $fencing) . "\0" . $name;
+    }
+
+    /**
+     * Runs `$call($request, $out)`, the C call that writes a new lock to the out cell, with the
+     * kept request for `$cacheKey` (made by `$make` when there is none, and kept afterwards), or
+     * with a request made for this call alone when `$cacheKey` is null. Returns the new
+     * `redislock_lock*`.
+     *
+     * @param callable(): CData             $make
+     * @param callable(CData, CData): int   $call
+     *
+     * @throws LockException
+     */
+    private function withRequest(?string $cacheKey, callable $make, callable $call): CData
+    {
+        if ($cacheKey !== null && isset($this->requests[$cacheKey])) {
+            $request = $this->requests[$cacheKey];
+            unset($this->requests[$cacheKey]);
+        } else {
+            $request = $make();
+        }
+        // The out cell is reused as on the hot path.
+        $out = $this->lockOut ?? $this->ffi->new('redislock_lock*[1]');
+        $this->lockOut = null;
+        try {
+            $code = $call($request, $out);
+            $handle = $out[0];
+        } finally {
+            $this->lockOut = $out;
+            $this->keep($cacheKey, $request);
+        }
+        if ($code !== 0) {
+            Library::check($code);
+        }
+
+        return $handle;
+    }
+
+    /**
+     * Puts a request back among the kept ones (most recently used last), freeing the least
+     * recently used beyond {@see Client::MAX_REQUESTS}; frees it instead when it is not to be
+     * kept, when one for the same key was kept meanwhile, or when the client was freed.
+     */
+    private function keep(?string $cacheKey, CData $request): void
+    {
+        if ($cacheKey === null || isset($this->requests[$cacheKey]) || !isset($this->handle)) {
+            $this->ffi->redislock_request_free($request);
+
+            return;
+        }
+        if (count($this->requests) >= self::MAX_REQUESTS) {
+            $oldest = array_key_first($this->requests);
+            $this->ffi->redislock_request_free($this->requests[$oldest]);
+            unset($this->requests[$oldest]);
+        }
+        $this->requests[$cacheKey] = $request;
+    }
+
+    /** A new request for one name of `$kind` (null: exclusive) with the settings given. */
+    private function newRequest(
+        string $name,
+        ?string $kind,
+        ?int $leaseMs,
+        ?bool $autoRenew,
+        ?bool $fencing,
+        #[\SensitiveParameter] ?string $owner
+    ): CData {
+        return $this->configure(
+            fn (CData $out): int => $this->ffi->redislock_request_new($this->handle(), $name, strlen($name), $out),
+            $kind === Lock::READ ? 1 : ($kind === Lock::WRITE ? 2 : null),
+            null,
+            $leaseMs,
+            $autoRenew,
+            $fencing,
+            $owner
+        );
+    }
+
+    /** `redislock_request_new_set` for `$names`, writing the request to `$out`. */
+    private function newSet(array $names, CData $out): int
+    {
+        $count = count($names);
+        if ($count === 0) {
+            return $this->ffi->redislock_request_new_set($this->handle(), null, null, 0, $out);
+        }
+        // A C copy of each name and a pointer to it (PHP FFI cannot store a PHP string's own
+        // pointer in an array); $buffers keeps them alive during the call, which copies them.
+        $buffers = [];
+        $pointers = $this->ffi->new("char*[$count]");
+        $lengths = $this->ffi->new("size_t[$count]");
+        foreach ($names as $i => $name) {
+            $length = strlen($name);
+            $buffers[$i] = $this->ffi->new('char[' . max(1, $length) . ']');
+            FFI::memcpy($buffers[$i], $name, $length);
+            $pointers[$i] = $this->ffi->cast('char*', $buffers[$i]);
+            $lengths[$i] = $length;
+        }
+
+        return $this->ffi->redislock_request_new_set($this->handle(), $pointers, $lengths, $count, $out);
+    }
+
+    /**
+     * A new request, made by `$new` (given the out-parameter), with the settings given (those
+     * not null); freed again if a setting is refused.
+     *
+     * @param callable(CData): int $new
+     *
+     * @throws LockException
+     */
+    private function configure(
+        callable $new,
+        ?int $kind,
+        ?int $take,
+        ?int $leaseMs,
+        ?bool $autoRenew,
+        ?bool $fencing,
+        #[\SensitiveParameter] ?string $owner
+    ): CData {
         $ffi = $this->ffi;
         $request = $ffi->new('redislock_request*');
-        Library::check($ffi->redislock_request_new($this->handle(), $name, strlen($name), FFI::addr($request)));
+        Library::check($new(FFI::addr($request)));
         try {
+            if ($kind !== null) {
+                Library::check($ffi->redislock_request_set_kind($request, $kind));
+            }
+            if ($take !== null) {
+                Library::check($ffi->redislock_request_set_permits($request, $take));
+            }
             if ($leaseMs !== null) {
                 Library::check($ffi->redislock_request_set_lease_ms($request, $leaseMs));
             }
@@ -364,20 +723,12 @@ final class Client
                 // `const char *` + length in the PHP header: the string is passed as is.
                 Library::check($ffi->redislock_request_set_owner_token($request, $owner, strlen($owner)));
             }
-            // The out cell is reused as on the hot path.
-            $out = $this->lockOut ?? $ffi->new('redislock_lock*[1]');
-            $this->lockOut = null;
-            $code = $take($request, $out);
-            $handle = $out[0];
-            $this->lockOut = $out;
-        } finally {
+        } catch (\Throwable $e) {
             $ffi->redislock_request_free($request);
-        }
-        if ($code !== 0) {
-            Library::check($code);
+            throw $e;
         }
 
-        return new Lock($this, $ffi, $handle, $name);
+        return $request;
     }
 
     /**
@@ -469,6 +820,11 @@ final class Client
     {
         // isset(): also safe on an object whose constructor never ran (unserialize()).
         if (isset($this->handle)) {
+            // Kept requests hold the client's connections too: they go first.
+            foreach ($this->requests as $request) {
+                $this->ffi->redislock_request_free($request);
+            }
+            $this->requests = [];
             $this->ffi->redislock_client_free($this->handle);
             $this->handle = null;
         }

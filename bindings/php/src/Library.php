@@ -18,14 +18,14 @@ use Redislock\Exception\LockException;
  *   `opcache.preload`, and this class finds it with `FFI::scope("REDISLOCK")`.
  * - Otherwise (CLI, `ffi.enable=1`): `FFI::cdef()` with the declarations of
  *   `redislock_php.h` and the library named by the environment variable `REDISLOCK_LIB` (a path
- *   or a name), else the library's versioned name `libredislock.so.0.1` (its SONAME) resolved by
+ *   or a name), else the library's versioned name `libredislock.so.0.2` (its SONAME) resolved by
  *   the dynamic loader, as `scripts/install.sh` installs it, else the unversioned
- *   `libredislock.so` (an installation by hand) if its version is 0.1.x.
+ *   `libredislock.so` (an installation by hand) if its version is 0.2.x.
  *
  * The header is looked up as described in {@see Library::headerPath()}.
  *
  * ```php
- * echo Redislock\Library::version(); // "0.1.0"
+ * echo Redislock\Library::version(); // "0.2.0"
  * ```
  */
 final class Library
@@ -37,11 +37,11 @@ final class Library
      * by the dynamic loader. For 0.x versions the minor version is the compatibility unit
      * (build.rs). Keep it in step with Cargo.toml's version (tests/install.rs checks it).
      */
-    public const DEFAULT_LIB = 'libredislock.so.0.1';
+    public const DEFAULT_LIB = 'libredislock.so.0.2';
     /** Tried when DEFAULT_LIB is not found, and used only if its version matches ABI_VERSION. */
     public const FALLBACK_LIB = 'libredislock.so';
-    /** The library versions this package works with: `0.1.x`. */
-    public const ABI_VERSION = '0.1';
+    /** The library versions this package works with: `0.2.x`. */
+    public const ABI_VERSION = '0.2';
     /** Environment variable naming the shared library (path or soname). */
     public const LIB_ENV = 'REDISLOCK_LIB';
     /** Environment variable naming the PHP header (`redislock_php.h`). */
@@ -185,7 +185,7 @@ final class Library
         return self::$ffi !== null;
     }
 
-    /** The library's version string, for example `"0.1.0"`. */
+    /** The library's version string, for example `"0.2.0"`. */
     public static function version(): string
     {
         // A static string: PHP copies it and never frees the original.

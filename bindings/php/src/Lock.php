@@ -10,7 +10,11 @@ use Redislock\Exception\LockException;
 use Redislock\Result;
 
 /**
- * A held lock, made by {@see Client::tryAcquire()} or {@see Client::acquire()}.
+ * A held lock, made by {@see Client::tryAcquire()} or {@see Client::acquire()}; also a read or
+ * write lock ({@see Client::readLock()}, {@see Client::writeLock()}), permits of a
+ * {@see Semaphore}, or a set of locks ({@see Client::lockAll()}), which {@see Lock::kind()} tells
+ * apart. Every kind releases, extends, renews and reports loss the same way; owner tokens and
+ * detach are for exclusive locks only, and only a write lock downgrades.
  *
  * Keep the object alive for as long as the protected work runs: when it is destroyed it
  * releases the lock if still held (best effort, errors ignored). Call {@see Lock::release()} to
@@ -34,12 +38,22 @@ use Redislock\Result;
  */
 final class Lock
 {
+    /** The kinds of lock ({@see Lock::kind()}). */
+    public const EXCLUSIVE = 'exclusive';
+    public const READ = 'read';
+    public const WRITE = 'write';
+    public const PERMITS = 'permits';
+    public const SET = 'set';
+
     /** Keeps the client alive at least as long as its locks. */
     private Client $client;
     private FFI $ffi;
     /** @var CData|null `redislock_lock*`, null once freed */
     private ?CData $handle;
     private string $name;
+    private string $kind;
+    /** @var list<string> the names of a set, in the order given */
+    private array $names;
     private bool $releaseCalled = false;
     /** Released by the end of the request: a later release() has nothing left to do. */
     private bool $releasedAtRequestEnd = false;
@@ -53,21 +67,78 @@ final class Lock
      */
     private static ?\WeakMap $ofRequest = null;
 
-    /** @internal made by {@see Client} */
-    public function __construct(Client $client, FFI $ffi, CData $handle, string $name)
-    {
+    /**
+     * @internal made by {@see Client}
+     *
+     * @param list<string> $names
+     */
+    public function __construct(
+        Client $client,
+        FFI $ffi,
+        CData $handle,
+        string $name,
+        string $kind = self::EXCLUSIVE,
+        array $names = []
+    ) {
         $this->client = $client;
         $this->ffi = $ffi;
         $this->handle = $handle;
         $this->name = $name;
+        $this->kind = $kind;
+        $this->names = $kind === self::SET ? $names : [$name];
         self::$ofRequest ??= new \WeakMap();
         self::$ofRequest[$this] = true;
     }
 
-    /** The lock's name, without the client's key prefix. */
+    /** The lock's name, without the client's key prefix (of a set: its first name). */
     public function name(): string
     {
         return $this->name;
+    }
+
+    /**
+     * The names this lock holds, without the client's key prefix: of a set, all of them in the
+     * order given; otherwise its one name.
+     *
+     * @return list<string>
+     */
+    public function names(): array
+    {
+        return $this->names;
+    }
+
+    /** What kind of lock it is: {@see Lock::EXCLUSIVE}, READ, WRITE, PERMITS or SET. */
+    public function kind(): string
+    {
+        return $this->kind;
+    }
+
+    /**
+     * Turns this write lock into a read lock without a gap (one round trip): no writer can come
+     * in between, and the readers waiting at the head of the queue are let in with it. Returns
+     * the read lock, with this lock's lease, auto-renewal and fencing token; this object is then
+     * no longer held (a release throws {@see Exception\NotHeldException}). There is no upgrade:
+     * release the read lock and take the write lock.
+     *
+     * ```php
+     * $w = $client->writeLock('doc:7', 5000);
+     * rewrite('doc:7');
+     * $r = $w->downgrade(); // readers get in, writers still wait
+     * publish('doc:7');
+     * $r->release();
+     * ```
+     *
+     * @throws Exception\InvalidArgumentException when this is not a write lock
+     * @throws Exception\NotHeldException        when it was released or lost already
+     * @throws LockException
+     */
+    public function downgrade(): Lock
+    {
+        $out = $this->ffi->new('redislock_lock*[1]');
+        Library::check($this->ffi->redislock_lock_downgrade($this->handle(), $out));
+        $this->releaseCalled = true;
+
+        return new Lock($this->client, $this->ffi, $out[0], $this->name, self::READ);
     }
 
     /**
@@ -102,7 +173,8 @@ final class Lock
      * unless someone with its owner token releases or extends it first. Returns that token,
      * for example for a queued job to {@see Client::restore()} and release the lock.
      *
-     * @throws Exception\NotHeldException when the lock was released, lost or detached already
+     * @throws Exception\NotHeldException         when the lock was released, lost or detached already
+     * @throws Exception\InvalidArgumentException for any kind but an exclusive lock
      * @throws LockException
      */
     public function detach(): string
@@ -118,11 +190,17 @@ final class Lock
      * The lock's owner token: the random value its key holds while the lock is ours. A bearer
      * secret (whoever has it can release the lock): hand it only to the code that takes the
      * lock over, never log it.
+     *
+     * @throws Exception\InvalidArgumentException for any kind but an exclusive lock
      */
     public function ownerToken(): string
     {
         $buf = $this->ffi->new('char[257]');
         $len = (int) $this->ffi->redislock_lock_owner_token($this->handle(), $buf, 257);
+        if ($len === 0) {
+            // Not an exclusive lock: the library said why.
+            Library::check(Result::INVALID_ARGUMENT);
+        }
 
         return FFI::string($buf, min($len, 256));
     }
@@ -157,7 +235,8 @@ final class Lock
     }
 
     /**
-     * The fencing token of this grant, or null when the lock was taken without fencing. Strictly
+     * The fencing token of this grant, or null when the lock was taken without fencing (and for
+     * permits and sets: see {@see Lock::fencingTokens()}). Strictly
      * larger than that of every earlier fenced grant of the same name: pass it to the protected
      * resource, which should refuse writes carrying a smaller token than it has seen.
      */
@@ -171,6 +250,29 @@ final class Lock
         Library::check($code);
 
         return (int) $out->cdata;
+    }
+
+    /**
+     * The fencing token of each name, by name, or null when taken without fencing (or for
+     * permits, which have none). A set has one token per name, each from its name's own counter;
+     * any other lock has its one token under its name.
+     *
+     * @return array<string, int>|null
+     */
+    public function fencingTokens(): ?array
+    {
+        $out = $this->ffi->new('uint64_t');
+        $tokens = [];
+        foreach ($this->names as $i => $name) {
+            $code = (int) $this->ffi->redislock_lock_fencing_token_at($this->handle(), $i, FFI::addr($out));
+            if ($code === Result::INVALID_ARGUMENT) {
+                return null;
+            }
+            Library::check($code);
+            $tokens[$name] = (int) $out->cdata;
+        }
+
+        return $tokens;
     }
 
     /**

@@ -31,6 +31,13 @@ foreach ([
     }
 }
 
+// Symfony Semaphore 5.4 for Redislock\Symfony\SemaphoreStore and its tests (Debian's
+// php-symfony-semaphore), unless a vendor/ directory provides it.
+if (!interface_exists(Symfony\Component\Semaphore\PersistingStoreInterface::class)
+    && is_file('/usr/share/php/Symfony/Component/Semaphore/autoload.php')) {
+    require_once '/usr/share/php/Symfony/Component/Semaphore/autoload.php';
+}
+
 // Laravel 8's components for Redislock\Laravel and its tests (Debian's php-illuminate-*), unless
 // a vendor/ directory provides them. The Laravel tests say what is missing.
 if (!interface_exists(Illuminate\Contracts\Cache\LockProvider::class)) {

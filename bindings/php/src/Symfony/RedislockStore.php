@@ -12,28 +12,39 @@ use Redislock\Exception\LockHeldException;
 use Redislock\Exception\NotHeldException;
 use Redislock\Exception\WaitTimeoutException;
 use Redislock\Lock;
+use Symfony\Component\Lock\BlockingSharedLockStoreInterface;
 use Symfony\Component\Lock\BlockingStoreInterface;
 use Symfony\Component\Lock\Exception\InvalidArgumentException;
 use Symfony\Component\Lock\Exception\InvalidTtlException;
 use Symfony\Component\Lock\Exception\LockConflictedException;
 use Symfony\Component\Lock\Exception\LockStorageException;
 use Symfony\Component\Lock\Key;
-use Symfony\Component\Lock\PersistingStoreInterface;
 use Symfony\Component\Lock\Store\ExpiringStoreTrait;
 
 /**
  * A Symfony Lock (5.4) store on libredislock: a drop-in for Symfony's `RedisStore` whose blocking
- * acquire waits without polling.
+ * acquires, for writing and for reading, wait without polling.
  *
  * ```php
  * $factory = new LockFactory(new RedislockStore(Redislock\Client::fromUrl('redis://127.0.0.1/')));
  * $lock = $factory->createLock('invoice:42', 30);
- * $lock->acquire(true); // woken by the holder's release, not after a 100 ms poll
+ * $lock->acquire(true);     // woken by the holder's release, not after a 100 ms poll
+ * $lock->acquireRead(true); // shared with other readers (a held write lock is downgraded)
  * ```
  *
- * - The lock of a resource lives at the Redis key `(string) $key` (behind the client's
- *   key_prefix) as a plain string holding a random token: the same key layout as the library's
- *   other users, not RedisStore's sorted set, so do not mix the two stores on one resource.
+ * - A resource is the read/write lock of the name `(string) $key` (behind the client's
+ *   key_prefix): `save()` takes its write lock, `saveRead()` a read lock (see
+ *   {@see Client::writeLock()}, {@see Client::readLock()}). The write lock is the Redis key
+ *   holding a random token, the same key as the library's exclusive lock of that name, so
+ *   `Client::acquire()` of the same name excludes and is excluded by it (its waiters then learn
+ *   of a release at their next re-check, not at once). Do not mix this store with Symfony's
+ *   `RedisStore` on one resource: their layouts differ.
+ * - Waiters are served in arrival order, readers and writers alike: a reader that comes after a
+ *   waiting writer queues behind it, so writers are not starved.
+ * - `saveRead()` with a key that holds the write lock downgrades it with no gap. `save()` with a
+ *   key that holds a read lock promotes it, but not atomically (the library has no upgrade):
+ *   the read lock is released and the write lock tried; when that fails, the read lock is taken
+ *   again if it can be had at once, and LockConflictedException is thrown either way.
  * - Each grant has a fixed lease: the store's initial TTL on save, then what
  *   `putOffExpiration()` (Symfony's `refresh()`) sets. No renewal thread: Symfony refreshes.
  * - The held lock lives in the Key's state; it belongs to this process, so the Key is marked
@@ -43,7 +54,7 @@ use Symfony\Component\Lock\Store\ExpiringStoreTrait;
  *   well-behaved client after it expired, which this sees; a key deleted by hand behind the
  *   library's back is not noticed until the lease runs out or the next `putOffExpiration()`.
  */
-final class RedislockStore implements PersistingStoreInterface, BlockingStoreInterface
+final class RedislockStore implements BlockingStoreInterface, BlockingSharedLockStoreInterface
 {
     use ExpiringStoreTrait;
 
@@ -83,7 +94,8 @@ final class RedislockStore implements PersistingStoreInterface, BlockingStoreInt
     }
 
     /**
-     * Takes the lock for the key's resource, or extends it when this key already holds it.
+     * Takes the write lock of the key's resource, or extends it when this key already holds it
+     * (promotes a read lock it holds: see the class documentation).
      *
      * @throws LockConflictedException when another owner holds it
      */
@@ -91,53 +103,93 @@ final class RedislockStore implements PersistingStoreInterface, BlockingStoreInt
     {
         $leaseMs = self::leaseMs($this->initialTtl, __METHOD__);
         $key->reduceLifetime($this->initialTtl);
-        if (!$this->extendHeld($key, $leaseMs)) {
-            try {
-                $lock = $this->client->tryAcquire(
-                    (string) $key,
-                    $leaseMs,
-                    false,
-                    $this->fencing
-                );
-            } catch (LockHeldException $e) {
-                throw new LockConflictedException($e->getMessage(), 0, $e);
-            } catch (LockException $e) {
-                throw self::storageError($e);
-            }
-            $this->attach($key, $lock);
+        $read = $this->heldRead($key);
+        if ($read !== null) {
+            $this->promote($key, $read, $leaseMs);
+        } elseif (!$this->extendHeld($key, $leaseMs)) {
+            $this->attach($key, $this->take(fn (): Lock => $this->client->writeLock(
+                (string) $key,
+                null,
+                $leaseMs,
+                false,
+                $this->fencing
+            )));
         }
 
         $this->checkNotExpired($key);
     }
 
     /**
-     * Waits until the resource is free and takes it. The wait is the library's blocking acquire:
-     * the holder's release wakes this waiter (no polling), in bounded slices of the configured
-     * length so that a PHP process is never stuck in one C call for long.
+     * Takes a read lock of the key's resource, or extends the one this key holds; a write lock
+     * it holds is downgraded to a read lock with no gap.
+     *
+     * @throws LockConflictedException when a writer holds it, or anyone waits for it
+     */
+    public function saveRead(Key $key)
+    {
+        $leaseMs = self::leaseMs($this->initialTtl, __METHOD__);
+        $key->reduceLifetime($this->initialTtl);
+        if (!$this->readHeld($key, $leaseMs)) {
+            $this->attach($key, $this->take(fn (): Lock => $this->client->readLock(
+                (string) $key,
+                null,
+                $leaseMs,
+                false,
+                $this->fencing
+            )));
+        }
+
+        $this->checkNotExpired($key);
+    }
+
+    /**
+     * Waits until the resource is free and takes its write lock. The wait is the library's
+     * blocking acquire: a release wakes this waiter when its turn comes (no polling), in bounded
+     * slices of the configured length so that a PHP process is never stuck in one C call for
+     * long.
      */
     public function waitAndSave(Key $key)
     {
         $leaseMs = self::leaseMs($this->initialTtl, __METHOD__);
+        $read = $this->heldRead($key);
+        if ($read !== null) {
+            // Waiting for the write lock while holding a read lock would wait for itself.
+            $key->removeState(__CLASS__);
+            $this->quietRelease($read);
+        }
         if (!$this->extendHeld($key, $leaseMs)) {
-            while (true) {
-                try {
-                    $lock = $this->client->acquire(
-                        (string) $key,
-                        $this->waitSliceMs,
-                        $leaseMs,
-                        false,
-                        $this->fencing
-                    );
-                    break;
-                } catch (WaitTimeoutException $e) {
-                    continue;
-                } catch (LockException $e) {
-                    throw self::storageError($e);
-                }
-            }
-            $this->attach($key, $lock);
+            $this->attach($key, $this->wait(fn (): Lock => $this->client->writeLock(
+                (string) $key,
+                $this->waitSliceMs,
+                $leaseMs,
+                false,
+                $this->fencing
+            )));
         }
         // The lease counts from the grant, not from when the wait began.
+        $key->resetLifetime();
+        $key->reduceLifetime($this->initialTtl);
+
+        $this->checkNotExpired($key);
+    }
+
+    /**
+     * Waits until no writer holds the resource and none waits ahead of this reader, then takes
+     * a read lock (a write lock this key holds is downgraded at once). Woken by the writer's
+     * release, without polling, in bounded slices as {@see RedislockStore::waitAndSave()}.
+     */
+    public function waitAndSaveRead(Key $key)
+    {
+        $leaseMs = self::leaseMs($this->initialTtl, __METHOD__);
+        if (!$this->readHeld($key, $leaseMs)) {
+            $this->attach($key, $this->wait(fn (): Lock => $this->client->readLock(
+                (string) $key,
+                $this->waitSliceMs,
+                $leaseMs,
+                false,
+                $this->fencing
+            )));
+        }
         $key->resetLifetime();
         $key->reduceLifetime($this->initialTtl);
 
@@ -218,6 +270,106 @@ final class RedislockStore implements PersistingStoreInterface, BlockingStoreInt
             $key->removeState(__CLASS__);
 
             return false;
+        } catch (LockException $e) {
+            throw self::storageError($e);
+        }
+    }
+
+    /** The read lock the key holds, if it holds one. */
+    private function heldRead(Key $key): ?Lock
+    {
+        $lock = $this->lockOf($key);
+
+        return $lock !== null && $lock->kind() === Lock::READ ? $lock : null;
+    }
+
+    /**
+     * Makes sure the key holds a read lock with `$leaseMs` from now: extends the read lock it
+     * holds, or downgrades its write lock. False when it holds none (any more).
+     */
+    private function readHeld(Key $key, int $leaseMs): bool
+    {
+        $lock = $this->lockOf($key);
+        if ($lock !== null && $lock->kind() === Lock::WRITE) {
+            try {
+                $read = $lock->downgrade();
+            } catch (NotHeldException | ForkedException $e) {
+                $key->removeState(__CLASS__);
+
+                return false;
+            } catch (LockException $e) {
+                throw self::storageError($e);
+            }
+            $this->attach($key, $read);
+        }
+
+        return $this->extendHeld($key, $leaseMs);
+    }
+
+    /** Swaps the key's read lock for the write lock, if that can be had at once. */
+    private function promote(Key $key, Lock $read, int $leaseMs): void
+    {
+        $key->removeState(__CLASS__);
+        $this->quietRelease($read);
+        try {
+            $this->attach($key, $this->take(fn (): Lock => $this->client->writeLock(
+                (string) $key,
+                null,
+                $leaseMs,
+                false,
+                $this->fencing
+            )));
+        } catch (LockConflictedException $e) {
+            try {
+                $this->attach($key, $this->client->readLock((string) $key, null, $leaseMs, false, $this->fencing));
+            } catch (LockException $ignored) {
+                // A writer came first: the key holds nothing now.
+            }
+            throw $e;
+        }
+    }
+
+    /**
+     * One attempt through `$acquire`, with the library's errors as Symfony's.
+     *
+     * @param callable(): Lock $acquire
+     */
+    private function take(callable $acquire): Lock
+    {
+        try {
+            return $acquire();
+        } catch (LockHeldException $e) {
+            throw new LockConflictedException($e->getMessage(), 0, $e);
+        } catch (LockException $e) {
+            throw self::storageError($e);
+        }
+    }
+
+    /**
+     * A blocking acquire through `$acquire`, which waits one slice: repeated until granted.
+     *
+     * @param callable(): Lock $acquire
+     */
+    private function wait(callable $acquire): Lock
+    {
+        while (true) {
+            try {
+                return $acquire();
+            } catch (WaitTimeoutException $e) {
+                continue;
+            } catch (LockException $e) {
+                throw self::storageError($e);
+            }
+        }
+    }
+
+    /** Releases a lock this store gives up; it may be gone already. */
+    private function quietRelease(Lock $lock): void
+    {
+        try {
+            $lock->release();
+        } catch (NotHeldException | ForkedException $e) {
+            // Expired, taken over, or the parent's: nothing of ours to remove.
         } catch (LockException $e) {
             throw self::storageError($e);
         }
