@@ -6,7 +6,7 @@
 //! cargo bench --bench locks -- [--port P] [--n 20000] [--target 2000] [--htarget 200] [--cap 60]
 //!     [--rounds 5] [--scale-secs 30] [--scale-locks 1000,10000,30000] [--scale-lease-ms 3000]
 //!     [--scale-pool-size N] [--failovers 3]
-//!     [--only u1,u8,c8,h2,sentinel,scale,php] [--skip ...] [--raw FILE.jsonl]
+//!     [--only u1,u8,c8,h2,sentinel,scale,kinds,php] [--skip ...] [--raw FILE.jsonl]
 //!     [--php auto|on|off] [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
 //! ```
 //!
@@ -19,7 +19,8 @@
 //! the single server, and `--failovers` trials of killing the master; `--only` / `--skip`
 //! `sentinel`, or one part: `sentinel-u1`, `sentinel-c8`, `sentinel-failover`); renewal at scale
 //! (1,000 and 10,000 auto-renewed locks, and the refusal of one lock beyond
-//! `max_renewed_locks`); and the PHP rows (redislock's PHP package over FFI beside the phpredis
+//! `max_renewed_locks`); the other kinds (`kinds`: a read-mostly load on the read/write lock
+//! beside the exclusive lock and the floor, and a semaphore); and the PHP rows (redislock's PHP package over FFI beside the phpredis
 //! floor and Symfony Lock) when PHP, the package and the cdylib are there.
 //! It prints markdown tables, a targets table and one JSON summary line per row; `--raw` keeps
 //! every run's record in the peers' format.
@@ -38,6 +39,8 @@
 mod failover;
 #[path = "locks/json.rs"]
 mod json;
+#[path = "locks/kinds.rs"]
+mod kinds;
 #[path = "locks/lockers.rs"]
 mod lockers;
 #[path = "locks/metrics.rs"]
@@ -79,7 +82,7 @@ Standalone run (its own redis-server through the test kit, or 127.0.0.1:P with -
       [--only SECTIONS] [--skip SECTIONS] [--raw FILE.jsonl] [--php auto|on|off]
       [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
   SECTIONS: comma-separated u1, u8, c8, h2, sentinel (or one part of it: sentinel-u1,
-  sentinel-c8, sentinel-failover), scale, php.
+  sentinel-c8, sentinel-failover), scale, kinds (read/write lock and semaphore), php.
 
 One scenario under the peers harness's contract (appends one JSON record to FILE):
   locks [--impl redislock|floor|handoff-floor] [--auto-renew on|off] --scenario u1|u8|c8|h2

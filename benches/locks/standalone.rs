@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::json::J;
+use crate::kinds;
 use crate::lockers::{self, Floor, HandoffFloor, Redislock};
 use crate::metrics;
 use crate::php::Php;
@@ -537,6 +538,11 @@ pub fn run(o: &Opts) {
             &["locks", "held s", "lost: !is_held / is_lost / stats", "late renewals", "renewals", "threads", "RSS MiB before / held / VmHWM", "bench CPU s acquire / cores held", "redis cores", "acquire / release all s", "lock N+1 (max_renewed_locks = N)"],
             &rows,
         );
+    }
+
+    // ---------------------------------------------------------------- other kinds
+    if o.wants("kinds") {
+        kinds::section(&server, &url, &mut rep);
     }
 
     // ---------------------------------------------------------------- PHP
