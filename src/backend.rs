@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use crate::config::Config;
 use crate::error::Error;
 use crate::pool::ConnPool;
+use crate::quorum::Masters;
 use crate::renewal::Renewer;
 use crate::topology::Topology;
 
@@ -43,11 +44,15 @@ pub(crate) struct Backend {
     pub renewer: Renewer,
 }
 
-/// The servers locks live on, by topology.
+/// The servers locks live on, by topology. One per backend: the size of a variant does not
+/// matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Servers {
     /// One server: a single one, or the master of a Sentinel group (whose pools follow it
     /// across failovers).
     One(Node),
+    /// Independent masters, a majority of which must hold a lock (Redlock).
+    Quorum(Masters),
 }
 
 /// The connection pools of one server that holds locks.
@@ -56,6 +61,16 @@ pub(crate) struct Node {
     pub main: ConnPool,
     /// For waiters blocked in BLPOP, so that they never starve the others of connections.
     pub wait: ConnPool,
+}
+
+impl Node {
+    /// The pools of one server, which connect lazily.
+    pub(crate) fn new(cfg: &Config, topology: Arc<Topology>) -> Node {
+        Node {
+            main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
+            wait: ConnPool::new(cfg, topology, cfg.max_waiters),
+        }
+    }
 }
 
 /// Keeps a backend running. Held by a client, by each lock taken through it, and for persistent
@@ -67,14 +82,14 @@ pub(crate) struct Owner {
 impl Owner {
     /// Builds a backend for this process. Starts no thread and opens no connection yet.
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
-        let topology = Arc::new(Topology::new(cfg, info)?);
+        let servers = match &cfg.redlock {
+            Some(spec) => Servers::Quorum(Masters::new(cfg, info, spec)?),
+            None => Servers::One(Node::new(cfg, Arc::new(Topology::new(cfg, info)?))),
+        };
         let backend = Backend {
             pid: std::process::id(),
             cfg: cfg.clone(),
-            servers: Servers::One(Node {
-                main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
-                wait: ConnPool::new(cfg, topology, cfg.max_waiters),
-            }),
+            servers,
             renewer: Renewer::new(cfg.max_renewed_locks),
         };
         Ok(Arc::new(Owner {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::topology::SentinelSpec;
+use crate::topology::{RedlockSpec, SentinelSpec};
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -44,6 +44,8 @@ pub(crate) struct Config {
     pub persistent: bool,
     /// For a `redis-sentinel://` URL: the sentinels and the master's name.
     pub sentinel: Option<SentinelSpec>,
+    /// For a `redlock://` URL: the independent masters a lock needs a majority of.
+    pub redlock: Option<RedlockSpec>,
     /// Replicas that must acknowledge a lock write (WAIT) before it counts.
     pub min_replicas: u32,
     /// How long a lock write waits for those acknowledgements.
@@ -142,6 +144,7 @@ impl ClientBuilder {
                 tls_ca_pem: None,
                 persistent: false,
                 sentinel: None,
+                redlock: None,
                 min_replicas: 0,
                 replica_timeout: Duration::from_millis(500),
             },
@@ -273,11 +276,12 @@ impl ClientBuilder {
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
         let mut cfg = self.cfg;
-        let (info, sentinel) = parse_url(&cfg.url)?;
+        let (info, topology) = parse_url(&cfg.url)?;
         let db = info.redis_settings().db();
-        cfg.server = match &sentinel {
-            None => format!("{}/{db}", info.addr()),
-            Some(spec) => {
+        cfg.server = match &topology {
+            Parsed::Single => format!("{}/{db}", info.addr()),
+            Parsed::Redlock(spec) => format!("redlock masters {}/{db}", spec.hosts()),
+            Parsed::Sentinel(spec) => {
                 let hosts: Vec<String> = spec
                     .sentinels
                     .iter()
@@ -290,7 +294,14 @@ impl ClientBuilder {
                 )
             }
         };
-        cfg.sentinel = sentinel;
+        match topology {
+            Parsed::Single => {}
+            Parsed::Sentinel(spec) => cfg.sentinel = Some(spec),
+            Parsed::Redlock(spec) => {
+                crate::quorum::check_config(&cfg)?;
+                cfg.redlock = Some(spec);
+            }
+        }
         let positive = |what: &str, d: Duration| {
             if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
@@ -419,35 +430,50 @@ pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
     Ok(())
 }
 
-/// Parses a `redis://` (or `rediss://`, `unix://`) URL, or a Sentinel URL
+/// What a URL names besides the connection info of its data nodes.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// One server: the connection info is its own.
+    Single,
+    /// A Sentinel group: the connection info is the data nodes' at the first sentinel's address.
+    Sentinel(SentinelSpec),
+    /// Independent masters for Redlock: the connection info is the first master's, and the
+    /// others' differ from it only in their address.
+    Redlock(RedlockSpec),
+}
+
+/// Parses a `redis://` (or `rediss://`, `unix://`) URL, a Sentinel URL
 /// `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
-/// for TLS to the data nodes); the error never repeats the URL's secrets. For a Sentinel URL
+/// for TLS to the data nodes), or a Redlock URL `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]`
+/// (`rediss-redlock://` for TLS); the error never repeats the URL's secrets. For a Sentinel URL
 /// the connection info is the data nodes' (credentials, database, TLS) at the first sentinel's
-/// address, which is replaced by the master's when connecting.
-pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Option<SentinelSpec>), Error> {
+/// address, which is replaced by the master's when connecting; for a Redlock URL it is the first
+/// master's.
+pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Parsed), Error> {
     use redis::IntoConnectionInfo;
-    let usage = "Redis URL must look like redis://[user:password@]host:port/db or \
-                 redis-sentinel://[user:password@]host:port,host:port[/db]#master";
-    let (url, sentinel) = match sentinel_url(url) {
-        Some(parsed) => {
-            let (plain, spec) = parsed?;
-            (plain, Some(spec))
+    let usage = "Redis URL must look like redis://[user:password@]host:port/db, \
+                 redis-sentinel://[user:password@]host:port,host:port[/db]#master or \
+                 redlock://[user:password@]host:port,host:port,host:port[/db]";
+    let (url, parsed) = if let Some(parsed) = sentinel_url(url) {
+        let (plain, spec) = parsed?;
+        (plain, Parsed::Sentinel(spec))
+    } else if let Some(parsed) = redlock_url(url) {
+        let (plain, spec) = parsed?;
+        (plain, Parsed::Redlock(spec))
+    } else {
+        let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+            .iter()
+            .any(|s| url.starts_with(s));
+        if !scheme_ok {
+            return Err(Error::invalid_argument(usage));
         }
-        None => {
-            let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
-                .iter()
-                .any(|s| url.starts_with(s));
-            if !scheme_ok {
-                return Err(Error::invalid_argument(usage));
-            }
-            (url.to_owned(), None)
-        }
+        (url.to_owned(), Parsed::Single)
     };
     let info = url.as_str().into_connection_info().map_err(|e| {
         let detail = scrub(&e.to_string(), &url);
         Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(&url)))
     })?;
-    Ok((info, sentinel))
+    Ok((info, parsed))
 }
 
 /// For a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes (at
@@ -501,6 +527,65 @@ fn sentinel_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
             master_name: master_name.to_owned(),
         },
     )))
+}
+
+/// For a `redlock://` or `rediss-redlock://` URL: the plain URL of the first master and the
+/// masters. An odd number of at least three distinct masters is required: with an even number a
+/// majority buys no more fault tolerance than with one master fewer, and a master named twice
+/// would count twice towards the majority. `None` for other URLs.
+fn redlock_url(url: &str) -> Option<Result<(String, RedlockSpec), Error>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redlock://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-redlock://") {
+        ("rediss", rest)
+    } else {
+        return None;
+    };
+    let bad = |what: String| {
+        Some(Err(Error::invalid_argument(format!(
+            "invalid Redlock URL {}: {what}",
+            mask_url(url)
+        ))))
+    };
+    if rest.contains('#') {
+        return bad("a fragment (#...) has no meaning here".into());
+    }
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    for host in hosts.split(',') {
+        let addr = host
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok().filter(|p| *p > 0)?)))
+            .filter(|(h, _)| !h.is_empty());
+        let Some((h, p)) = addr else {
+            return bad(format!(
+                "{host:?} is not host:port (every master needs its host and a port from 1 to \
+                 65535)"
+            ));
+        };
+        let addr = (h.to_owned(), p);
+        if masters.contains(&addr) {
+            return bad(format!(
+                "the master {}:{} is named twice (it would count twice towards the majority)",
+                addr.0, addr.1
+            ));
+        }
+        masters.push(addr);
+    }
+    if masters.len() < 3 || masters.len().is_multiple_of(2) {
+        return bad(format!(
+            "Redlock needs an odd number of at least 3 independent masters, got {}",
+            masters.len()
+        ));
+    }
+    let (first_host, first_port) = masters[0].clone();
+    let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
+    Some(Ok((plain, RedlockSpec { masters })))
 }
 
 /// The byte ranges of a URL that hold secrets: the password of its user info (everything after

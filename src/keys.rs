@@ -29,6 +29,9 @@ const QUEUE: &[u8] = b":q";
 /// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
 const SIGNAL: &[u8] = b":s:";
 const ALIVE: &[u8] = b":e:";
+/// Redlock waiting (`quorum/waiting.rs`): a marker that waiters exist, and the list they block on.
+const WANTED: &[u8] = b":wanted";
+const WAKE: &[u8] = b":wake";
 
 impl LockKeys {
     /// Checks the name and builds the keys.
@@ -114,6 +117,17 @@ impl LockKeys {
         self.companion(ALIVE, waiter_id.as_bytes())
     }
 
+    /// With Redlock: exists (with an expiry) while waiters of the lock may be blocked, so that a
+    /// release knows to wake one.
+    pub(crate) fn wanted(&self) -> Vec<u8> {
+        self.companion(WANTED, b"")
+    }
+
+    /// With Redlock: the list waiters of the lock block on; a release pushes one element.
+    pub(crate) fn wake(&self) -> Vec<u8> {
+        self.companion(WAKE, b"")
+    }
+
     /// The name as shown in messages (made only when needed: it is not cheap).
     pub(crate) fn shown(&self) -> String {
         show_name(self.name())
@@ -185,7 +199,14 @@ mod tests {
             for prefix in [&b""[..], b"app:", b"{app}:"] {
                 let k = LockKeys::new(prefix, name).unwrap();
                 let s = slot(k.lock());
-                for c in [k.fence(), k.queue(), k.signal("ab12"), k.alive("ab12")] {
+                for c in [
+                    k.fence(),
+                    k.queue(),
+                    k.signal("ab12"),
+                    k.alive("ab12"),
+                    k.wanted(),
+                    k.wake(),
+                ] {
                     assert_eq!(
                         slot(&c),
                         s,
@@ -217,6 +238,8 @@ mod tests {
         assert_eq!(k.queue(), b"{p:orders:7}:q");
         assert_eq!(k.signal("ab"), b"{p:orders:7}:s:ab");
         assert_eq!(k.alive("ab"), b"{p:orders:7}:e:ab");
+        assert_eq!(k.wanted(), b"{p:orders:7}:wanted");
+        assert_eq!(k.wake(), b"{p:orders:7}:wake");
         let k = LockKeys::new(b"", b"{orders}:7").unwrap();
         assert_eq!(k.lock(), b"{orders}:7");
         assert_eq!(k.fence(), b"{orders}:7:fence");

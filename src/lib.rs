@@ -42,6 +42,7 @@ mod keys;
 mod lock;
 mod ops;
 mod pool;
+mod quorum;
 mod renewal;
 mod replication;
 mod scripts;

@@ -9,6 +9,10 @@
 //!
 //! With `min_replicas`, every write that grants or extends a lock is followed on the same
 //! connection by WAIT (`replication.rs`), and counts only once enough replicas acknowledge it.
+//!
+//! With Redlock (independent masters, `Servers::Quorum`), acquire, release, extend, renewal
+//! and the holder's GET go to every master at once and count a majority (`quorum/`); a waiter
+//! and a cancel use one master, the lock's home.
 
 use std::time::{Duration, Instant};
 
@@ -16,14 +20,17 @@ use crate::backend::{Backend, Node, Servers};
 use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::pool::PooledConn;
+use crate::quorum;
 use crate::replication;
 use crate::scripts;
 use crate::token::Token;
 
-/// The server that holds the lock of `keys`.
-fn node<'b>(b: &'b Backend, _keys: &LockKeys) -> &'b Node {
+/// The server that holds the lock of `keys`. With Redlock, the master its waiters block on (the
+/// operations that need every master branch off before asking).
+fn node<'b>(b: &'b Backend, keys: &LockKeys) -> &'b Node {
     match &b.servers {
         Servers::One(node) => node,
+        Servers::Quorum(masters) => &masters.home(keys).node,
     }
 }
 
@@ -63,6 +70,9 @@ pub(crate) fn acquire(
     lease: Duration,
     fencing: bool,
 ) -> Result<Option<Grant>, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return quorum::acquire(masters, keys, token, lease, fencing);
+    }
     let ms = lease.as_millis() as u64;
     let mut sent = false;
     let mut sent_at = Instant::now();
@@ -130,6 +140,9 @@ pub(crate) fn acquire(
 /// RELEASE: frees the lock, or hands it to the oldest live waiter, if the key holds `token`.
 /// Returns whether it did.
 pub(crate) fn release(b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.release(b, keys, token);
+    }
     let released: i64 = node(b, keys).main.run(None, |c, _| {
         scripts::RELEASE
             .key(keys.lock())
@@ -149,6 +162,9 @@ pub(crate) fn extend(
     token: &Token,
     lease: Duration,
 ) -> Result<bool, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.extend(keys, token, lease);
+    }
     let ms = lease.as_millis() as u64;
     let extended: i64 = node(b, keys).main.run(None, |c, _| {
         let extended = scripts::EXTEND
@@ -175,6 +191,9 @@ pub(crate) struct Extension<'a> {
 /// the server lost it. One outcome per lock, in order: `Ok(true)` extended, `Ok(false)` the key
 /// no longer held the token. With `min_replicas`, one WAIT covers the whole pipeline.
 pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.extend_many(locks);
+    }
     let Some(first) = locks.first() else {
         return Vec::new();
     };
@@ -226,6 +245,9 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
 
 /// GET: the token the lock key holds now, if any.
 pub(crate) fn holder(b: &Backend, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.holder(keys);
+    }
     node(b, keys)
         .main
         .run(None, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))

@@ -5,6 +5,9 @@
 //! - [`sentinel`]: the master of a Redis Sentinel group (`redis-sentinel://`,
 //!   `rediss-sentinel://`), found through the sentinels and followed across failovers.
 //!
+//! Redlock (`redlock://`, `rediss-redlock://`) is several single servers, each with pools of its
+//! own; what a majority of them means for a lock is in `quorum/`.
+//!
 //! Everything above the pools (acquire, release, renewal, waiting) is the same for every
 //! topology: a topology only opens connections to the server that holds the locks now, and says
 //! when an error means that server changed.
@@ -22,6 +25,24 @@ use crate::error::Error;
 pub(crate) struct SentinelSpec {
     pub sentinels: Vec<(String, u16)>,
     pub master_name: String,
+}
+
+/// A parsed Redlock URL: the independent masters, in the URL's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RedlockSpec {
+    pub masters: Vec<(String, u16)>,
+}
+
+impl RedlockSpec {
+    /// `h1:p1,h2:p2,...`, for messages.
+    pub(crate) fn hosts(&self) -> String {
+        let hosts: Vec<String> = self
+            .masters
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect();
+        hosts.join(",")
+    }
 }
 
 /// The servers a backend's pools connect to. One per backend, behind an `Arc`: the size of a

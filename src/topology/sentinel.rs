@@ -200,7 +200,7 @@ impl Sentinel {
 }
 
 /// The template's address kind (plain or TLS, with its TLS settings) at the master's address.
-fn node_addr(
+pub(crate) fn node_addr(
     template: &redis::ConnectionAddr,
     (host, port): &(String, u16),
 ) -> redis::ConnectionAddr {
