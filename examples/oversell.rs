@@ -16,7 +16,10 @@
 //! `redis://[user:password@]host:port/db`, or a Sentinel URL,
 //! `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
 //! for TLS to the data nodes): the locks get the URL as it is (and follow failovers), and the
-//! stock is kept on the master the sentinels name at the start.
+//! stock is kept on the master the sentinels name at the start. With a Redlock URL,
+//! `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]`, the locks live on a
+//! majority of the masters and the stock on the first one; the marks waiters leave on the masters
+//! expire within about two seconds.
 //!
 //! The demo only touches keys under its own `redislock-demo:<pid>-<random>:` prefix and deletes
 //! them by name at the end: it never lists or flushes keys. Exit code: 0 when the locked run sold
@@ -68,7 +71,8 @@ fn run(url: &str, data_url: &str) -> Res<()> {
     let data = redis::Client::open(data_url)?;
     // Dropped when run returns, also on errors: deletes the stock, the lock key and the lock's
     // companion keys (fencing counter, waiter queue and entries), by exact name.
-    let companions = [":fence", ":q", ":w"].map(|suffix| format!("{{{lock_name}}}{suffix}"));
+    let companions =
+        [":fence", ":q", ":w", ":wanted", ":wake"].map(|suffix| format!("{{{lock_name}}}{suffix}"));
     let mut keys = vec![stock_key.clone(), lock_name.clone()];
     keys.extend(companions);
     let _cleanup = Cleanup(data.clone(), keys);
@@ -199,15 +203,29 @@ fn pick_server() -> Res<(String, String, Option<PrivateServer>)> {
 
 /// The plain URL of the server that keeps the stock, found as a client of `url`'s topology
 /// finds its data server: a plain URL is that server; a Sentinel URL names the master its
-/// sentinels report. (Another topology gets its own arm here: `redis-cluster://`, the node
-/// serving the slot of the stock key, whose `{hash tag}` keeps all the demo's keys in one slot;
-/// `redlock://`, the first master.)
+/// sentinels report; a Redlock URL's first master. (Another topology gets its own arm here:
+/// `redis-cluster://`, the node serving the slot of the stock key, whose `{hash tag}` keeps all
+/// the demo's keys in one slot.)
 fn data_server(url: &str) -> Res<String> {
     match url.split_once("://") {
         Some(("redis-sentinel", rest)) => sentinel_master("redis", rest),
         Some(("rediss-sentinel", rest)) => sentinel_master("rediss", rest),
+        Some(("redlock", rest)) => Ok(first_master("redis", rest)),
+        Some(("rediss-redlock", rest)) => Ok(first_master("rediss", rest)),
         _ => Ok(url.to_owned()),
     }
+}
+
+/// The first master of a Redlock URL (`rest` is `[user:password@]h1:p1,h2:p2,h3:p3[/db]`), as
+/// `scheme://[user:password@]h1:p1[/db]`.
+fn first_master(scheme: &str, rest: &str) -> String {
+    let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let (user_info, masters) = match authority.rsplit_once('@') {
+        Some((user_info, masters)) => (format!("{user_info}@"), masters),
+        None => (String::new(), authority),
+    };
+    let first = masters.split(',').next().unwrap_or(masters);
+    format!("{scheme}://{user_info}{first}{path}")
 }
 
 /// Asks the sentinels of a Sentinel URL (`rest` is `[user:password@]h1:p1,h2:p2[/db]#master`),

@@ -29,7 +29,10 @@
  * redis://[[user]:password@]host:port/db (rediss:// for TLS), or a Sentinel URL,
  * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master (rediss-sentinel://
  * for TLS to the data nodes): the locks get the URL as it is (and follow failovers), and the
- * stock is kept on the master the sentinels name at the start.
+ * stock is kept on the master the sentinels name at the start. With a Redlock URL,
+ * redlock://[[user]:password@]host1:port1,host2:port2,host3:port3[/db] (rediss-redlock:// for
+ * TLS), the locks live on a majority of the masters and the stock on the first one; the marks
+ * waiters leave on the masters expire within about two seconds.
  *
  * The demo only touches keys under its own "redislock-demo:<pid>-<random>:" prefix and deletes
  * them by name at the end: it never lists or flushes keys.
@@ -61,8 +64,12 @@ $stockKey = $prefix . 'stock';
 $soldKey = $prefix . 'sold';
 $lockName = 'stock-lock';
 $lockKey = $prefix . $lockName;
-// The lock's companion keys (fencing counter, waiter queue and entries): see src/keys.rs.
-$keys = [$stockKey, $soldKey, $lockKey, "{{$lockKey}}:fence", "{{$lockKey}}:q", "{{$lockKey}}:w"];
+// The lock's companion keys (fencing counter, waiter queue and entries, Redlock waiters'
+// marks): see src/keys.rs.
+$keys = [
+    $stockKey, $soldKey, $lockKey,
+    "{{$lockKey}}:fence", "{{$lockKey}}:q", "{{$lockKey}}:w", "{{$lockKey}}:wanted", "{{$lockKey}}:wake",
+];
 
 /** A phpredis connection to $url, with 2 s timeouts. */
 function connect(string $url): Redis
@@ -90,17 +97,33 @@ function connect(string $url): Redis
 /**
  * The plain URL of the server that keeps the stock, found as a client of $url's topology finds
  * its data server: a plain URL is that server; a Sentinel URL names the master its sentinels
- * report. (Another topology gets its own case here: redis-cluster://, the node serving the slot
- * of the stock key, whose {hash tag} keeps all the demo's keys in one slot; redlock://, the
- * first master.)
+ * report; a Redlock URL's first master. (Another topology gets its own case here:
+ * redis-cluster://, the node serving the slot of the stock key, whose {hash tag} keeps all the
+ * demo's keys in one slot.)
  */
 function dataServer(string $url): string
 {
     return match (strstr($url, '://', true)) {
         'redis-sentinel' => sentinelMaster('redis', $url),
         'rediss-sentinel' => sentinelMaster('rediss', $url),
+        'redlock' => firstMaster('redis', $url),
+        'rediss-redlock' => firstMaster('rediss', $url),
         default => $url,
     };
+}
+
+/**
+ * The first master of a Redlock URL (scheme://[user:password@]h1:p1,h2:p2,h3:p3[/db]), as
+ * scheme://[user:password@]h1:p1[/db].
+ */
+function firstMaster(string $scheme, string $url): string
+{
+    if (!preg_match('~^[^:]+://(?:(.*)@)?([^,/?@]*)[^/?@]*(.*)$~', $url, $m)) {
+        throw new InvalidArgumentException('REDIS_URL must look like redlock://host:port,host:port,host:port/');
+    }
+    [, $userInfo, $first, $path] = $m;
+    $auth = $userInfo === '' ? '' : "$userInfo@";
+    return "$scheme://$auth$first$path";
 }
 
 /**
