@@ -196,7 +196,8 @@ impl ClientBuilder {
         self
     }
     /// Whether locks get fencing tokens by default (default false). Each fenced grant of a name
-    /// increments a counter kept next to the lock key and returns it.
+    /// increments a counter kept next to the lock key and returns it. Refused with a Redlock URL
+    /// (`build()` fails with `InvalidArgument`): counters on independent masters are not ordered.
     pub fn fencing(mut self, on: bool) -> Self {
         self.cfg.fencing = on;
         self
@@ -253,6 +254,7 @@ impl ClientBuilder {
     /// that fewer acknowledge is retried like an unreachable server. With a Sentinel group and
     /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
     /// of a replica; without it, a failover can lose a lock the old master had not replicated.
+    /// Refused with a Redlock URL, where the majority of masters takes its place.
     pub fn min_replicas(mut self, n: u32) -> Self {
         self.cfg.min_replicas = n;
         self

@@ -543,6 +543,59 @@ fn scripts_flushed_on_every_master_are_loaded_again() {
     assert_eq!(tokens(&masters, &name), vec![None, None, None]);
 }
 
+/// The README's least-privilege ACL rule serves Redlock masters too: acquire, wait, wake,
+/// extend, renewal and release with a user limited to the `app:` prefix.
+#[test]
+fn the_readme_acl_rule_is_enough() {
+    let masters = RedlockMasters::start(3);
+    for m in masters.masters() {
+        let () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER",
+                "locker",
+                "on",
+                ">change-me",
+                "resetkeys",
+                "~app:*",
+                "~{app:*",
+                "resetchannels",
+                "-@all",
+                "+set",
+                "+evalsha",
+                "+script|load",
+                "+blpop",
+                "+get",
+                "+pexpire",
+                "+pttl",
+                "+incr",
+                "+del",
+                "+rpush",
+                "+lpop",
+                "+lrem",
+            ])
+            .query(&mut m.conn())
+            .unwrap();
+    }
+    let addrs: Vec<String> = masters.masters().iter().map(RedisServer::addr).collect();
+    let url = format!("redlock://locker:change-me@{}", addrs.join(","));
+    let c = Client::builder(&url)
+        .key_prefix("app:")
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let lock = c.try_acquire("acl").unwrap();
+    let waiter = {
+        let c = c.clone();
+        thread::spawn(move || c.acquire("acl", Duration::from_secs(20)))
+    };
+    thread::sleep(Duration::from_millis(900));
+    lock.extend(Duration::from_millis(600)).unwrap();
+    assert!(lock.is_held(), "renewal failed under the ACL rule");
+    lock.release().unwrap();
+    let got = waiter.join().unwrap().unwrap();
+    got.release().unwrap();
+}
+
 /// Runs `f`, returning its result and how long it took.
 fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let start = Instant::now();

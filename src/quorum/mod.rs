@@ -329,7 +329,16 @@ impl Masters {
                 .arg(ms);
             c.get_packed_command()
         };
-        let script = {
+        // A retry (the connection had dropped) uses the script, which also accepts the key
+        // holding our token already: the first SET may have been applied.
+        let build = |_: usize, retry: bool| {
+            if wanted.is_none() && !retry {
+                return Request {
+                    packed: set.clone(),
+                    replies: 1,
+                    script: None,
+                };
+            }
             let mut c = redis::cmd("EVALSHA");
             c.arg(scripts::QUORUM_ACQUIRE.get_hash())
                 .arg(2)
@@ -338,23 +347,10 @@ impl Masters {
                 .arg(token.as_str())
                 .arg(ms)
                 .arg(wanted_ms);
-            c.get_packed_command()
-        };
-        // A retry (the connection had dropped) uses the script, which also accepts the key
-        // holding our token already: the first SET may have been applied.
-        let build = |_: usize, retry: bool| {
-            if wanted.is_none() && !retry {
-                Request {
-                    packed: set.clone(),
-                    replies: 1,
-                    script: None,
-                }
-            } else {
-                Request {
-                    packed: script.clone(),
-                    replies: 1,
-                    script: Some(&*scripts::QUORUM_ACQUIRE),
-                }
+            Request {
+                packed: c.get_packed_command(),
+                replies: 1,
+                script: Some(&*scripts::QUORUM_ACQUIRE),
             }
         };
         let (n, q) = (self.masters.len(), self.quorum());
