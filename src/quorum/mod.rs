@@ -253,15 +253,17 @@ impl Masters {
                 }
             }
         }
-        written.sort_by_key(|(i, _, _)| self.masters[*i].failures());
+        written.sort_by_cached_key(|(i, _, _)| self.masters[*i].failures());
         for (i, mut conn, request) in written {
             let m = &self.masters[i];
             let straggler = decided(&answers);
-            if straggler && conn.redis.set_read_timeout(Some(STRAGGLER_GRACE)).is_err() {
-                mark_broken(&mut conn);
-                continue;
-            }
-            let read = read_replies(&mut conn.redis, request.replies).and_then(|values| {
+            let read = if straggler {
+                conn.redis.set_read_timeout(Some(STRAGGLER_GRACE))
+            } else {
+                Ok(())
+            };
+            let read = read.and_then(|()| read_replies(&mut conn.redis, request.replies));
+            let read = read.and_then(|values| {
                 if straggler {
                     conn.redis
                         .set_read_timeout(Some(m.node.main.read_timeout()))?;
