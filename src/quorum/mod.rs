@@ -23,9 +23,9 @@
 //! A master that fails for want of an answer (refused, timed out, dropped) rests: rounds skip it
 //! (counting it as unreachable) for 250 ms, doubling with each failure in a row up to 4 s, so a
 //! master that is down or stopped costs a round its connect or read timeout once, not every
-//! time. Masters that failed recently are read last, and once a round's outcome is decided the
-//! masters not read yet get only a short grace, so a master that stops answering slows no
-//! round after the one that found it out.
+//! time. Masters that failed recently are read last, and once a round's outcome is decided
+//! without them they get only a short grace, so a master that stops answering slows no round
+//! after the one that found it out.
 //!
 //! There are no fencing tokens with Redlock: counters on independent masters are not ordered
 //! (the README says why), so `fencing(true)` is refused. `min_replicas` is refused as well: the
@@ -214,7 +214,7 @@ impl Masters {
 
     /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
-    /// settle the outcome, the masters not read yet get [`STRAGGLER_GRACE`]. A connection the
+    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`]. A connection the
     /// server had dropped (a restart) is replaced and the master asked again, with `retry` set:
     /// the request must then be safe to repeat. Indexed by master; `None` for non-targets.
     fn round(
@@ -256,7 +256,9 @@ impl Masters {
         written.sort_by_cached_key(|(i, _, _)| self.masters[*i].failures());
         for (i, mut conn, request) in written {
             let m = &self.masters[i];
-            let straggler = decided(&answers);
+            // Only a master that failed recently is cut short: a healthy one's reply is on its
+            // way, and changing a socket's timeout costs two system calls.
+            let straggler = m.failures() > 0 && decided(&answers);
             let read = if straggler {
                 conn.redis.set_read_timeout(Some(STRAGGLER_GRACE))
             } else {
