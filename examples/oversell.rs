@@ -15,10 +15,13 @@
 //! port, without persistence, stopped on exit. `REDIS_URL` is a plain URL,
 //! `redis://[user:password@]host:port/db`, a Sentinel URL,
 //! `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
-//! for TLS to the data nodes), or a Cluster URL,
+//! for TLS to the data nodes), a Cluster URL,
 //! `redis-cluster://[user:password@]host1:port1,host2:port2` (`rediss-cluster://` for TLS): the
 //! locks get the URL as it is (and follow failovers), and the stock is kept on the master the
-//! sentinels name at the start, or on the cluster's master for the demo's keys.
+//! sentinels name at the start, or on the cluster's master for the demo's keys. With a Redlock
+//! URL, `redlock://[user:password@]host1:port1,host2:port2,host3:port3[/db]`, the locks live on
+//! a majority of the masters and the stock on the first one; the marks waiters leave on the
+//! masters expire within about two seconds.
 //!
 //! The demo only touches keys under its own `redislock-demo:{<pid>-<random>}:` prefix (its
 //! hash tag keeps them in one cluster slot) and deletes them by name at the end: it never lists
@@ -76,9 +79,11 @@ fn run(url: &str, data_url: &str, prefix: &str) -> Res<()> {
     let (stock_key, lock_name) = (format!("{prefix}stock"), format!("{prefix}lock"));
     let data = redis::Client::open(data_url)?;
     // Dropped when run returns, also on errors: deletes the stock, the lock key and the lock's
-    // companion keys (fencing counter, waiter queue and entries), by exact name. The lock name
-    // has the prefix's hash tag, so its companions are the name and a suffix (src/keys.rs).
-    let companions = [":fence", ":q", ":w"].map(|suffix| format!("{lock_name}{suffix}"));
+    // companion keys (fencing counter, waiter queue and entries, Redlock's waiter marks), by
+    // exact name. The lock name has the prefix's hash tag, so its companions are the name and a
+    // suffix (src/keys.rs).
+    let companions =
+        [":fence", ":q", ":w", ":wanted", ":wake"].map(|suffix| format!("{lock_name}{suffix}"));
     let mut keys = vec![stock_key.clone(), lock_name.clone()];
     keys.extend(companions);
     let _cleanup = Cleanup(data.clone(), keys);
@@ -210,14 +215,15 @@ fn pick_server(stock_key: &str) -> Res<(String, String, Option<PrivateServer>)> 
 /// The plain URL of the server that keeps the stock, found as a client of `url`'s topology
 /// finds its data server: a plain URL is that server; a Sentinel URL names the master its
 /// sentinels report; a Cluster URL, the master serving the slot of `stock_key`, whose
-/// `{hash tag}` keeps all the demo's keys in one slot. (Another topology gets its own arm here:
-/// `redlock://`, the first master.)
+/// `{hash tag}` keeps all the demo's keys in one slot; a Redlock URL, its first master.
 fn data_server(url: &str, stock_key: &str) -> Res<String> {
     match url.split_once("://") {
         Some(("redis-sentinel", rest)) => sentinel_master("redis", rest),
         Some(("rediss-sentinel", rest)) => sentinel_master("rediss", rest),
         Some(("redis-cluster", rest)) => cluster_master("redis", rest, stock_key),
         Some(("rediss-cluster", rest)) => cluster_master("rediss", rest, stock_key),
+        Some(("redlock", rest)) => Ok(first_master("redis", rest)),
+        Some(("rediss-redlock", rest)) => Ok(first_master("rediss", rest)),
         _ => Ok(url.to_owned()),
     }
 }
@@ -253,6 +259,18 @@ fn cluster_master(scheme: &str, rest: &str, key: &str) -> Res<String> {
         }
     }
     Err(format!("no cluster node answered ({})", failures.join("; ")).into())
+}
+
+/// The first master of a Redlock URL (`rest` is `[user:password@]h1:p1,h2:p2,h3:p3[/db]`), as
+/// `scheme://[user:password@]h1:p1[/db]`.
+fn first_master(scheme: &str, rest: &str) -> String {
+    let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let (user_info, masters) = match authority.rsplit_once('@') {
+        Some((user_info, masters)) => (format!("{user_info}@"), masters),
+        None => (String::new(), authority),
+    };
+    let first = masters.split(',').next().unwrap_or(masters);
+    format!("{scheme}://{user_info}{first}{path}")
 }
 
 /// Asks the sentinels of a Sentinel URL (`rest` is `[user:password@]h1:p1,h2:p2[/db]#master`),

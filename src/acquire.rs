@@ -27,6 +27,9 @@ impl Client {
         wait: Option<Duration>,
     ) -> Result<Lock, Error> {
         check_lease(opts.lease, opts.auto_renew)?;
+        if opts.fencing && self.config().redlock.is_some() {
+            return Err(crate::quorum::no_fencing());
+        }
         let owner = owner.map(Token::from_owner).transpose()?;
         if let Some(w) = wait {
             check_wait(w)?;
@@ -54,10 +57,19 @@ impl Client {
         let waits = wait.is_some_and(|w| !w.is_zero());
         // A name found held recently is queued for at once (the queueing script takes a free
         // lock too): no SET NX round trip that would most likely be refused.
+        // With Redlock a refusal is an error that says what every master answered: kept for
+        // the error of a single attempt.
+        let mut refusal = None;
         let first = if waits && waiting::recently_contended(keys.lock()) {
             None
         } else {
-            ops::acquire(&b, &keys, &token, opts.lease, opts.fencing)?
+            match ops::acquire(&b, &keys, &token, opts.lease, opts.fencing) {
+                Err(e) if e.is_held() => {
+                    refusal = Some(e);
+                    None
+                }
+                other => other?,
+            }
         };
         let grant = match first {
             Some(grant) => Some(grant),
@@ -83,7 +95,7 @@ impl Client {
         let Some(grant) = grant else {
             return Err(match wait {
                 Some(_) => Error::wait_timeout(&keys.shown(), started.elapsed()),
-                None => Error::held(&keys.shown()),
+                None => refusal.unwrap_or_else(|| Error::held(&keys.shown())),
             });
         };
         self.held(

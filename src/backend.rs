@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use crate::config::Config;
 use crate::error::Error;
 use crate::pool::ConnPool;
+use crate::quorum::Masters;
 use crate::renewal::Renewer;
 use crate::topology::Topology;
 use crate::topology::cluster::Cluster;
@@ -53,6 +54,8 @@ pub(crate) enum Servers {
     One(Node),
     /// The masters of a Redis Cluster, each lock on the one serving its hash slot.
     Cluster(Cluster),
+    /// Independent masters, a majority of which must hold a lock (Redlock).
+    Quorum(Masters),
 }
 
 /// The connection pools of one server that holds locks.
@@ -102,7 +105,10 @@ impl Owner {
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
         let servers = match &cfg.cluster {
             Some(spec) => Servers::Cluster(Cluster::new(cfg, info, spec)),
-            None => Servers::One(Node::new(cfg, Arc::new(Topology::new(cfg, info)?))),
+            None => match &cfg.redlock {
+                Some(spec) => Servers::Quorum(Masters::new(cfg, info, spec)?),
+                None => Servers::One(Node::new(cfg, Arc::new(Topology::new(cfg, info)?))),
+            },
         };
         let backend = Backend {
             pid: std::process::id(),

@@ -60,8 +60,10 @@ pub(crate) struct LockOptions {
 }
 
 impl Client {
-    /// A client with default settings for the given URL,
-    /// `redis://[user:password@]host:port/db`. Connects lazily.
+    /// A client with default settings for the given URL: `redis://[user:password@]host:port/db`,
+    /// a Sentinel URL `redis-sentinel://[user:password@]h1:p1,h2:p2[/db]#master`, or a Redlock URL
+    /// `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` (see the README's Topologies).
+    /// Connects lazily.
     pub fn open(url: &str) -> Result<Client, Error> {
         Client::builder(url).build()
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Error;
-use crate::topology::{ClusterSpec, SentinelSpec};
+use crate::topology::{ClusterSpec, RedlockSpec, SentinelSpec};
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
 pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -46,6 +46,8 @@ pub(crate) struct Config {
     pub sentinel: Option<SentinelSpec>,
     /// For a `redis-cluster://` URL: the nodes to learn the cluster's slots from.
     pub cluster: Option<ClusterSpec>,
+    /// For a `redlock://` URL: the independent masters a lock needs a majority of.
+    pub redlock: Option<RedlockSpec>,
     /// Replicas that must acknowledge a lock write (WAIT) before it counts.
     pub min_replicas: u32,
     /// How long a lock write waits for those acknowledgements.
@@ -145,6 +147,7 @@ impl ClientBuilder {
                 persistent: false,
                 sentinel: None,
                 cluster: None,
+                redlock: None,
                 min_replicas: 0,
                 replica_timeout: Duration::from_millis(500),
             },
@@ -198,7 +201,8 @@ impl ClientBuilder {
         self
     }
     /// Whether locks get fencing tokens by default (default false). Each fenced grant of a name
-    /// increments a counter kept next to the lock key and returns it.
+    /// increments a counter kept next to the lock key and returns it. Refused with a Redlock URL
+    /// (`build()` fails with `InvalidArgument`): counters on independent masters are not ordered.
     pub fn fencing(mut self, on: bool) -> Self {
         self.cfg.fencing = on;
         self
@@ -256,7 +260,7 @@ impl ClientBuilder {
     /// `min_replicas(1)`, an acknowledged lock, and its fencing counter, survive the promotion
     /// of a replica; without it, a failover can lose a lock the old master had not replicated.
     /// In a Redis Cluster the WAIT goes to the lock's own master and counts that shard's
-    /// replicas.
+    /// replicas. Refused with a Redlock URL, where the majority of masters takes its place.
     pub fn min_replicas(mut self, n: u32) -> Self {
         self.cfg.min_replicas = n;
         self
@@ -280,12 +284,13 @@ impl ClientBuilder {
     /// touches the network, so it succeeds while Redis is down.
     pub fn build(self) -> Result<Client, Error> {
         let mut cfg = self.cfg;
-        let (info, sentinel, cluster) = parse_url(&cfg.url)?;
+        let (info, topology) = parse_url(&cfg.url)?;
         let db = info.redis_settings().db();
-        cfg.server = match (&sentinel, &cluster) {
-            (None, Some(spec)) => format!("cluster {}", spec.shown()),
-            (None, None) => format!("{}/{db}", info.addr()),
-            (Some(spec), _) => {
+        cfg.server = match &topology {
+            Parsed::Single => format!("{}/{db}", info.addr()),
+            Parsed::Cluster(spec) => format!("cluster {}", spec.shown()),
+            Parsed::Redlock(spec) => format!("redlock masters {}/{db}", spec.hosts()),
+            Parsed::Sentinel(spec) => {
                 let hosts: Vec<String> = spec
                     .sentinels
                     .iter()
@@ -298,8 +303,15 @@ impl ClientBuilder {
                 )
             }
         };
-        cfg.sentinel = sentinel;
-        cfg.cluster = cluster;
+        match topology {
+            Parsed::Single => {}
+            Parsed::Sentinel(spec) => cfg.sentinel = Some(spec),
+            Parsed::Cluster(spec) => cfg.cluster = Some(spec),
+            Parsed::Redlock(spec) => {
+                crate::quorum::check_config(&cfg)?;
+                cfg.redlock = Some(spec);
+            }
+        }
         let positive = |what: &str, d: Duration| {
             if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
@@ -428,56 +440,63 @@ pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
     Ok(())
 }
 
+/// What a URL names besides the connection info of its data nodes.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// One server: the connection info is its own.
+    Single,
+    /// A Sentinel group: the connection info is the data nodes' at the first sentinel's address.
+    Sentinel(SentinelSpec),
+    /// A Redis Cluster: the connection info is the nodes' at the first listed address.
+    Cluster(ClusterSpec),
+    /// Independent masters for Redlock: the connection info is the first master's, and the
+    /// others' differ from it only in their address.
+    Redlock(RedlockSpec),
+}
+
 /// Parses a `redis://` (or `rediss://`, `unix://`) URL, a Sentinel URL
 /// `redis-sentinel://[user:password@]host1:port1,host2:port2[/db]#master` (`rediss-sentinel://`
-/// for TLS to the data nodes) or a Cluster URL `redis-cluster://[user:password@]host1:port1,
-/// host2:port2[/]` (`rediss-cluster://` for TLS); the error never repeats the URL's secrets.
-/// For a Sentinel or Cluster URL the connection info is the data nodes' (credentials, database,
-/// TLS) at the first listed address, which is replaced by a node's when connecting.
-pub(crate) fn parse_url(
-    url: &str,
-) -> Result<
-    (
-        redis::ConnectionInfo,
-        Option<SentinelSpec>,
-        Option<ClusterSpec>,
-    ),
-    Error,
-> {
+/// for TLS to the data nodes), a Cluster URL `redis-cluster://[user:password@]host1:port1,
+/// host2:port2[/]` (`rediss-cluster://` for TLS) or a Redlock URL
+/// `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` (`rediss-redlock://` for TLS); the error
+/// never repeats the URL's secrets. For a Sentinel or Cluster URL the connection info is the data
+/// nodes' (credentials, database, TLS) at the first listed address, which is replaced by a node's
+/// when connecting; for a Redlock URL it is the first master's.
+pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Parsed), Error> {
     use redis::IntoConnectionInfo;
     let usage = "Redis URL must look like redis://[user:password@]host:port/db, \
-                 redis-sentinel://[user:password@]host:port,host:port[/db]#master or \
-                 redis-cluster://[user:password@]host:port,host:port";
-    let (url, sentinel, cluster) = match (sentinel_url(url), cluster_url(url)) {
-        (Some(parsed), _) => {
-            let (plain, spec) = parsed?;
-            (plain, Some(spec), None)
+                 redis-sentinel://[user:password@]host:port,host:port[/db]#master, \
+                 redis-cluster://[user:password@]host:port,host:port or \
+                 redlock://[user:password@]host:port,host:port,host:port[/db]";
+    let (url, parsed) = if let Some(parsed) = sentinel_url(url) {
+        let (plain, spec) = parsed?;
+        (plain, Parsed::Sentinel(spec))
+    } else if let Some(parsed) = cluster_url(url) {
+        let (plain, spec) = parsed?;
+        (plain, Parsed::Cluster(spec))
+    } else if let Some(parsed) = redlock_url(url) {
+        let (plain, spec) = parsed?;
+        (plain, Parsed::Redlock(spec))
+    } else {
+        let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
+            .iter()
+            .any(|s| url.starts_with(s));
+        if !scheme_ok {
+            return Err(Error::invalid_argument(usage));
         }
-        (None, Some(parsed)) => {
-            let (plain, spec) = parsed?;
-            (plain, None, Some(spec))
-        }
-        (None, None) => {
-            let scheme_ok = ["redis://", "rediss://", "unix://", "redis+unix://"]
-                .iter()
-                .any(|s| url.starts_with(s));
-            if !scheme_ok {
-                return Err(Error::invalid_argument(usage));
-            }
-            (url.to_owned(), None, None)
-        }
+        (url.to_owned(), Parsed::Single)
     };
     let info = url.as_str().into_connection_info().map_err(|e| {
         let detail = scrub(&e.to_string(), &url);
         Error::invalid_argument(format!("invalid Redis URL {}: {detail}", mask_url(&url)))
     })?;
-    if cluster.is_some() && info.redis_settings().db() != 0 {
+    if matches!(parsed, Parsed::Cluster(_)) && info.redis_settings().db() != 0 {
         return Err(Error::invalid_argument(format!(
             "invalid Cluster URL {}: Redis Cluster has only database 0",
             mask_url(&url)
         )));
     }
-    Ok((info, sentinel, cluster))
+    Ok((info, parsed))
 }
 
 /// The `host:port` list of a Sentinel or Cluster URL's authority, each port `default_port`
@@ -577,6 +596,65 @@ fn sentinel_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
     )))
 }
 
+/// For a `redlock://` or `rediss-redlock://` URL: the plain URL of the first master and the
+/// masters. An odd number of at least three distinct masters is required: with an even number a
+/// majority buys no more fault tolerance than with one master fewer, and a master named twice
+/// would count twice towards the majority. `None` for other URLs.
+fn redlock_url(url: &str) -> Option<Result<(String, RedlockSpec), Error>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redlock://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-redlock://") {
+        ("rediss", rest)
+    } else {
+        return None;
+    };
+    let bad = |what: String| {
+        Some(Err(Error::invalid_argument(format!(
+            "invalid Redlock URL {}: {what}",
+            mask_url(url)
+        ))))
+    };
+    if rest.contains('#') {
+        return bad("a fragment (#...) has no meaning here".into());
+    }
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    let mut masters: Vec<(String, u16)> = Vec::new();
+    for host in hosts.split(',') {
+        let addr = host
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h, p.parse::<u16>().ok().filter(|p| *p > 0)?)))
+            .filter(|(h, _)| !h.is_empty());
+        let Some((h, p)) = addr else {
+            return bad(format!(
+                "{host:?} is not host:port (every master needs its host and a port from 1 to \
+                 65535)"
+            ));
+        };
+        let addr = (h.to_owned(), p);
+        if masters.contains(&addr) {
+            return bad(format!(
+                "the master {}:{} is named twice (it would count twice towards the majority)",
+                addr.0, addr.1
+            ));
+        }
+        masters.push(addr);
+    }
+    if masters.len() < 3 || masters.len().is_multiple_of(2) {
+        return bad(format!(
+            "Redlock needs an odd number of at least 3 independent masters, got {}",
+            masters.len()
+        ));
+    }
+    let (first_host, first_port) = masters[0].clone();
+    let plain = format!("{scheme}://{userinfo}{first_host}:{first_port}{path}");
+    Some(Ok((plain, RedlockSpec { masters })))
+}
+
 /// The byte ranges of a URL that hold secrets: the password of its user info (everything after
 /// the first `:` up to the last `@` of the authority, so an unencoded `@` in a password is still
 /// covered) and the values of `pass` / `password` query parameters (unix socket URLs).
@@ -657,18 +735,18 @@ mod tests {
 
     #[test]
     fn cluster_urls() {
-        let (info, sentinel, cluster) =
-            parse_url("redis-cluster://u:s3cret@10.0.0.1:7000,10.0.0.2").unwrap();
-        assert!(sentinel.is_none());
-        let spec = cluster.unwrap();
+        let (info, parsed) = parse_url("redis-cluster://u:s3cret@10.0.0.1:7000,10.0.0.2").unwrap();
+        let Parsed::Cluster(spec) = parsed else {
+            panic!("not a cluster: {parsed:?}")
+        };
         assert_eq!(
             spec.seeds,
             vec![("10.0.0.1".to_owned(), 7000), ("10.0.0.2".to_owned(), 6379)]
         );
         assert_eq!(info.redis_settings().password(), Some("s3cret"));
         assert_eq!(spec.shown(), "10.0.0.1:7000,10.0.0.2:6379");
-        let (info, _, cluster) = parse_url("rediss-cluster://h:7000/").unwrap();
-        assert!(cluster.is_some());
+        let (info, parsed) = parse_url("rediss-cluster://h:7000/").unwrap();
+        assert!(matches!(parsed, Parsed::Cluster(_)));
         assert!(matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }));
         let c = ClientBuilder::new("redis-cluster://u:s3cret@h1:7000,h2:7001")
             .build()

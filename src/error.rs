@@ -124,6 +124,20 @@ impl Error {
         e
     }
 
+    /// A Redlock failure, of the kind a single server's would have, with a message that says what
+    /// each master answered (`quorum/`). `code`: for [`ErrorKind::Redis`], the reply's code.
+    pub(crate) fn quorum(
+        kind: ErrorKind,
+        message: String,
+        timeout: bool,
+        code: Option<&str>,
+    ) -> Error {
+        let mut e = Error::new(kind, message);
+        e.timeout = timeout;
+        e.code = code.map(Into::into);
+        e
+    }
+
     pub(crate) fn forked(name: &str) -> Error {
         Error::new(
             ErrorKind::Forked,

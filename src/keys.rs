@@ -29,6 +29,9 @@ const QUEUE: &[u8] = b":q";
 /// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
 const SIGNAL: &[u8] = b":s:";
 const ALIVE: &[u8] = b":e:";
+/// Redlock waiting (`quorum/waiting.rs`): a marker that waiters exist, and the list they block on.
+const WANTED: &[u8] = b":wanted";
+const WAKE: &[u8] = b":wake";
 
 impl LockKeys {
     /// Checks the name and builds the keys.
@@ -118,6 +121,17 @@ impl LockKeys {
     /// cluster keeps the lock.
     pub(crate) fn slot(&self) -> u16 {
         slot(self.lock())
+    }
+
+    /// With Redlock: exists (with an expiry) while waiters of the lock may be blocked, so that a
+    /// release knows to wake one.
+    pub(crate) fn wanted(&self) -> Vec<u8> {
+        self.companion(WANTED, b"")
+    }
+
+    /// With Redlock: the list waiters of the lock block on; a release pushes one element.
+    pub(crate) fn wake(&self) -> Vec<u8> {
+        self.companion(WAKE, b"")
     }
 
     /// The name as shown in messages (made only when needed: it is not cheap).
@@ -278,7 +292,14 @@ mod tests {
             for prefix in [&b""[..], b"app:", b"{app}:"] {
                 let k = LockKeys::new(prefix, name).unwrap();
                 let s = slot(k.lock());
-                for c in [k.fence(), k.queue(), k.signal("ab12"), k.alive("ab12")] {
+                for c in [
+                    k.fence(),
+                    k.queue(),
+                    k.signal("ab12"),
+                    k.alive("ab12"),
+                    k.wanted(),
+                    k.wake(),
+                ] {
                     assert_eq!(
                         slot(&c),
                         s,
@@ -310,6 +331,8 @@ mod tests {
         assert_eq!(k.queue(), b"{p:orders:7}:q");
         assert_eq!(k.signal("ab"), b"{p:orders:7}:s:ab");
         assert_eq!(k.alive("ab"), b"{p:orders:7}:e:ab");
+        assert_eq!(k.wanted(), b"{p:orders:7}:wanted");
+        assert_eq!(k.wake(), b"{p:orders:7}:wake");
         let k = LockKeys::new(b"", b"{orders}:7").unwrap();
         assert_eq!(k.lock(), b"{orders}:7");
         assert_eq!(k.fence(), b"{orders}:7:fence");

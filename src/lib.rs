@@ -46,6 +46,7 @@ mod kinds;
 mod lock;
 mod ops;
 mod pool;
+mod quorum;
 mod renewal;
 mod replication;
 mod scripts;

@@ -13,6 +13,10 @@
 //!
 //! With `min_replicas`, every write that grants or extends a lock is followed on the same
 //! connection by WAIT (`replication.rs`), and counts only once enough replicas acknowledge it.
+//!
+//! With Redlock (independent masters, `Servers::Quorum`), acquire, release, extend, renewal
+//! and the holder's GET go to every master at once and count a majority (`quorum/`); a waiter
+//! and a cancel use one master, the lock's home.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +26,7 @@ use crate::error::Error;
 use crate::keys::LockKeys;
 use crate::kinds::{self, Kind};
 use crate::pool::{ConnPool, PooledConn};
+use crate::quorum;
 use crate::replication;
 use crate::scripts;
 use crate::token::Token;
@@ -40,6 +45,9 @@ pub(crate) fn run<T>(
     match &b.servers {
         Servers::One(node) => node.main.run(None, op),
         Servers::Cluster(c) => c.run(keys.slot(), c.patience(), op),
+        // The operations that need every master branch off before; the rest (a waiter's
+        // marks, a cancel) use the lock's home master.
+        Servers::Quorum(masters) => masters.home(keys).node.main.run(None, op),
     }
 }
 
@@ -79,6 +87,9 @@ pub(crate) fn acquire(
     lease: Duration,
     fencing: bool,
 ) -> Result<Option<Grant>, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return quorum::acquire(masters, keys, token, lease, fencing);
+    }
     let ms = lease.as_millis() as u64;
     let mut sent = false;
     let mut sent_at = Instant::now();
@@ -150,6 +161,9 @@ pub(crate) fn acquire(
 /// RELEASE: frees the lock, or hands it to the oldest live waiter, if the key holds `token`.
 /// Returns whether it did.
 pub(crate) fn release(b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.release(b, keys, token);
+    }
     let released: i64 = run(b, keys, |c, _| {
         scripts::RELEASE
             .key(keys.lock())
@@ -169,6 +183,9 @@ pub(crate) fn extend(
     token: &Token,
     lease: Duration,
 ) -> Result<bool, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.extend(keys, token, lease);
+    }
     let ms = lease.as_millis() as u64;
     let extended: i64 = run(b, keys, |c, _| {
         if b.cfg.min_replicas == 0 {
@@ -243,6 +260,7 @@ pub(crate) fn extend_many(b: &Backend, locks: &[Extension<'_>]) -> Vec<Result<bo
             Err(e) => locks.iter().map(|_| Err(e.clone())).collect(),
         },
         Servers::Cluster(c) => extend_many_in_cluster(b, c, locks),
+        Servers::Quorum(masters) => masters.extend_many(locks),
     }
 }
 
@@ -405,8 +423,24 @@ pub(crate) fn check_one_server(b: &Backend, keys: &[LockKeys], shown: &str) -> R
     )))
 }
 
+/// For the other kinds of lock (`kinds/`: read/write locks, semaphores, sets): refuses them on
+/// Redlock masters, whose locks are counted by majority and have no queue for them to share.
+/// `what` names the kind, `shown` the lock, for the message.
+pub(crate) fn check_kind_supported(b: &Backend, what: &str, shown: &str) -> Result<(), Error> {
+    match &b.servers {
+        Servers::Quorum(_) => Err(Error::invalid_argument(format!(
+            "{what} ({shown}) is not supported on Redlock: only exclusive locks are; use a \
+             redis://, redis-sentinel:// or redis-cluster:// URL for the other kinds"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// GET: the token the lock key holds now, if any.
 pub(crate) fn holder(b: &Backend, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return masters.holder(keys);
+    }
     run(b, keys, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))
 }
 
@@ -415,6 +449,7 @@ pub(crate) fn waiter_node<'b>(b: &'b Backend, keys: &LockKeys) -> Result<NodeRef
     match &b.servers {
         Servers::One(node) => Ok(NodeRef::Fixed(node)),
         Servers::Cluster(c) => c.node_for(keys.slot()).map(NodeRef::Shared),
+        Servers::Quorum(masters) => Ok(NodeRef::Fixed(&masters.home(keys).node)),
     }
 }
 

@@ -770,3 +770,82 @@ for i = 1, #KEYS do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end
 return 1",
     )
 });
+
+// Redlock (`quorum/`): each script runs on one master of several. A lock is held where a
+// majority of masters hold its key with the owner's token; each master only ever sees its own
+// key. There is no queue: waiters mark the name as wanted on every master and block on one
+// master's wake list, and a release that finds the mark pushes one wake-up there (QUORUM_WAKE).
+
+/// QUORUM_ACQUIRE: a Redlock waiter's attempt on one master, also the retry of an attempt whose
+/// outcome on that master is unknown (a plain `SET NX PX` is the first attempt).
+///
+/// KEYS[1] lock key, KEYS[2] the "waiters exist" mark.
+/// ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long the mark must live at least, in ms ("0":
+/// leave it alone).
+/// Returns {1, 0} when this master holds the lock for us now (set here, or it held our token
+/// already: the lease is reset), or {0, pttl} when another owner holds it here (pttl -1: the
+/// key has no expiry).
+pub(crate) static QUORUM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local ttl = tonumber(ARGV[3])
+if ttl > 0 and redis.call('PTTL', KEYS[2]) < ttl then
+  redis.call('SET', KEYS[2], '1', 'PX', ttl)
+end
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, 0}
+end
+if cur then return {0, redis.call('PTTL', KEYS[1])} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, 0}",
+    )
+});
+
+/// QUORUM_RELEASE: delete the key on one master if it holds our token; tell whether waiters
+/// marked the lock as wanted here (the releaser then wakes one, once every master is done).
+///
+/// KEYS[1] lock key, KEYS[2] the "waiters exist" mark. ARGV[1] token.
+/// Returns {released, wanted}: released 1 when the key held our token (and is gone now), else 0;
+/// wanted 1 when the mark exists.
+pub(crate) static QUORUM_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  released = 1
+end
+local wanted = 0
+if redis.call('PTTL', KEYS[2]) > 0 then wanted = 1 end
+return {released, wanted}",
+    )
+});
+
+/// QUORUM_EXTEND: reset the lease of our key on one master, telling a key that is gone from one
+/// that another owner holds (a gone key is set again by the renewal when a majority of masters
+/// still hold ours: a master restarted empty gets the lock back).
+///
+/// KEYS[1] lock key. ARGV[1] token, ARGV[2] lease in ms.
+/// Returns 1 when extended, 0 when the key is gone, -1 when it holds another token.
+pub(crate) static QUORUM_EXTEND: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if cur then return -1 end
+return 0",
+    )
+});
+
+/// QUORUM_WAKE: wake one waiter blocked on the lock's wake list (on the master waiters block
+/// on), after a release. The list holds at most one wake-up: one release frees the lock once.
+///
+/// KEYS[1] the wake list. ARGV[1] how long an unclaimed wake-up stays, in ms.
+/// Returns 1.
+pub(crate) static QUORUM_WAKE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "redis.call('LPOP', KEYS[1])
+redis.call('RPUSH', KEYS[1], '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1",
+    )
+});

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Backend, Node, NodeRef};
+use crate::backend::{Backend, Node, NodeRef, Servers};
 use crate::cancel::{CANCEL_MARK, Cancel};
 use crate::client::LockOptions;
 use crate::error::Error;
@@ -54,6 +54,9 @@ pub(crate) fn wait(
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
+    if let Servers::Quorum(masters) = &b.servers {
+        return crate::quorum::waiting::wait(b, masters, keys, token, opts, deadline, cancel);
+    }
     loop {
         let grant = wait_for_grant(b, keys, token, opts, deadline, cancel)?;
         let Some(grant) = grant else {
@@ -393,7 +396,7 @@ fn grant_from_pttl(fence: i64, pttl: i64, lease: Duration, sent: Instant) -> Gra
 /// when it was found held. A wrong answer costs no correctness, only a round trip or a heavier
 /// script: names that share an entry evict each other, and a name found free by a direct ENQUEUE
 /// is cleared, so an uncontended name soon goes back to the plain `SET NX`.
-mod hint {
+pub(crate) mod hint {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, Instant};
@@ -471,15 +474,15 @@ mod hint {
 }
 
 /// A small xorshift generator seeded from the waiter id, for re-check jitter.
-struct Jitter(u64);
+pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    fn new(seed_hex: &str) -> Jitter {
+    pub(crate) fn new(seed_hex: &str) -> Jitter {
         Jitter(u64::from_str_radix(seed_hex, 16).unwrap_or(0x9e37_79b9_7f4a_7c15) | 1)
     }
 
     /// `d` less a random fraction (up to `fraction`) of it.
-    fn shorten(&mut self, d: Duration, fraction: f64) -> Duration {
+    pub(crate) fn shorten(&mut self, d: Duration, fraction: f64) -> Duration {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;

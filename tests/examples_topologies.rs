@@ -1,7 +1,8 @@
 //! The oversell demos (`examples/oversell.rs`, `examples/c/oversell.c`,
 //! `examples/php/oversell.php`) run unchanged with the `REDIS_URL` forms the library accepts,
 //! as a new user would run them: with a `redis-sentinel://` URL of a Sentinel group started
-//! here, with a `redis-cluster://` URL of a Redis Cluster started here, and with a URL that
+//! here, with a `redis-cluster://` URL of a Redis Cluster started here, with a `redlock://` URL
+//! of three masters started here, and with a URL that
 //! carries an ACL user, a password and a database. Each demo must exit 0 after printing its
 //! success line ("exactly 100 sold ... Correct"), keep its stock where the URL says, and leave
 //! no key behind.
@@ -26,7 +27,9 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use support::{Cluster, RedisServer, SentinelGroup, unique_name, wait_child};
+use support::{
+    Cluster, RedisServer, RedlockMasters, SentinelGroup, eventually, unique_name, wait_child,
+};
 
 /// A demo takes about a second; this only stops a hung one.
 const DEMO_TIMEOUT: Duration = Duration::from_secs(60);
@@ -304,6 +307,31 @@ fn demos_run_with_a_cluster_url() {
             master.addr()
         );
     }
+}
+
+#[test]
+fn demos_run_with_a_redlock_url() {
+    require_tools();
+    let masters = RedlockMasters::start(3);
+    let url = masters.url();
+    assert!(url.starts_with("redlock://"), "{url}");
+    let demos = Demos::build();
+
+    let outputs = demos.run_all(&url);
+
+    // Each demo kept its stock on the first master, and says so.
+    let first = masters.masters()[0].addr();
+    for (name, stdout) in &outputs {
+        assert!(
+            stdout.contains(&first),
+            "the {name} demo does not name the first master {first}:\n{stdout}"
+        );
+    }
+    // The locks were released on every master; what waiters marked them with expires.
+    let empty = eventually(Duration::from_secs(10), || {
+        masters.masters().iter().all(|m| dbsize(&mut m.conn()) == 0)
+    });
+    assert!(empty, "keys left on the masters");
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! One suite of lock behaviours, run for every topology a client can be built for: each behaviour
-//! is written once, against a `Setup` (a URL to give the client, and a plain connection to the
-//! server that holds a given key), and the `suite!` lines at the end run it for a single server,
-//! a Sentinel group and a Redis Cluster. The fault tests of each topology are in their own files
-//! (`faults.rs`, `sentinel.rs`, `cluster.rs`).
+//! is written once, against a `Setup` (a URL to give the client, and plain connections to the
+//! servers that hold a given key), and the `suite!` lines at the end run it for a single server,
+//! a Sentinel group, a Redis Cluster and three Redlock masters. The fault tests of each topology
+//! are in their own files (`faults.rs`, `sentinel.rs`, `cluster.rs`, `redlock.rs`).
 
 mod support;
 
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use redislock::Client;
 use support::{
-    CHILD_ROLE_ENV, Cluster, RedisServer, SentinelGroup, child_env, eventually, exists, pttl,
-    spawn_self, unique_name, wait_child_ok,
+    CHILD_ROLE_ENV, Cluster, RedisServer, RedlockMasters, SentinelGroup, child_env, eventually,
+    exists, get, pttl, spawn_self, unique_name, wait_child_ok,
 };
 
 /// A running topology, as the behaviours see it.
@@ -25,6 +25,15 @@ trait Setup {
     fn url(&self) -> String;
     /// A plain connection to the server that holds `key` now.
     fn conn_for(&self, key: &str) -> redis::Connection;
+    /// Plain connections to every server that holds a copy of `key` (Redlock: every master;
+    /// a lock is held where a majority of them hold its key).
+    fn conns_for(&self, key: &str) -> Vec<redis::Connection> {
+        vec![self.conn_for(key)]
+    }
+    /// Whether waiters are served in arrival order (not across Redlock's masters).
+    fn fifo(&self) -> bool {
+        true
+    }
 }
 
 impl Setup for RedisServer {
@@ -51,6 +60,21 @@ impl Setup for Cluster {
     }
     fn conn_for(&self, key: &str) -> redis::Connection {
         self.master_of(key).conn()
+    }
+}
+
+impl Setup for RedlockMasters {
+    fn url(&self) -> String {
+        RedlockMasters::url(self)
+    }
+    fn conn_for(&self, _key: &str) -> redis::Connection {
+        self.masters()[0].conn()
+    }
+    fn conns_for(&self, _key: &str) -> Vec<redis::Connection> {
+        self.masters().iter().map(RedisServer::conn).collect()
+    }
+    fn fifo(&self) -> bool {
+        false
     }
 }
 
@@ -157,10 +181,11 @@ fn mutual_exclusion(t: &dyn Setup) {
         2 * RACE_THREADS as u64 * RACE_INCREMENTS,
         "lost updates: the lock did not exclude"
     );
-    let mut con = t.conn_for(&name);
-    assert!(!exists(&mut con, &name), "lock key left behind");
     let queue = format!("{{{name}}}:q");
-    assert!(!exists(&mut con, &queue), "waiter queue left behind");
+    for mut con in t.conns_for(&name) {
+        assert!(!exists(&mut con, &name), "lock key left behind");
+        assert!(!exists(&mut con, &queue), "waiter queue left behind");
+    }
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -216,11 +241,15 @@ fn renewal(t: &dyn Setup) {
     thread::sleep(Duration::from_millis(1200));
     assert!(lock.is_held());
     assert!(other.try_acquire(&name).unwrap_err().is_held());
-    let mut con = t.conn_for(&name);
-    let left = pttl(&mut con, &name);
-    assert!(left > 0 && left <= 300, "renewed lease {left} ms");
+    let mut conns = t.conns_for(&name);
+    for con in &mut conns {
+        let left = pttl(con, &name);
+        assert!(left > 0 && left <= 300, "renewed lease {left} ms");
+    }
     lock.release().unwrap();
-    assert!(!exists(&mut con, &name));
+    for con in &mut conns {
+        assert!(!exists(con, &name));
+    }
 }
 
 /// A lock whose key is deleted behind its holder's back is found lost by renewal: the holder is
@@ -235,10 +264,9 @@ fn lost_lock_detection(t: &dyn Setup) {
     let told = Arc::new(Mutex::new(None));
     let told2 = told.clone();
     lock.on_lost(move |e| *told2.lock().unwrap() = Some(e.to_string()));
-    let _: i64 = redis::cmd("DEL")
-        .arg(&name)
-        .query(&mut t.conn_for(&name))
-        .unwrap();
+    for mut con in t.conns_for(&name) {
+        let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    }
     assert!(
         eventually(Duration::from_secs(5), || lock.is_lost()),
         "renewal never noticed the lost key"
@@ -247,8 +275,12 @@ fn lost_lock_detection(t: &dyn Setup) {
     assert!(lock.release().unwrap_err().is_not_held());
 }
 
-/// Waiters are handed the lock in the order they came, one per release.
+/// Waiters are handed the lock in the order they came, one per release (with Redlock, which
+/// has no order across masters: [`woken_by_releases`]).
 fn waiting_and_handoff(t: &dyn Setup) {
+    if !t.fifo() {
+        return woken_by_releases(t);
+    }
     let name = unique_name("handoff");
     let c = Client::open(&t.url()).unwrap();
     let holder = c.try_acquire(&name).unwrap();
@@ -284,23 +316,86 @@ fn waiting_and_handoff(t: &dyn Setup) {
     assert!(!exists(&mut con, &queue));
 }
 
-/// The classic `SET key token NX PX` + compare-and-delete on the same name excludes, and is
-/// excluded by, the library.
+/// Waiters that do not queue are each woken by a release, and get the lock in turn: their
+/// re-check interval, and the holders' leases, are longer than the wait bound, so a waiter that
+/// a release did not wake would time out.
+fn woken_by_releases(t: &dyn Setup) {
+    let name = unique_name("woken");
+    let c = Client::builder(&t.url())
+        .recheck_interval(Duration::from_secs(120))
+        .lease(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let holder = c.try_acquire(&name).unwrap();
+    let served = Arc::new(Mutex::new(Vec::new()));
+    let inside = Arc::new(AtomicU64::new(0));
+    let waiters: Vec<_> = (0..4)
+        .map(|i| {
+            let (c, name, served, inside) =
+                (c.clone(), name.clone(), served.clone(), inside.clone());
+            thread::spawn(move || {
+                let lock = c
+                    .acquire(&name, Duration::from_secs(20))
+                    .unwrap_or_else(|e| panic!("waiter {i}: {e}"));
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                served.lock().unwrap().push(i);
+                thread::sleep(Duration::from_millis(20));
+                inside.fetch_sub(1, Ordering::SeqCst);
+                lock.release().unwrap();
+            })
+        })
+        .collect();
+    // The waiters mark the lock as wanted before they block.
+    let wanted = format!("{{{name}}}:wanted");
+    let mut conns = t.conns_for(&name);
+    assert!(eventually(Duration::from_secs(10), || conns
+        .iter_mut()
+        .all(|con| exists(con, &wanted))));
+    thread::sleep(Duration::from_millis(200));
+    holder.release().unwrap();
+    for w in waiters {
+        w.join().unwrap();
+    }
+    let mut served = served.lock().unwrap().clone();
+    served.sort();
+    assert_eq!(served, vec![0, 1, 2, 3]);
+    for con in &mut conns {
+        assert!(!exists(con, &name));
+    }
+}
+
+/// The classic `SET key token NX PX` + compare-and-delete on the same name (on every master,
+/// with Redlock, where the lock is the majority's) excludes, and is excluded by, the library.
 fn interop_with_plain_set_nx(t: &dyn Setup) {
+    const PLAIN: &str = "plain-client-token";
     let name = unique_name("interop");
     let c = Client::open(&t.url()).unwrap();
-    let mut con = t.conn_for(&name);
-    let set = |con: &mut redis::Connection| -> Option<String> {
-        redis::cmd("SET")
-            .arg(&name)
-            .arg("plain-client-token")
-            .arg("NX")
-            .arg("PX")
-            .arg(5000)
-            .query(con)
-            .unwrap()
+    let mut conns = t.conns_for(&name);
+    // The plain client's SET NX PX on every server; whether it got a majority.
+    let set = |conns: &mut [redis::Connection]| -> bool {
+        let mut granted = 0;
+        for con in conns.iter_mut() {
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&name)
+                .arg(PLAIN)
+                .arg("NX")
+                .arg("PX")
+                .arg(5000)
+                .query(con)
+                .unwrap();
+            granted += usize::from(set.is_some());
+        }
+        granted > conns.len() / 2
     };
-    assert!(set(&mut con).is_some());
+    // Its compare-and-delete on every server.
+    let release = |conns: &mut [redis::Connection]| {
+        for con in conns.iter_mut() {
+            if get(con, &name).as_deref() == Some(PLAIN) {
+                let _: i64 = redis::cmd("DEL").arg(&name).query(con).unwrap();
+            }
+        }
+    };
+    assert!(set(&mut conns));
     assert!(c.try_acquire(&name).unwrap_err().is_held());
     // A waiter gets it once the plain client deletes its key.
     let waiter = {
@@ -311,15 +406,16 @@ fn interop_with_plain_set_nx(t: &dyn Setup) {
         })
     };
     thread::sleep(Duration::from_millis(100));
-    let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    release(&mut conns);
     waiter.join().unwrap().unwrap().unwrap();
     let lock = c.try_acquire(&name).unwrap();
-    assert!(set(&mut con).is_none(), "the plain client got a held lock");
+    assert!(!set(&mut conns), "the plain client got a held lock");
+    release(&mut conns);
     let started = Instant::now();
     lock.release().unwrap();
-    assert!(set(&mut con).is_some(), "not free after release");
+    assert!(set(&mut conns), "not free after release");
     assert!(started.elapsed() < Duration::from_secs(5));
-    let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    release(&mut conns);
 }
 
 /// The behaviours, as tests of one topology.
@@ -345,7 +441,7 @@ macro_rules! suite {
                 lost_lock_detection(&$start);
             }
             #[test]
-            fn waiters_are_handed_the_lock_in_arrival_order() {
+            fn waiters_are_handed_the_lock_by_releases() {
                 waiting_and_handoff(&$start);
             }
             #[test]
@@ -359,3 +455,4 @@ macro_rules! suite {
 suite!(single, RedisServer::start());
 suite!(sentinel, SentinelGroup::start());
 suite!(cluster, Cluster::start());
+suite!(redlock, RedlockMasters::start(3));

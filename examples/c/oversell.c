@@ -25,9 +25,12 @@
  * redis-sentinel://[[user]:password@]host1:port1,host2:port2[/db]#master, or a Cluster URL,
  * redis-cluster://[[user]:password@]host1:port1,host2:port2: the locks get the URL as it is
  * (and follow failovers), and the stock is kept on the master the sentinels name at the start,
- * or on the cluster's master for the demo's keys. The demo sends its own GET and SET over a
- * tiny RESP client below, which has no TLS: rediss://, rediss-sentinel:// and
- * rediss-cluster:// URLs do not work with this demo.
+ * or on the cluster's master for the demo's keys. With a Redlock URL,
+ * redlock://[[user]:password@]host1:port1,host2:port2,host3:port3[/db], the locks live on a
+ * majority of the masters and the stock on the first one; the marks waiters leave on the
+ * masters expire within about two seconds. The demo sends its own GET and SET over a tiny RESP
+ * client below, which has no TLS: rediss://, rediss-sentinel://, rediss-cluster:// and
+ * rediss-redlock:// URLs do not work with this demo.
  *
  * The demo only touches keys under its own "redislock-demo:{<pid>-<random>}:" prefix (its hash
  * tag keeps them in one cluster slot) and deletes them by name at the end: it never lists or
@@ -208,7 +211,7 @@ static void set_addr(server *srv, const char *host_port, const char *default_por
 }
 
 /* Splits scheme://[[user]:password@]hosts[/db][#master] into srv (user, password, db) and
- * hosts: "host:port", or a Sentinel URL's "host1:port1,host2:port2". */
+ * hosts: "host:port", or a Sentinel or Redlock URL's "host1:port1,host2:port2". */
 static void split_url(const char *url, server *srv, char *hosts, size_t cap) {
     char rest[1024], *at, *colon, *h, *path;
     const char *p = strstr(url, "://");
@@ -284,8 +287,7 @@ static int ask_cluster_node(const char *node, const char *key, server *srv) {
  * a redis:// URL names it; for a Sentinel URL the sentinels are asked in order for the master,
  * and the first that names it wins; for a Cluster URL the nodes are asked in order for the
  * master that serves the slot of the stock key (whose {hash tag} keeps the demo's keys in one
- * slot). Another topology gets its own branch here: redlock://, the first master. Returns 0,
- * or -1. */
+ * slot); for a Redlock URL it is the first master. Returns 0, or -1. */
 static int find_data_server(const char *url, const char *stock_key, server *srv) {
     char hosts[512], *sentinel, *node, *more;
     const char *name = strrchr(url, '#');
@@ -301,6 +303,12 @@ static int find_data_server(const char *url, const char *stock_key, server *srv)
             fprintf(stderr, "the cluster node at %s does not answer\n", node);
         }
         return -1;
+    }
+    if (strncmp(url, "redlock://", 10) == 0) {
+        hosts[strcspn(hosts, ",")] = '\0';
+        set_addr(srv, hosts, "6379");
+        printf("Redis: the first master of the Redlock URL, %s:%s\n", srv->host, srv->port);
+        return 0;
     }
     if (strncmp(url, "redis-sentinel://", 17) != 0 &&
         strncmp(url, "rediss-sentinel://", 18) != 0) {
@@ -441,7 +449,7 @@ static long run_race(struct race *race, conn *data) {
 
 int main(void) {
     const char *url = getenv("REDIS_URL");
-    char prefix[96], stock_key[128], lock_name[128], keys[5][160], reply[64];
+    char prefix[96], stock_key[128], lock_name[128], keys[7][160], reply[64];
     redislock_config *config = NULL;
     redislock_client *client = NULL;
     struct race race;
@@ -514,14 +522,16 @@ int main(void) {
     }
 
     /* Delete what the demo created, by exact name: the stock, the lock key and the lock's
-     * companion keys (fencing counter, waiter queue and entries; the lock name has the
-     * prefix's hash tag, so they are the name and a suffix, see src/keys.rs). */
+     * companion keys (fencing counter, waiter queue and entries, Redlock waiters' marks; the
+     * lock name has the prefix's hash tag, so they are the name and a suffix, see src/keys.rs). */
     snprintf(keys[0], sizeof keys[0], "%s", stock_key);
     snprintf(keys[1], sizeof keys[1], "%s", lock_name);
     snprintf(keys[2], sizeof keys[2], "%s:fence", lock_name);
     snprintf(keys[3], sizeof keys[3], "%s:q", lock_name);
     snprintf(keys[4], sizeof keys[4], "%s:w", lock_name);
-    for (i = 0; i < 5; i++) {
+    snprintf(keys[5], sizeof keys[5], "%s:wanted", lock_name);
+    snprintf(keys[6], sizeof keys[6], "%s:wake", lock_name);
+    for (i = 0; i < 7; i++) {
         const char *del[2];
         del[0] = "DEL";
         del[1] = keys[i];

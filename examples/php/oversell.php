@@ -31,7 +31,10 @@
  * for TLS to the data nodes), or a Cluster URL,
  * redis-cluster://[[user]:password@]host1:port1,host2:port2 (rediss-cluster:// for TLS): the
  * locks get the URL as it is (and follow failovers), and the stock is kept on the master the
- * sentinels name at the start, or on the cluster's master for the demo's keys.
+ * sentinels name at the start, or on the cluster's master for the demo's keys. With a Redlock
+ * URL, redlock://[[user]:password@]host1:port1,host2:port2,host3:port3[/db] (rediss-redlock://
+ * for TLS), the locks live on a majority of the masters and the stock on the first one; the
+ * marks waiters leave on the masters expire within about two seconds.
  *
  * The demo only touches keys under its own "redislock-demo:{<pid>-<random>}:" prefix (its hash
  * tag keeps them in one cluster slot) and deletes them by name at the end: it never lists or
@@ -64,9 +67,13 @@ $stockKey = $prefix . 'stock';
 $soldKey = $prefix . 'sold';
 $lockName = 'stock-lock';
 $lockKey = $prefix . $lockName;
-// The lock's companion keys (fencing counter, waiter queue and entries): the lock key has the
-// prefix's hash tag, so they are the key and a suffix (see src/keys.rs).
-$keys = [$stockKey, $soldKey, $lockKey, "$lockKey:fence", "$lockKey:q", "$lockKey:w"];
+// The lock's companion keys (fencing counter, waiter queue and entries, Redlock waiters'
+// marks): the lock key has the prefix's hash tag, so they are the key and a suffix (see
+// src/keys.rs).
+$keys = [
+    $stockKey, $soldKey, $lockKey,
+    "$lockKey:fence", "$lockKey:q", "$lockKey:w", "$lockKey:wanted", "$lockKey:wake",
+];
 
 /** A phpredis connection to $url, with 2 s timeouts. */
 function connect(string $url): Redis
@@ -95,8 +102,7 @@ function connect(string $url): Redis
  * The plain URL of the server that keeps the stock ($stockKey), found as a client of $url's
  * topology finds its data server: a plain URL is that server; a Sentinel URL names the master
  * its sentinels report; a Cluster URL, the master serving the slot of the stock key, whose
- * {hash tag} keeps all the demo's keys in one slot. (Another topology gets its own case here:
- * redlock://, the first master.)
+ * {hash tag} keeps all the demo's keys in one slot; a Redlock URL, its first master.
  */
 function dataServer(string $url, string $stockKey): string
 {
@@ -105,6 +111,8 @@ function dataServer(string $url, string $stockKey): string
         'rediss-sentinel' => sentinelMaster('rediss', $url),
         'redis-cluster' => clusterMaster('redis', $url, $stockKey),
         'rediss-cluster' => clusterMaster('rediss', $url, $stockKey),
+        'redlock' => firstMaster('redis', $url),
+        'rediss-redlock' => firstMaster('rediss', $url),
         default => $url,
     };
 }
@@ -138,6 +146,20 @@ function clusterMaster(string $scheme, string $url, string $key): string
         }
     }
     throw new RuntimeException('no cluster node answered (' . implode('; ', $failures) . ')');
+}
+
+/**
+ * The first master of a Redlock URL (scheme://[user:password@]h1:p1,h2:p2,h3:p3[/db]), as
+ * scheme://[user:password@]h1:p1[/db].
+ */
+function firstMaster(string $scheme, string $url): string
+{
+    if (!preg_match('~^[^:]+://(?:(.*)@)?([^,/?@]*)[^/?@]*(.*)$~', $url, $m)) {
+        throw new InvalidArgumentException('REDIS_URL must look like redlock://host:port,host:port,host:port/');
+    }
+    [, $userInfo, $first, $path] = $m;
+    $auth = $userInfo === '' ? '' : "$userInfo@";
+    return "$scheme://$auth$first$path";
 }
 
 /**

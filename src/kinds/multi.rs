@@ -146,6 +146,7 @@ impl<'a> MultiLockRequest<'a> {
         }
         let owner = self.client.backend()?;
         let b = owner.backend();
+        ops::check_kind_supported(b, "a set of locks", &shown)?;
         ops::check_one_server(b, &keys, &shown)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;

@@ -134,14 +134,15 @@ impl<'a> RwLockRequest<'a> {
         if self.cancel.is_some_and(Cancel::is_cancelled) {
             return Err(Error::cancelled(&shown));
         }
+        let what = if write { "a write lock" } else { "a read lock" };
         let owner = self.client.backend()?;
         let b = owner.backend();
+        ops::check_kind_supported(b, what, &shown)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;
         let waiter = RwWaiter::new(&keys, &token, &wid, write, opts);
         let kind = if write { Kind::Write } else { Kind::Read };
         let extend = || super::extend_parts(b, &kind, &keys, &token, opts.lease);
-        let what = if write { "a write lock" } else { "a read lock" };
         let (grant, place) = queue::obtain(&owner, &waiter, &wid, opts, wait, self.cancel, &extend)
             .map_err(|e| other_kind(e, &shown, what))?;
         let fence = opts.fencing.then(|| grant.fences[0]);

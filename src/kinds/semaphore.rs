@@ -128,6 +128,7 @@ impl<'a> SemaphoreRequest<'a> {
         }
         let owner = self.client.backend()?;
         let b = owner.backend();
+        ops::check_kind_supported(b, "a semaphore", &shown)?;
         let token = Token::new(owner.pid)?;
         let wid = random_hex::<8>(owner.pid)?;
         let waiter = SemWaiter::new(&keys, &token, &wid, k, n, opts.lease);

@@ -8,6 +8,9 @@
 //!   each lock on the master that serves its hash slot; a pool of each kind per master, each
 //!   reaching one address as a single server.
 //!
+//! Redlock (`redlock://`, `rediss-redlock://`) is several single servers, each with pools of its
+//! own; what a majority of them means for a lock is in `quorum/`.
+//!
 //! Everything above the pools (acquire, release, renewal, waiting) is the same for every
 //! topology: a topology only opens connections to the server that holds the locks now, and says
 //! when an error means that server changed.
@@ -42,8 +45,26 @@ impl ClusterSpec {
     }
 }
 
+/// A parsed Redlock URL: the independent masters, in the URL's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RedlockSpec {
+    pub masters: Vec<(String, u16)>,
+}
+
+impl RedlockSpec {
+    /// `h1:p1,h2:p2,...`, for messages.
+    pub(crate) fn hosts(&self) -> String {
+        let hosts: Vec<String> = self
+            .masters
+            .iter()
+            .map(|(h, p)| format!("{h}:{p}"))
+            .collect();
+        hosts.join(",")
+    }
+}
+
 /// The template's address kind (plain or TLS, with its TLS settings) at another node's address:
-/// a Sentinel group's master, a cluster's node.
+/// a Sentinel group's master, a cluster's node, a Redlock master.
 pub(crate) fn node_addr(
     template: &redis::ConnectionAddr,
     (host, port): &(String, u16),

@@ -8,8 +8,9 @@
 //! * [`SentinelGroup`] starts a master, two replicas and three sentinels (`redis-server
 //!   --sentinel`) and waits until the sentinels agree on the master and see the replicas and
 //!   each other; [`Cluster`] starts six nodes and joins them into a cluster of three masters with
-//!   a replica each, and waits for `cluster_state:ok`. Every node is a [`RedisServer`], so any
-//!   node can be killed, paused and restarted.
+//!   a replica each, and waits for `cluster_state:ok`; [`RedlockMasters`] starts independent
+//!   masters for Redlock. Every node is a [`RedisServer`], so any node can be killed, paused and
+//!   restarted.
 //! * [`spawn_self`] / [`child_env`] / [`wait_child`] let a test run a second OS process.
 //! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`] and
 //!   [`eventually`] are the small helpers every test file wants.
@@ -26,6 +27,7 @@
 //! left behind.
 
 mod cluster;
+mod masters;
 mod process;
 mod sentinel;
 mod server;
@@ -35,6 +37,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use cluster::Cluster;
+pub use masters::RedlockMasters;
 pub use process::{child_env, spawn_self, wait_child, wait_child_ok};
 pub use sentinel::SentinelGroup;
 pub use server::RedisServer;

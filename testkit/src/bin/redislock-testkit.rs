@@ -5,9 +5,11 @@
 //! redislock-testkit single [REDIS-SERVER-ARG...]    e.g. single --requirepass secret
 //! redislock-testkit sentinel
 //! redislock-testkit cluster
+//! redislock-testkit redlock [N]                     three (or N) independent masters
 //! ```
 //!
-//! Prints `URL <url>` (a `redis://`, `redis-sentinel://` or `redis-cluster://` URL), one
+//! Prints `URL <url>` (a `redis://`, `redis-sentinel://`, `redis-cluster://` or `redlock://`
+//! URL), one
 //! `NODE <i> <port>` line per data node and `SENTINEL <i> <port>` per sentinel, then `READY`.
 //! Then reads commands, one per line, and answers each with one line:
 //!
@@ -33,17 +35,19 @@ use std::panic::{self, AssertUnwindSafe};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock_testkit::{Cluster, RedisServer, SentinelGroup};
+use redislock_testkit::{Cluster, RedisServer, RedlockMasters, SentinelGroup};
 
 /// How long `term` waits for a server to exit after SIGTERM.
 const TERM_TIMEOUT: Duration = Duration::from_secs(5);
 
-const USAGE: &str = "usage: redislock-testkit single [REDIS-SERVER-ARG...] | sentinel | cluster";
+const USAGE: &str =
+    "usage: redislock-testkit single [REDIS-SERVER-ARG...] | sentinel | cluster | redlock [N]";
 
 enum Setup {
     Single(RedisServer),
     Sentinel(SentinelGroup),
     Cluster(Cluster),
+    Redlock(RedlockMasters),
 }
 
 impl Setup {
@@ -52,6 +56,7 @@ impl Setup {
             Setup::Single(s) => s.url(),
             Setup::Sentinel(g) => g.url(),
             Setup::Cluster(c) => c.url(),
+            Setup::Redlock(m) => m.url(),
         }
     }
 
@@ -60,6 +65,7 @@ impl Setup {
             Setup::Single(s) => std::slice::from_ref(s),
             Setup::Sentinel(g) => g.nodes(),
             Setup::Cluster(c) => c.nodes(),
+            Setup::Redlock(m) => m.masters(),
         }
     }
 
@@ -80,6 +86,10 @@ fn main() {
         }
         Some((kind, [])) if kind == "sentinel" => Setup::Sentinel(SentinelGroup::start()),
         Some((kind, [])) if kind == "cluster" => Setup::Cluster(Cluster::start()),
+        Some((kind, [])) if kind == "redlock" => Setup::Redlock(RedlockMasters::start(3)),
+        Some((kind, [n])) if kind == "redlock" && n.parse::<usize>().is_ok_and(|n| n > 0) => {
+            Setup::Redlock(RedlockMasters::start(n.parse().unwrap_or(3)))
+        }
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

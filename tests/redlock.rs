@@ -1,0 +1,656 @@
+//! Locks over three independent masters (`redlock://`, started by the test kit): what a majority
+//! means, and the faults: one master killed or stopped (SIGSTOP), two of three down, a master
+//! restarted empty while a lock is held, scripts flushed, a waiter's home master down. The
+//! behaviours shared with the other topologies run in `topologies.rs`.
+//!
+//! Timing bounds are generous (2 cores, noisy machine): they check that nothing hangs and that
+//! outcomes arrive within the configured timeouts plus a margin, never raw speed.
+
+mod support;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redislock::{Cancel, Client, ClientBuilder, ErrorKind, Lock};
+use support::{RedisServer, RedlockMasters, eventually, exists, get, pttl, unique_name};
+
+const READ_TIMEOUT: Duration = Duration::from_millis(250);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+/// Leases of the fault tests' auto-renewed locks: renewed every 300 ms.
+const LEASE: Duration = Duration::from_millis(900);
+/// Far more than any outcome here should take on a loaded machine.
+const MARGIN: Duration = Duration::from_secs(10);
+
+/// A builder with short timeouts and lease.
+fn fast(masters: &RedlockMasters) -> ClientBuilder {
+    Client::builder(&masters.url())
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(READ_TIMEOUT)
+        .write_timeout(READ_TIMEOUT)
+        .checkout_timeout(Duration::from_millis(500))
+        .lease(LEASE)
+}
+
+/// The token each running master holds for `name` (none for a master that is down).
+fn tokens(masters: &RedlockMasters, name: &str) -> Vec<Option<String>> {
+    masters
+        .masters()
+        .iter()
+        .map(|m| m.try_conn().ok().and_then(|mut c| get(&mut c, name)))
+        .collect()
+}
+
+/// How many masters hold `lock`'s token.
+fn holding(masters: &RedlockMasters, lock: &Lock, name: &str) -> usize {
+    tokens(masters, name)
+        .iter()
+        .filter(|t| t.as_deref() == Some(lock.owner_token()))
+        .count()
+}
+
+/// `SET name token PX 60000` on one master: another owner's key.
+fn foreign_key(server: &RedisServer, name: &str) {
+    let () = redis::cmd("SET")
+        .arg(name)
+        .arg("another-owner-token")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut server.conn())
+        .unwrap();
+}
+
+#[test]
+fn a_lock_is_the_majority_of_masters() {
+    let masters = RedlockMasters::start(3);
+    let m = masters.masters();
+    let c = Client::open(&masters.url()).unwrap();
+    let name = unique_name("majority");
+
+    // Granted by all three: the key holds the owner's token on every master.
+    let lock = c.try_acquire(&name).unwrap();
+    assert_eq!(holding(&masters, &lock, &name), 3);
+    assert!(c.is_owned_by(&name, lock.owner_token()).unwrap());
+    lock.release().unwrap();
+    assert_eq!(tokens(&masters, &name), vec![None, None, None]);
+
+    // Another owner's key on one master: two of three still grant it.
+    foreign_key(&m[2], &name);
+    let lock = c.try_acquire(&name).unwrap();
+    assert_eq!(holding(&masters, &lock, &name), 2);
+    lock.release().unwrap();
+    assert_eq!(
+        get(&mut m[2].conn(), &name).as_deref(),
+        Some("another-owner-token")
+    );
+
+    // On two of three: held, and the error says who granted and who refused; the one master that
+    // granted it is cleaned up again.
+    foreign_key(&m[1], &name);
+    let e = c.try_acquire(&name).unwrap_err();
+    println!("try_acquire of a lock held on two of three masters: {e}");
+    assert_eq!(e.kind(), ErrorKind::Held, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("1 of 3 masters granted it (2 needed)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "held by another owner on {}/0, {}/0",
+            m[1].addr(),
+            m[2].addr()
+        )),
+        "{msg}"
+    );
+    assert!(
+        !exists(&mut m[0].conn(), &name),
+        "the partial grant was left"
+    );
+    // A waiting acquire that times out says the same.
+    let e = c.acquire(&name, Duration::from_millis(300)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
+    assert!(e.to_string().contains("(2 needed)"), "{e}");
+    assert!(
+        !exists(&mut m[0].conn(), &name),
+        "the partial grant was left"
+    );
+
+    // force_release frees a lock that a majority holds with one token, and only that.
+    let lock = {
+        for s in &m[1..] {
+            let _: i64 = redis::cmd("DEL").arg(&name).query(&mut s.conn()).unwrap();
+        }
+        c.lock(&name).auto_renew(false).try_acquire().unwrap()
+    };
+    assert!(c.force_release(&name).unwrap());
+    assert!(!c.force_release(&name).unwrap());
+    assert!(lock.release().unwrap_err().is_not_held());
+}
+
+#[test]
+fn extend_and_renewal_reach_every_master() {
+    let masters = RedlockMasters::start(3);
+    let c = fast(&masters).build().unwrap();
+    let name = unique_name("extend");
+    let lock = c.lock(&name).auto_renew(false).try_acquire().unwrap();
+    lock.extend(Duration::from_secs(20)).unwrap();
+    for m in masters.masters() {
+        let left = pttl(&mut m.conn(), &name);
+        assert!(left > 10_000 && left <= 20_000, "pttl {left}");
+    }
+    // Gone from two masters: the lock is no longer the majority's.
+    for m in &masters.masters()[..2] {
+        let _: i64 = redis::cmd("DEL").arg(&name).query(&mut m.conn()).unwrap();
+    }
+    assert!(lock.extend(LEASE).unwrap_err().is_not_held());
+    assert!(lock.is_lost());
+
+    // Renewal keeps a lock on every master past many leases.
+    let renewed = c.try_acquire(&name).unwrap();
+    thread::sleep(LEASE * 3);
+    assert!(renewed.is_held() && !renewed.is_lost());
+    assert_eq!(holding(&masters, &renewed, &name), 3);
+    renewed.release().unwrap();
+}
+
+#[test]
+fn one_master_killed_acquires_and_renewals_go_on() {
+    let masters = RedlockMasters::start(3);
+    let c = fast(&masters).build().unwrap();
+    let held_name = unique_name("killed-held");
+    let held = c.try_acquire(&held_name).unwrap();
+    masters.masters()[1].kill();
+    // New locks are granted by the two that are left, again and again.
+    for i in 0..20 {
+        let name = unique_name("killed-new");
+        let lock = c
+            .try_acquire(&name)
+            .unwrap_or_else(|e| panic!("acquire {i} with one master down: {e}"));
+        lock.release().unwrap();
+    }
+    // The held lock is renewed by the two that are left, over several leases.
+    thread::sleep(LEASE * 3);
+    assert!(held.is_held() && !held.is_lost(), "renewal lost the lock");
+    assert_eq!(holding(&masters, &held, &held_name), 2);
+    // Back (empty): the next renewals set the lock there again.
+    masters.masters()[1].restart();
+    assert!(
+        eventually(MARGIN, || holding(&masters, &held, &held_name) == 3),
+        "the restarted master never got the held lock back"
+    );
+    held.release().unwrap();
+    assert_eq!(tokens(&masters, &held_name), vec![None, None, None]);
+}
+
+#[test]
+fn one_master_stopped_acquires_and_renewals_go_on() {
+    let masters = RedlockMasters::start(3);
+    let c = fast(&masters).build().unwrap();
+    let held_name = unique_name("stopped-held");
+    let held = c.try_acquire(&held_name).unwrap();
+    let stopped = &masters.masters()[0];
+    stopped.pause();
+    for i in 0..20 {
+        let name = unique_name("stopped-new");
+        let started = Instant::now();
+        let lock = c
+            .try_acquire(&name)
+            .unwrap_or_else(|e| panic!("acquire {i} with one master stopped: {e}"));
+        // Nothing waits on the stopped master for longer than its timeouts.
+        assert!(started.elapsed() < CONNECT_TIMEOUT + READ_TIMEOUT + MARGIN);
+        lock.release().unwrap();
+    }
+    thread::sleep(LEASE * 3);
+    assert!(held.is_held() && !held.is_lost(), "renewal lost the lock");
+    stopped.resume();
+    held.release().unwrap();
+    // Acquires are granted by all three again (the resumed master answers once it rests no
+    // more).
+    let name = unique_name("resumed");
+    assert!(eventually(MARGIN, || {
+        let lock = c.try_acquire(&name).unwrap();
+        let all = holding(&masters, &lock, &name) == 3;
+        lock.release().unwrap();
+        all
+    }));
+}
+
+#[test]
+fn two_of_three_down_acquire_fails_with_every_masters_answer() {
+    let masters = RedlockMasters::start(3);
+    let m = masters.masters();
+    let c = fast(&masters).build().unwrap();
+    let held_name = unique_name("minority");
+    let held = c.try_acquire(&held_name).unwrap();
+    let lost = Arc::new(AtomicBool::new(false));
+    let told = lost.clone();
+    held.on_lost(move |_| told.store(true, Ordering::SeqCst));
+    m[0].kill();
+    m[2].pause();
+
+    // A single attempt: a connection error naming both, and how many granted.
+    let name = unique_name("down");
+    let e = c.try_acquire(&name).unwrap_err();
+    println!("try_acquire with two of three masters down: {e}");
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("1 of 3 masters granted it (2 needed)"),
+        "{msg}"
+    );
+    assert!(msg.contains("unreachable"), "{msg}");
+    for down in [&m[0], &m[2]] {
+        assert!(msg.contains(&format!("{}/0", down.addr())), "{msg}");
+    }
+    assert!(
+        !exists(&mut m[1].conn(), &name),
+        "the partial grant was left"
+    );
+
+    // A waiting acquire of a free lock: nothing to wait for, the same error at once.
+    let (r, took) = timed(|| c.acquire(&name, Duration::from_secs(1)));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    assert!(took < Duration::from_secs(1) + MARGIN);
+
+    // A waiting acquire of the held lock waits for its release, then times out within its
+    // bound, saying who holds it and who is unreachable.
+    let wait = Duration::from_millis(800);
+    let (r, took) = timed(|| c.acquire(&held_name, wait));
+    let e = r.unwrap_err();
+    println!("acquire of a held lock with two of three masters down: {e}");
+    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
+    assert!(took >= wait && took < wait + MARGIN, "{took:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("held by another owner on {}/0", m[1].addr())),
+        "{msg}"
+    );
+    assert!(msg.contains(&format!("{}/0", m[0].addr())), "{msg}");
+
+    // The held lock's renewal reaches only one master: it is lost once its validity runs out.
+    assert!(
+        eventually(MARGIN, || held.is_lost()),
+        "a lock renewed by a minority was kept"
+    );
+    assert!(lost.load(Ordering::SeqCst), "on_lost was not called");
+
+    // Back: locking works again.
+    m[2].resume();
+    m[0].restart();
+    let name = unique_name("back");
+    assert!(eventually(MARGIN, || c
+        .try_acquire(&name)
+        .is_ok_and(|l| l.release().is_ok())));
+}
+
+/// The README's advice for a master without persistence: restart it only after the longest
+/// lease has passed. A lock held meanwhile keeps its majority on the other two masters, is set
+/// again on the restarted one by its renewal, and no second client ever gets a majority: not
+/// while the master is empty, nor after a second master is restarted empty in turn.
+#[test]
+fn a_master_restarted_empty_gives_no_second_holder() {
+    let masters = RedlockMasters::start(3);
+    let m = masters.masters();
+    let holder = fast(&masters).build().unwrap();
+    let other = fast(&masters).build().unwrap();
+    let name = unique_name("restarted");
+    let lock = holder.try_acquire(&name).unwrap();
+    let attempts = AtomicU64::new(0);
+    let second_holder = Mutex::new(None);
+    let contend = |until: Instant| {
+        while Instant::now() < until {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            match other.try_acquire(&name) {
+                Ok(l) => {
+                    *second_holder.lock().unwrap() = Some(l.owner_token().to_owned());
+                    let _ = l.release();
+                }
+                Err(e) => assert!(
+                    e.is_held() || e.is_connection(),
+                    "unexpected error from the second client: {e}"
+                ),
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for (round, restarted) in [&m[0], &m[1]].into_iter().enumerate() {
+        restarted.kill();
+        // Down for longer than the longest lease, the second client trying all along.
+        contend(Instant::now() + LEASE + LEASE / 2);
+        restarted.restart();
+        assert!(
+            !exists(&mut restarted.conn(), &name),
+            "the restart was not empty"
+        );
+        // Empty and back: the second client keeps trying while the holder renews.
+        contend(Instant::now() + LEASE * 2);
+        assert!(
+            eventually(MARGIN, || holding(&masters, &lock, &name) == 3),
+            "round {round}: the holder's renewal did not set the lock on the restarted master"
+        );
+        assert!(
+            lock.is_held() && !lock.is_lost(),
+            "round {round}: lock lost"
+        );
+    }
+    assert_eq!(
+        *second_holder.lock().unwrap(),
+        None,
+        "a second client got a majority ({} attempts)",
+        attempts.load(Ordering::Relaxed)
+    );
+    lock.release().unwrap();
+    other.try_acquire(&name).unwrap().release().unwrap();
+}
+
+#[test]
+fn fencing_and_min_replicas_are_refused() {
+    let masters = RedlockMasters::start(3);
+    let e = Client::builder(&masters.url())
+        .fencing(true)
+        .build()
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    assert!(e.to_string().contains("fencing"), "{e}");
+    let e = Client::builder(&masters.url())
+        .min_replicas(1)
+        .build()
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    let c = Client::open(&masters.url()).unwrap();
+    let e = c.lock("fenced").fencing(true).try_acquire().unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    assert!(e.to_string().contains("not ordered"), "{e}");
+    let e = c
+        .lock("fenced")
+        .fencing(true)
+        .acquire(Duration::from_secs(1))
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    // Nothing was written anywhere.
+    for m in masters.masters() {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut m.conn()).unwrap();
+        assert_eq!(n, 0);
+    }
+}
+
+#[test]
+fn other_kinds_are_refused() {
+    let masters = RedlockMasters::start(3);
+    let c = Client::open(&masters.url()).unwrap();
+    let wait = Duration::from_secs(1);
+    let refusals = [
+        (
+            "a read lock",
+            c.rw_lock("rw").try_read().map(drop).unwrap_err(),
+        ),
+        (
+            "a read lock",
+            c.rw_lock("rw").read(wait).map(drop).unwrap_err(),
+        ),
+        (
+            "a write lock",
+            c.rw_lock("rw").try_write().map(drop).unwrap_err(),
+        ),
+        (
+            "a semaphore",
+            c.semaphore("sem", 3).try_acquire(1).map(drop).unwrap_err(),
+        ),
+        (
+            "a semaphore",
+            c.semaphore("sem", 3)
+                .acquire(1, wait)
+                .map(drop)
+                .unwrap_err(),
+        ),
+        (
+            "a set of locks",
+            c.lock_all(&["a", "b"]).try_acquire().map(drop).unwrap_err(),
+        ),
+        (
+            "a set of locks",
+            c.lock_all(&["a", "b"]).acquire(wait).map(drop).unwrap_err(),
+        ),
+    ];
+    for (what, e) in refusals {
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}: {e}");
+        let shown = e.to_string();
+        assert!(shown.contains(what), "{shown}");
+        assert!(shown.contains("not supported on Redlock"), "{shown}");
+    }
+    // Nothing was written anywhere, and exclusive locks still work.
+    for m in masters.masters() {
+        let n: i64 = redis::cmd("DBSIZE").query(&mut m.conn()).unwrap();
+        assert_eq!(n, 0);
+    }
+    c.lock("plain").try_acquire().unwrap().release().unwrap();
+}
+
+#[test]
+fn redlock_urls_are_checked() {
+    let bad = |url: &str, says: &str| {
+        let e = Client::open(url).unwrap_err();
+        assert!(e.is_invalid_argument(), "{url}: {e}");
+        assert!(e.to_string().contains(says), "{url}: {e}");
+        assert!(!e.to_string().contains("s3cret"), "{url}: {e}");
+    };
+    let odd = "an odd number of at least 3";
+    bad("redlock://h1:1,h2:2", odd);
+    bad("redlock://h1:1", odd);
+    bad("redlock://h1:1,h2:2,h3:3,h4:4", odd);
+    bad("redlock://u:s3cret@h1:1,h1:1,h2:2", "named twice");
+    bad("redlock://h1:1,h2,h3:3", "host:port");
+    bad("redlock://h1:1,:2,h3:3", "host:port");
+    bad("redlock://h1:1,h2:0,h3:3", "host:port");
+    bad("redlock://h1:1,h2:2,h3:3#x", "fragment");
+    assert!(Client::open("redlock://u:s3cret@h1:1,h2:2,h3:3/2").is_ok());
+    assert!(Client::open("redlock://h1:1,h2:2,h3:3,h4:4,h5:5").is_ok());
+    let c = Client::open("redlock://u:s3cret@h1:1,h2:2,h3:3/2").unwrap();
+    assert!(!format!("{c:?}").contains("s3cret"));
+}
+
+#[test]
+fn waiters_are_woken_by_a_release_on_another_client() {
+    let masters = RedlockMasters::start(3);
+    // Re-checks far apart: only a release can wake the waiters in time.
+    let c = Client::builder(&masters.url())
+        .recheck_interval(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let holder = Client::open(&masters.url()).unwrap();
+    let name = unique_name("woken");
+    let lock = holder.try_acquire(&name).unwrap();
+    let waiter = {
+        let (c, name) = (c.clone(), name.clone());
+        thread::spawn(move || c.acquire(&name, Duration::from_secs(20)))
+    };
+    let wanted = format!("{{{name}}}:wanted");
+    assert!(eventually(MARGIN, || exists(
+        &mut masters.masters()[0].conn(),
+        &wanted
+    )));
+    thread::sleep(Duration::from_millis(100));
+    lock.release().unwrap();
+    let got = waiter.join().unwrap().expect("the waiter was not woken");
+    assert_eq!(holding(&masters, &got, &name), 3);
+    got.release().unwrap();
+    // The lock key is gone; the waiters' marks and wake lists expire (they live as long as a
+    // waiter blocks, here up to its wait bound): nothing stays for good.
+    for m in masters.masters() {
+        let mut con = m.conn();
+        assert!(!exists(&mut con, &name));
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
+        for key in keys {
+            let left = pttl(&mut con, &key);
+            assert!(left > 0, "{key} has no expiry ({left})");
+        }
+    }
+}
+
+/// Whether a client of `server` is blocked in BLPOP now.
+fn blocked_in_blpop(server: &RedisServer) -> bool {
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query(&mut server.conn())
+        .unwrap();
+    list.lines().any(|l| l.contains("cmd=blpop"))
+}
+
+#[test]
+fn a_waiter_whose_home_master_is_down_rechecks() {
+    let masters = RedlockMasters::start(3);
+    let c = fast(&masters)
+        .recheck_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let name = unique_name("homeless");
+    let lock = c
+        .lock(&name)
+        .auto_renew(false)
+        .lease(Duration::from_secs(60))
+        .try_acquire()
+        .unwrap();
+    let waiter = {
+        let (c, name) = (c.clone(), name.clone());
+        thread::spawn(move || c.acquire(&name, Duration::from_secs(30)))
+    };
+    // The waiter blocks on one master, its home: kill that one.
+    let mut home = None;
+    assert!(eventually(MARGIN, || {
+        home = masters.masters().iter().position(blocked_in_blpop);
+        home.is_some()
+    }));
+    masters.masters()[home.unwrap()].kill();
+    thread::sleep(Duration::from_millis(300));
+    // The release reaches the two others and cannot wake the waiter: its re-check finds the
+    // lock free on them.
+    lock.release().unwrap();
+    let got = waiter
+        .join()
+        .unwrap()
+        .expect("the waiter never got the lock");
+    assert!(got.is_held());
+    assert_eq!(holding(&masters, &got, &name), 2);
+    got.release().unwrap();
+}
+
+#[test]
+fn a_blocked_waiter_is_cancelled() {
+    let masters = RedlockMasters::start(3);
+    let c = Client::builder(&masters.url())
+        .recheck_interval(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let name = unique_name("cancelled");
+    let lock = c.try_acquire(&name).unwrap();
+    let cancel = Cancel::new();
+    let waiter = {
+        let (c, name, cancel) = (c.clone(), name.clone(), cancel.clone());
+        thread::spawn(move || {
+            c.lock(&name)
+                .cancel_on(&cancel)
+                .acquire(Duration::from_secs(60))
+        })
+    };
+    let wanted = format!("{{{name}}}:wanted");
+    assert!(eventually(MARGIN, || exists(
+        &mut masters.masters()[1].conn(),
+        &wanted
+    )));
+    thread::sleep(Duration::from_millis(100));
+    let (r, took) = timed(|| {
+        cancel.cancel();
+        waiter.join().unwrap()
+    });
+    assert!(r.unwrap_err().is_cancelled());
+    assert!(took < MARGIN, "{took:?}");
+    assert!(lock.is_held());
+    lock.release().unwrap();
+}
+
+#[test]
+fn scripts_flushed_on_every_master_are_loaded_again() {
+    let masters = RedlockMasters::start(3);
+    let c = fast(&masters).build().unwrap();
+    let name = unique_name("flushed");
+    let lock = c.lock(&name).auto_renew(false).try_acquire().unwrap();
+    lock.extend(LEASE).unwrap();
+    for m in masters.masters() {
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut m.conn())
+            .unwrap();
+    }
+    lock.extend(LEASE).unwrap();
+    for m in masters.masters() {
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query(&mut m.conn())
+            .unwrap();
+    }
+    lock.release().unwrap();
+    assert_eq!(tokens(&masters, &name), vec![None, None, None]);
+}
+
+/// The README's least-privilege ACL rule serves Redlock masters too: acquire, wait, wake,
+/// extend, renewal and release with a user limited to the `app:` prefix.
+#[test]
+fn the_readme_acl_rule_is_enough() {
+    let masters = RedlockMasters::start(3);
+    for m in masters.masters() {
+        let () = redis::cmd("ACL")
+            .arg(&[
+                "SETUSER",
+                "locker",
+                "on",
+                ">change-me",
+                "resetkeys",
+                "~app:*",
+                "~{app:*",
+                "resetchannels",
+                "-@all",
+                "+set",
+                "+evalsha",
+                "+script|load",
+                "+blpop",
+                "+get",
+                "+pexpire",
+                "+pttl",
+                "+incr",
+                "+del",
+                "+rpush",
+                "+lpop",
+                "+lrem",
+            ])
+            .query(&mut m.conn())
+            .unwrap();
+    }
+    let addrs: Vec<String> = masters.masters().iter().map(RedisServer::addr).collect();
+    let url = format!("redlock://locker:change-me@{}", addrs.join(","));
+    let c = Client::builder(&url)
+        .key_prefix("app:")
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let lock = c.try_acquire("acl").unwrap();
+    let waiter = {
+        let c = c.clone();
+        thread::spawn(move || c.acquire("acl", Duration::from_secs(20)))
+    };
+    thread::sleep(Duration::from_millis(900));
+    lock.extend(Duration::from_millis(600)).unwrap();
+    assert!(lock.is_held(), "renewal failed under the ACL rule");
+    lock.release().unwrap();
+    let got = waiter.join().unwrap().unwrap();
+    got.release().unwrap();
+}
+
+/// Runs `f`, returning its result and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
