@@ -6,7 +6,7 @@
 //! cargo bench --bench locks -- [--port P] [--n 20000] [--target 2000] [--htarget 200] [--cap 60]
 //!     [--rounds 5] [--scale-secs 30] [--scale-locks 1000,10000,30000] [--scale-lease-ms 3000]
 //!     [--scale-pool-size N] [--failovers 3]
-//!     [--only u1,u8,c8,h2,sentinel,scale,kinds,php] [--skip ...] [--raw FILE.jsonl]
+//!     [--only u1,u8,c8,h2,sentinel,cluster,redlock,scale,kinds,php] [--skip ...] [--raw FILE.jsonl]
 //!     [--php auto|on|off] [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
 //! ```
 //!
@@ -17,7 +17,12 @@
 //! u1 and u8; c8 and h2; Sentinel (a test-kit group of one master, two replicas and three
 //! sentinels: u1 and c8 through `redis-sentinel://` with and without `min_replicas(1)` beside
 //! the single server, and `--failovers` trials of killing the master; `--only` / `--skip`
-//! `sentinel`, or one part: `sentinel-u1`, `sentinel-c8`, `sentinel-failover`); renewal at scale
+//! `sentinel`, or one part: `sentinel-u1`, `sentinel-c8`, `sentinel-failover`); Cluster (a
+//! test-kit cluster of three masters with a replica each: u1 and c8 through `redis-cluster://`
+//! beside the floor on the keys' master and the single server; `cluster`, `cluster-u1`,
+//! `cluster-c8`); Redlock (three test-kit masters: u1 and c8 through `redlock://` beside the
+//! Redlock floor, `SET NX PX` on all masters at once; `redlock`, `redlock-u1`, `redlock-c8`);
+//! renewal at scale
 //! (1,000 and 10,000 auto-renewed locks, and the refusal of one lock beyond
 //! `max_renewed_locks`); the other kinds (`kinds`: a read-mostly load on the read/write lock
 //! beside the exclusive lock and the floor, and a semaphore); and the PHP rows (redislock's PHP package over FFI beside the phpredis
@@ -32,9 +37,14 @@
 //!       --cap C --out FILE --port P
 //! ```
 //!
-//! runs that one scenario against 127.0.0.1:P and appends one JSON line to FILE.
+//! runs that one scenario against 127.0.0.1:P and appends one JSON line to FILE. With
+//! `--ports P1,P2,P3` instead of `--port P` (the harness's `--masters K`), redislock takes its
+//! locks through `redlock://` over those masters and `floor` is the Redlock floor; the counter
+//! lives on the first.
 //! The `--bench` flag that cargo passes is ignored.
 
+#[path = "locks/cluster.rs"]
+mod cluster;
 #[path = "locks/failover.rs"]
 mod failover;
 #[path = "locks/json.rs"]
@@ -49,6 +59,8 @@ mod metrics;
 mod php;
 #[path = "locks/php_rows.rs"]
 mod php_rows;
+#[path = "locks/redlock.rs"]
+mod redlock;
 #[path = "locks/report.rs"]
 mod report;
 #[path = "locks/scale.rs"]
@@ -63,12 +75,14 @@ mod server;
 mod standalone;
 #[path = "locks/sys.rs"]
 mod sys;
+#[path = "locks/topology.rs"]
+mod topology;
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lockers::{Floor, Redislock};
+use lockers::{Floor, Redislock, RedlockFloor};
 use scenario::{Params, Sc};
 
 /// What `--help` prints (the top of this file says more).
@@ -82,11 +96,13 @@ Standalone run (its own redis-server through the test kit, or 127.0.0.1:P with -
       [--only SECTIONS] [--skip SECTIONS] [--raw FILE.jsonl] [--php auto|on|off]
       [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
   SECTIONS: comma-separated u1, u8, c8, h2, sentinel (or one part of it: sentinel-u1,
-  sentinel-c8, sentinel-failover), scale, kinds (read/write lock and semaphore), php.
+  sentinel-c8, sentinel-failover), cluster (cluster-u1, cluster-c8), redlock (redlock-u1,
+  redlock-c8), scale, kinds (read/write lock and semaphore), php.
 
 One scenario under the peers harness's contract (appends one JSON record to FILE):
   locks [--impl redislock|floor|handoff-floor] [--auto-renew on|off] --scenario u1|u8|c8|h2
-      --n N --target T --cap C --out FILE --port P
+      --n N --target T --cap C --out FILE (--port P | --ports P1,P2,P3)
+  (--ports: redislock over redlock://, floor = the Redlock floor)
 ";
 
 fn usage(msg: &str) -> ! {
@@ -143,6 +159,7 @@ fn main() {
         (None, None, "redislock".to_owned(), false);
     let mut target_given = None;
     let mut scale_child = None;
+    let mut ports: Option<Vec<u16>> = None;
     let mut it = args.into_iter();
     while let Some(flag) = it.next() {
         let mut val = || {
@@ -160,6 +177,14 @@ fn main() {
             "--cap" => o.cap = Duration::from_secs_f64(num("--cap", &val())),
             "--out" => out = Some(PathBuf::from(val())),
             "--port" => o.port = Some(num("--port", &val())),
+            "--ports" => {
+                ports = Some(
+                    val()
+                        .split(',')
+                        .map(|p| num::<u16>("--ports", p))
+                        .collect::<Vec<_>>(),
+                )
+            }
             "--impl" => imp = val(),
             "--auto-renew" => auto_renew = on_off(&val()),
             "--rounds" => o.rounds = num::<usize>("--rounds", &val()).max(1),
@@ -212,16 +237,19 @@ fn main() {
         return;
     }
     if let Some(sc) = scenario {
-        let port = o.port.unwrap_or_else(|| {
-            std::env::var("PEERBENCH_PORT")
-                .ok()
-                .and_then(|p| p.parse().ok())
-                .unwrap_or_else(|| usage("--port is required"))
-        });
+        let ports = match ports {
+            Some(ports) => ports,
+            None => vec![o.port.unwrap_or_else(|| {
+                std::env::var("PEERBENCH_PORT")
+                    .ok()
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or_else(|| usage("--port (or --ports) is required"))
+            })],
+        };
         let out = out.unwrap_or_else(|| usage("--out FILE is required with --scenario"));
         let target = target_given.unwrap_or(if sc == Sc::H2 { o.htarget } else { o.target });
         contract(
-            port,
+            &ports,
             &Params {
                 sc,
                 n: o.n,
@@ -241,13 +269,25 @@ fn main() {
 }
 
 /// One scenario under the peers contract: append the record to `out`, one status line to stdout.
-fn contract(port: u16, p: &Params, imp: &str, auto_renew: bool, out: &PathBuf) {
-    let url = format!("redis://127.0.0.1:{port}/");
+/// Several `ports`: the lock over that many independent masters (`redlock://`, or the Redlock
+/// floor), the counter on the first, the statistics of all.
+fn contract(ports: &[u16], p: &Params, imp: &str, auto_renew: bool, out: &PathBuf) {
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|port| format!("redis://127.0.0.1:{port}/"))
+        .collect();
+    let (url, others) = (&urls[0], &urls[1..]);
     let rec = match imp {
         "redislock" => {
-            let client = lockers::redislock_client(&url, auto_renew);
+            let lock_url = if ports.len() > 1 {
+                let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+                format!("redlock://{}", addrs.join(","))
+            } else {
+                url.clone()
+            };
+            let client = lockers::redislock_client(&lock_url, auto_renew);
             let tag = format!("redislock-{}", if auto_renew { "on" } else { "off" });
-            scenario::run(&url, &tag, p, |_| Redislock {
+            scenario::run_on(url, others, &tag, p, |_| Redislock {
                 client: client.clone(),
                 auto_renew,
             })
@@ -258,14 +298,24 @@ fn contract(port: u16, p: &Params, imp: &str, auto_renew: bool, out: &PathBuf) {
                 &lockers::variant(auto_renew),
             )
         }
-        "floor" => scenario::run(&url, "floor", p, |w| Floor::new(&url, w)).record(
+        "floor" if ports.len() > 1 => scenario::run_on(url, others, "redlock-floor", p, |w| {
+            RedlockFloor::new(&urls, w)
+        })
+        .record(
+            p,
+            "redlock-floor",
+            &format!("redis-rs {} (redlock floor)", sys::redis_rs_version()),
+            "SET NX PX on every master at once, majority; EVALSHA compare-and-delete on all",
+        ),
+        _ if ports.len() > 1 => usage("--ports: only --impl redislock or floor"),
+        "floor" => scenario::run(url, "floor", p, |w| Floor::new(url, w)).record(
             p,
             "floor",
             &format!("redis-rs {} (floor)", sys::redis_rs_version()),
             "SET NX PX + EVALSHA compare-and-delete",
         ),
-        "handoff-floor" => scenario::run(&url, "handoff-floor", p, |w| {
-            lockers::HandoffFloor::new(&url, w)
+        "handoff-floor" => scenario::run(url, "handoff-floor", p, |w| {
+            lockers::HandoffFloor::new(url, w)
         })
         .record(
             p,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One benchmark sitting for redislock:
 #
-#   scripts/bench.sh [--peers] [--fpm] [--quick] [--out DIR] [--plot FILE] [--peers-args "ARGS"]
+#   scripts/bench.sh [--peers] [--redlock-peers] [--fpm] [--quick] [--out DIR] [--plot FILE] [--peers-args "ARGS"]
 #                    [--fpm-args "ARGS"] [-- ARGS for the standalone program]
 #
 #   1. builds, with the release profile, the benchmark program (benches/locks.rs) and
@@ -19,6 +19,12 @@
 #        redislock_php         = php benches/php/bench_redislock.php (PHP package over FFI)
 #      results and report in OUT/peers/ (report.md); the full run takes about 10 minutes,
 #      --quick about 3 (plus its waits for a quiet machine);
+#   3b. with --redlock-peers: the peers harness in Redlock mode, `run.sh --masters 3` (three
+#      independent masters; the peers that take several: redlock-rs, pottery, node-redlock,
+#      Symfony's CombinedStore, and the Redlock floor) with the bench binary given --ports:
+#        redislock_rust        = --auto-renew off   (redlock:// over the three masters)
+#        redislock_rust-renew  = --auto-renew on
+#      results and report in OUT/peers-redlock/ (report.md); about 2 minutes with --quick;
 #   4. regenerates the handoff plot, docs/handoff.png by default (--plot FILE), from the h2 records
 #      of OUT/standalone.jsonl and OUT/peers/;
 #   5. with --fpm: PHP-FPM under nginx, `scripts/fpm.sh bench` (8 workers, wrk at concurrency 32;
@@ -41,6 +47,7 @@ cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 
 PEERS=0
+REDLOCK_PEERS=0
 FPM=0
 FPM_ARGS=
 QUICK=0
@@ -50,6 +57,7 @@ PEERS_ARGS=
 while [ $# -gt 0 ]; do
   case "$1" in
     --peers) PEERS=1 ;;
+    --redlock-peers) REDLOCK_PEERS=1 ;;
     --quick) QUICK=1 ;;
     --out) OUT=$2; shift ;;
     --plot) PLOT=$2; shift ;;
@@ -129,6 +137,32 @@ if [ "$PEERS" = 1 ]; then
     | tee "$OUT/peers.log" || rc=$?
 fi
 
+# ---- 3b. peers harness, Redlock mode
+if [ "$REDLOCK_PEERS" = 1 ]; then
+  PEERS_DIR=$(cd "$ROOT/../shared/bench/peers" && pwd)
+  bash "$PEERS_DIR/setup.sh"
+  if [ -z "${PEERBENCH_PORT:-}" ]; then
+    # Three consecutive free ports.
+    PEERBENCH_PORT=$(python3 -c 'import socket
+for base in range(20000, 60000, 7):
+    socks = []
+    try:
+        for p in range(base, base + 3):
+            s = socket.socket(); s.bind(("127.0.0.1", p)); socks.append(s)
+        print(base); break
+    except OSError:
+        pass
+    finally:
+        for s in socks: s.close()')
+  fi
+  export PEERBENCH_PORT
+  # shellcheck disable=SC2086 # PEERS_ARGS is a list of options on purpose
+  bash "$PEERS_DIR/run.sh" --masters 3 --out "$OUT/peers-redlock" "${PEER_SIZES[@]}" \
+    --extra "redislock_rust=$BIN --auto-renew off" \
+    --extra "redislock_rust-renew=$BIN --auto-renew on" $PEERS_ARGS \
+    | tee "$OUT/peers-redlock.log" || rc=$?
+fi
+
 # ---- 4. plot
 INPUTS=()
 # (a run without h2, e.g. `-- --only sentinel`, has nothing to plot from the standalone program)
@@ -150,6 +184,7 @@ fi
 
 REPORTS="$OUT/standalone.md"
 [ "$PEERS" = 1 ] && REPORTS+=", $OUT/peers/report.md"
+[ "$REDLOCK_PEERS" = 1 ] && REPORTS+=", $OUT/peers-redlock/report.md"
 [ "$FPM" = 1 ] && REPORTS+=", $OUT/fpm.md"
 echo "bench.sh: done (status $rc): $REPORTS; plot $PLOT"
 exit "$rc"

@@ -53,7 +53,7 @@ if cur == ARGV[1] then
   if ARGV[3] == '1' then f = tonumber(redis.call('GET', KEYS[2]) or '0') end
   return {1, f}
 end
-if cur then return {0, redis.call('PTTL', KEYS[1])} end
+if cur then return {0, redis.call('PTTL', KEYS[1]), cur} end
 local f = 0
 if ARGV[3] == '1' then f = redis.call('INCR', KEYS[2]) end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -783,8 +783,9 @@ return 1",
 /// ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long the mark must live at least, in ms ("0":
 /// leave it alone).
 /// Returns {1, 0} when this master holds the lock for us now (set here, or it held our token
-/// already: the lease is reset), or {0, pttl} when another owner holds it here (pttl -1: the
-/// key has no expiry).
+/// already: the lease is reset), or {0, pttl, token} when another owner holds it here (pttl -1:
+/// the key has no expiry; token: that owner's, so that a waiter can tell a holder that a
+/// majority names from attempts that split the masters).
 pub(crate) static QUORUM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local ttl = tonumber(ARGV[3])
@@ -796,7 +797,7 @@ if cur == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, 0}
 end
-if cur then return {0, redis.call('PTTL', KEYS[1])} end
+if cur then return {0, redis.call('PTTL', KEYS[1]), cur} end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, 0}",
     )

@@ -490,6 +490,56 @@ fn waiters_are_woken_by_a_release_on_another_client() {
     }
 }
 
+#[test]
+fn a_waiter_retries_soon_when_the_masters_are_split() {
+    let masters = RedlockMasters::start(3);
+    let m = masters.masters();
+    // Re-checks far apart: a waiter that blocked until the next one would miss the bound below.
+    let c = Client::builder(&masters.url())
+        .recheck_interval(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let name = unique_name("split");
+    // Two other attempts split the masters (one key each, the third master free): nobody holds
+    // a majority, and when they give up they clear their keys without waking anyone.
+    for (server, token) in [(&m[0], "attempt-a"), (&m[1], "attempt-b")] {
+        let () = redis::cmd("SET")
+            .arg(&name)
+            .arg(token)
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let waiter = {
+        let (c, name) = (c.clone(), name.clone());
+        thread::spawn(move || c.acquire(&name, Duration::from_secs(30)))
+    };
+    // The waiter has tried (its mark is there) and keeps retrying while the split lasts.
+    let wanted = format!("{{{name}}}:wanted");
+    assert!(eventually(MARGIN, || exists(&mut m[2].conn(), &wanted)));
+    thread::sleep(Duration::from_millis(300));
+    assert!(!waiter.is_finished());
+    assert!(
+        !exists(&mut m[2].conn(), &name),
+        "the partial grant was left"
+    );
+    let cleared = Instant::now();
+    for server in &m[..2] {
+        let _: i64 = redis::cmd("DEL")
+            .arg(&name)
+            .query(&mut server.conn())
+            .unwrap();
+    }
+    let got = waiter.join().unwrap().expect("the waiter got no lock");
+    let took = cleared.elapsed();
+    println!("a waiter took a split lock {took:?} after the keys were cleared");
+    // Its back-off is at most 512 ms (it doubles while the split lasts); its re-check 120 s.
+    assert!(took < MARGIN, "{took:?}");
+    assert_eq!(holding(&masters, &got, &name), 3);
+    got.release().unwrap();
+}
+
 /// Whether a client of `server` is blocked in BLPOP now.
 fn blocked_in_blpop(server: &RedisServer) -> bool {
     let list: String = redis::cmd("CLIENT")

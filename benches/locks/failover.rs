@@ -15,9 +15,10 @@ use redislock_testkit::{RedisServer, SentinelGroup};
 
 use crate::json::J;
 use crate::report::{Load, Report, Targets, f1};
-use crate::sentinel::{client, start_group};
+use crate::sentinel::start_group;
 use crate::server::Server;
 use crate::standalone::Opts;
+use crate::topology::client;
 
 /// How long a failover trial waits for the promotion and the first acquire after the kill.
 const FAILOVER_LIMIT: Duration = Duration::from_secs(30);
@@ -78,7 +79,7 @@ struct Attempt {
 
 /// One failover trial on `group`; see the module's doc.
 fn failover(group: &SentinelGroup, trial: usize) -> Trial {
-    let client = client(&group.url(), 0);
+    let client = client(&group.url(), 0, false);
     let old = group.master();
     let old_port = old.port();
     let stop = AtomicBool::new(false);

@@ -68,6 +68,98 @@ impl Locker for Floor {
     }
 }
 
+/// The Redlock floor (the peers' `rust_redlock-floor`): the least a quorum lock over K
+/// independent masters can do, with redis-rs and no library. One connection per master;
+/// acquire writes `SET key token NX PX 10000` to all K, then reads the K replies (all in flight
+/// at once); it holds the lock when a majority said OK within the lease less the time taken and
+/// a 1 % drift allowance, else it compare-and-deletes where it got OK, sleeps 1 ms and retries.
+/// Release writes the compare-and-delete (EVALSHA) to all K, then reads the K replies.
+pub struct RedlockFloor {
+    cons: Vec<redis::Connection>,
+    sha: String,
+    rng: Rng,
+}
+
+impl RedlockFloor {
+    /// `urls`: one `redis://` URL per master.
+    pub fn new(urls: &[String], wid: usize) -> RedlockFloor {
+        let mut sha = String::new();
+        let cons = urls
+            .iter()
+            .map(|url| {
+                let mut con = connect(url);
+                sha = redis::cmd("SCRIPT")
+                    .arg("LOAD")
+                    .arg(COMPARE_AND_DELETE)
+                    .query(&mut con)
+                    .expect("SCRIPT LOAD");
+                con
+            })
+            .collect();
+        RedlockFloor {
+            cons,
+            sha,
+            rng: Rng::new(wid as u64 + 7),
+        }
+    }
+
+    /// Sends `cmd` to the masters `to` says, then reads their replies: whether each said OK.
+    fn all(&mut self, cmd: &redis::Cmd, to: &[bool]) -> Vec<bool> {
+        let packed = cmd.get_packed_command();
+        for (con, _) in self.cons.iter_mut().zip(to).filter(|(_, t)| **t) {
+            con.send_packed_command(&packed)
+                .expect("redlock floor send");
+        }
+        self.cons
+            .iter_mut()
+            .zip(to)
+            .map(|(con, t)| {
+                *t && matches!(
+                    con.recv_response().expect("redlock floor reply"),
+                    redis::Value::Okay | redis::Value::Int(1)
+                )
+            })
+            .collect()
+    }
+
+    fn delete(&mut self, key: &str, token: &str, on: &[bool]) {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(&self.sha).arg(1).arg(key).arg(token);
+        self.all(&cmd, on);
+    }
+}
+
+impl Locker for RedlockFloor {
+    type Guard = (String, String);
+    fn acquire(&mut self, key: &str) -> (String, String) {
+        let token = format!("{:016x}{:016x}", self.rng.next(), self.rng.next());
+        let every = vec![true; self.cons.len()];
+        let quorum = self.cons.len() / 2 + 1;
+        let mut set = redis::cmd("SET");
+        set.arg(key)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(LEASE.as_millis() as u64);
+        loop {
+            let t = Instant::now();
+            let granted = self.all(&set, &every);
+            let n = granted.iter().filter(|g| **g).count();
+            if n >= quorum && t.elapsed() < LEASE - LEASE / 100 {
+                return (key.to_owned(), token);
+            }
+            if n > 0 {
+                self.delete(key, &token, &granted);
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    fn release(&mut self, (key, token): (String, String)) {
+        let every = vec![true; self.cons.len()];
+        self.delete(&key, &token, &every);
+    }
+}
+
 /// The floor of a waking handoff (c8, h2): the least a queue + BLPOP lock can do, with redis-rs
 /// on one connection and no library. Acquire is one script, "SET NX PX, else queue my token";
 /// a queued waiter blocks in BLPOP on its own signal list. Release is one script that gives the

@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::json::{J, ints};
-use crate::sys::{Rng, commandstats, connect, info, info_field};
+use crate::sys::{Rng, commandstats, connect, info, info_field, merge_commandstats};
 
 /// The lease every implementation uses in the scenarios (README: 10 s everywhere).
 pub const LEASE: Duration = Duration::from_secs(10);
@@ -87,7 +87,10 @@ pub struct Outcome {
     /// `[t_req, t_acq, t_rel, t_end, worker]`, ns since start.
     pub records: Vec<[u64; 5]>,
     pub final_counter: i64,
+    /// Summed over the servers.
     pub commandstats: J,
+    /// One per server when there were several (Redlock masters), else empty.
+    pub commandstats_per_server: Vec<J>,
     pub total_connections: i64,
 }
 
@@ -106,6 +109,12 @@ impl Outcome {
             .set("capped", self.capped)
             .set("commandstats", self.commandstats.clone())
             .set("total_connections_received", self.total_connections);
+        if !self.commandstats_per_server.is_empty() {
+            r.set(
+                "commandstats_per_master",
+                J::Arr(self.commandstats_per_server.clone()),
+            );
+        }
         if p.sc == Sc::U1 {
             r.set("cycle_ns", ints(&self.cycle_ns));
         }
@@ -131,13 +140,26 @@ struct WorkerOut {
 
 /// Runs one scenario with one `Locker` per worker (made by `make(worker_id)` on the worker's
 /// thread). `tag` names the keys: `pb:u:rust:<tag>:<w>`, `pb:c:lock:rust:<tag>`, ...
+/// The counter and the server statistics are those of `url`.
 pub fn run<L, F>(url: &str, tag: &str, p: &Params, make: F) -> Outcome
+where
+    L: Locker,
+    F: Fn(usize) -> L + Sync,
+{
+    run_on(url, &[], tag, p, make)
+}
+
+/// [`run`] with the locks over several servers (Redlock masters): the counter lives on `url`
+/// (the first master), and the statistics are summed over `url` and `others` (the record keeps
+/// each server's `commandstats` too, in that order).
+pub fn run_on<L, F>(url: &str, others: &[String], tag: &str, p: &Params, make: F) -> Outcome
 where
     L: Locker,
     F: Fn(usize) -> L + Sync,
 {
     let nw = p.sc.workers();
     let mut admin = connect(url);
+    let mut other_admins: Vec<redis::Connection> = others.iter().map(|u| connect(u)).collect();
     let lkey = format!("pb:c:lock:rust:{tag}");
     let ckey = format!("pb:c:counter:rust:{tag}");
     if p.sc.contended() {
@@ -187,10 +209,9 @@ where
             thread::sleep(Duration::from_millis(2));
         }
         thread::sleep(Duration::from_millis(20));
-        let _: () = redis::cmd("CONFIG")
-            .arg("RESETSTAT")
-            .query(&mut admin)
-            .unwrap();
+        for con in std::iter::once(&mut admin).chain(&mut other_admins) {
+            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(con).unwrap();
+        }
         start.set(Instant::now()).unwrap();
         barrier.wait();
         handles
@@ -200,16 +221,27 @@ where
     });
     let t0 = *start.get().unwrap();
     let wall_ns = results.iter().map(|r| r.end - t0).max().unwrap().as_nanos() as u64;
-    let cs = commandstats(&info(&mut admin, "commandstats"));
-    let stats = info(&mut admin, "stats");
+    let (mut cs, mut total_connections) = (J::obj(), 0);
+    let mut per_server = Vec::new();
+    for con in std::iter::once(&mut admin).chain(&mut other_admins) {
+        let one = commandstats(&info(con, "commandstats"));
+        cs = merge_commandstats(&cs, &one);
+        per_server.push(one);
+        total_connections += info_field(&info(con, "stats"), "total_connections_received")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0);
+    }
     let mut out = Outcome {
         cycles: results.iter().map(|r| r.count).sum(),
         wall_ns,
         capped: wall_ns as u128 > p.cap.as_nanos(),
         commandstats: cs,
-        total_connections: info_field(&stats, "total_connections_received")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0),
+        commandstats_per_server: if others.is_empty() {
+            Vec::new()
+        } else {
+            per_server
+        },
+        total_connections,
         ..Outcome::default()
     };
     if p.sc.contended() {

@@ -9,140 +9,27 @@
 //!   cycle with the two-round-trip floor, for the ratios.
 //! - Failover trials (`failover.rs`).
 
-use std::panic::catch_unwind;
-
-use redislock::Client;
 use redislock_testkit::{RedisServer, SentinelGroup};
 
 use crate::failover;
 use crate::json::J;
-use crate::lockers::{self, Floor, HandoffFloor, Redislock, per_cycle, timed};
 use crate::metrics;
-use crate::report::{
-    CONTENDED_HEADERS, Load, RedisCpu, Report, Targets, contended_row, contended_summary, f1, f2,
-};
-use crate::scenario::{self, LEASE, Params, Sc};
+use crate::report::{Load, Report, Targets, f1, f2};
+use crate::scenario::{Params, Sc};
 use crate::server::Server;
 use crate::standalone::Opts;
 use crate::sys::{self, command_mix, server_calls};
-
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Floor,
-    HandoffFloor,
-    Redislock { min_replicas: u32 },
-}
-
-/// One configuration of the section's tables.
-struct Conf {
-    /// The table's label.
-    name: &'static str,
-    /// The record's `peer` and the keys' tag.
-    peer: &'static str,
-    kind: Kind,
-    /// The URL the library (or the floor) is given.
-    url: String,
-    /// The data node whose command statistics the record counts (a `redis://` URL).
-    admin: String,
-}
-
-impl Conf {
-    fn variant(&self) -> String {
-        match self.kind {
-            Kind::Floor => "SET NX PX + EVALSHA compare-and-delete".into(),
-            Kind::HandoffFloor => "queue + BLPOP, release hands over".into(),
-            Kind::Redislock { min_replicas: 0 } => lockers::variant(false),
-            Kind::Redislock { min_replicas } => {
-                format!("{} min_replicas={min_replicas}", lockers::variant(false))
-            }
-        }
-    }
-
-    fn client(&self) -> Client {
-        let Kind::Redislock { min_replicas } = self.kind else {
-            unreachable!("a floor has no client")
-        };
-        client(&self.url, min_replicas)
-    }
-
-    /// Runs one scenario and returns its record (README format).
-    fn run(&self, p: &Params) -> J {
-        let floor_version = |what: &str| format!("redis-rs {} ({what})", sys::redis_rs_version());
-        match self.kind {
-            Kind::Floor => scenario::run(&self.admin, self.peer, p, |w| Floor::new(&self.url, w))
-                .record(p, self.peer, &floor_version("floor"), &self.variant()),
-            Kind::HandoffFloor => scenario::run(&self.admin, self.peer, p, |w| {
-                HandoffFloor::new(&self.url, w)
-            })
-            .record(
-                p,
-                self.peer,
-                &floor_version("handoff floor"),
-                &self.variant(),
-            ),
-            Kind::Redislock { .. } => {
-                let client = self.client();
-                scenario::run(&self.admin, self.peer, p, |_| Redislock {
-                    client: client.clone(),
-                    auto_renew: false,
-                })
-                .record(p, self.peer, &sys::versions(), &self.variant())
-            }
-        }
-    }
-}
-
-/// A client with the scenarios' fixed lease, and `min_replicas` (its timeout: the library's
-/// default, 500 ms).
-pub fn client(url: &str, min_replicas: u32) -> Client {
-    Client::builder(url)
-        .lease(LEASE)
-        .auto_renew(false)
-        .min_replicas(min_replicas)
-        .build()
-        .expect("client")
-}
-
-/// The single server and every process of a group, for the sections' Redis CPU.
-struct Redises<'a> {
-    server: &'a Server,
-    group: &'a SentinelGroup,
-}
-
-impl RedisCpu for Redises<'_> {
-    fn redis_cpu_secs(&self) -> Option<f64> {
-        let group: f64 = self
-            .group
-            .nodes()
-            .iter()
-            .chain(self.group.sentinels())
-            .filter_map(|n| sys::cpu_secs(&n.pid().to_string()))
-            .sum();
-        Some(self.server.cpu_secs().unwrap_or(0.0) + group)
-    }
-}
+use crate::topology::{self, Conf, Kind, NONE, ONE, Procs, conf};
 
 /// Starts a group; None (with the reason printed) when it does not form.
 pub fn start_group() -> Option<SentinelGroup> {
-    match catch_unwind(SentinelGroup::start) {
-        Ok(g) => Some(g),
-        Err(e) => {
-            let why = e
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            println!("\n### Sentinel\n\nskipped: the Sentinel group did not start: {why}");
-            None
-        }
-    }
+    topology::start("Sentinel", SentinelGroup::start)
 }
 
 /// Whether a part of the section runs: `--only sentinel` runs all three, `--only sentinel-u1`
 /// (`sentinel-c8`, `sentinel-failover`) one; `--skip` takes the same names.
 pub fn wants(o: &Opts, part: &str) -> bool {
-    let named = |list: &[String]| list.iter().any(|s| s == "sentinel" || s == part);
-    (o.only.is_empty() || named(&o.only)) && !named(&o.skip)
+    topology::wants(o, "sentinel", part)
 }
 
 /// The URLs the configurations are given.
@@ -154,19 +41,6 @@ struct Urls {
     /// The group's `redis-sentinel://` URL.
     sentinel: String,
 }
-
-fn conf(name: &'static str, peer: &'static str, kind: Kind, url: &str, admin: &str) -> Conf {
-    Conf {
-        name,
-        peer,
-        kind,
-        url: url.to_owned(),
-        admin: admin.to_owned(),
-    }
-}
-
-const NONE: Kind = Kind::Redislock { min_replicas: 0 };
-const ONE: Kind = Kind::Redislock { min_replicas: 1 };
 
 /// The whole section. `rtt_us` is the single server's (NaN when no section measured it yet).
 pub fn sections(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Targets, rtt_us: f64) {
@@ -192,34 +66,21 @@ pub fn sections(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Targe
                 addrs(group.sentinels()),
                 server.port,
             );
-            let redises = Redises {
+            let redises = Procs {
                 server,
-                group: &group,
+                pids: group
+                    .nodes()
+                    .iter()
+                    .chain(group.sentinels())
+                    .map(RedisServer::pid)
+                    .collect(),
             };
             let mut rtt_us = rtt_us;
             if wants(o, "sentinel-u1") {
                 u1(o, &urls, &redises, rep, targets, &mut rtt_us);
             }
             if wants(o, "sentinel-c8") {
-                if rtt_us.is_nan() {
-                    // No section measured the RTT the handoffs are counted in: a short floor.
-                    let floor = conf(
-                        "",
-                        "sentinel-floor",
-                        Kind::Floor,
-                        &urls.single,
-                        &urls.single,
-                    );
-                    let p = Params {
-                        sc: Sc::U1,
-                        n: 2000,
-                        target: 0,
-                        cap: o.cap,
-                    };
-                    let rec = floor.run(&p);
-                    rep.raw(&rec);
-                    rtt_us = metrics::cycle(&rec).p50_us / 2.0;
-                }
+                let rtt_us = topology::rtt(o, &urls.single, rep, rtt_us);
                 c8(o, &urls, &redises, rep, targets, rtt_us);
             }
         }
@@ -234,7 +95,7 @@ pub fn sections(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Targe
 fn u1(
     o: &Opts,
     urls: &Urls,
-    redises: &Redises,
+    redises: &Procs,
     rep: &mut Report,
     targets: &mut Targets,
     rtt_us: &mut f64,
@@ -357,63 +218,43 @@ fn u1(
         rep.summary("sentinel_u1", s);
     }
 
+    rep.section(
+        "Sentinel u1: one worker, acquire + release, fixed lease (separate rounds, order rotating)",
+        load.end(redises),
+        &[
+            "impl",
+            "variant",
+            "cycles",
+            "mean µs",
+            "p50 µs",
+            "p99 µs",
+            "max µs",
+            "p50 ratio to the floor on its node",
+            "p50 ratio to single server",
+            "server calls / cycle (on its data node)",
+        ],
+        &rows,
+    );
     // The same six interleaved cycle by cycle on one thread: the ratios of the targets.
     eprintln!(
         "  sentinel u1 per-cycle interleaved: {} cycles each ...",
         o.n
     );
-    let keys: Vec<String> = confs
-        .iter()
-        .map(|c| format!("pb:u:rust:mixed:{}", c.peer))
-        .collect();
-    let cycles: Vec<lockers::TimedCycle> = confs
-        .iter()
-        .zip(&keys)
-        .map(|(c, key)| match c.kind {
-            Kind::Floor => timed(key, Floor::new(&c.url, 0)),
-            Kind::HandoffFloor => timed(key, HandoffFloor::new(&c.url, 0)),
-            Kind::Redislock { .. } => timed(
-                key,
-                Redislock {
-                    client: c.client(),
-                    auto_renew: false,
-                },
-            ),
-        })
-        .collect();
-    let mut mixed = per_cycle(cycles, o.n);
-    for v in &mut mixed {
-        v.sort_unstable();
-    }
+    let mixed = topology::interleaved(&confs, o.n);
+    topology::interleaved_table(
+        rep,
+        "sentinel_u1_per_cycle",
+        "Sentinel u1 per-cycle interleaved: the six alternating cycle by cycle on one thread (the targets' ratios)",
+        (f64::NAN, f64::NAN, f64::NAN),
+        &confs,
+        &mixed,
+        |i| floor_of(&confs[i]),
+        SINGLE,
+    );
     let p50 = |i: usize| sys::pct_sorted(&mixed[i], 50.0) / 1e3;
     let p99 = |i: usize| sys::pct_sorted(&mixed[i], 99.0) / 1e3;
     if rtt_us.is_nan() {
         *rtt_us = p50(FLOOR) / 2.0;
-    }
-    let mut mixed_rows = Vec::new();
-    for (i, cf) in confs.iter().enumerate() {
-        let f = floor_of(cf);
-        mixed_rows.push(vec![
-            cf.name.into(),
-            mixed[i].len().to_string(),
-            f1(sys::mean(&mixed[i]) / 1e3),
-            f1(p50(i)),
-            f1(p99(i)),
-            f2(p50(i) / p50(f)),
-            f2(p50(i) / p50(SINGLE)),
-            f2(p99(i) / p99(SINGLE)),
-        ]);
-        let mut s = J::obj();
-        s.set("impl", cf.name)
-            .set("variant", cf.variant())
-            .set("cycles", mixed[i].len())
-            .set("mean_us", sys::mean(&mixed[i]) / 1e3)
-            .set("p50_us", p50(i))
-            .set("p99_us", p99(i))
-            .set("ratio_p50_to_floor_same_node", p50(i) / p50(f))
-            .set("ratio_p50_to_single", p50(i) / p50(SINGLE))
-            .set("ratio_p99_to_single", p99(i) / p99(SINGLE));
-        rep.summary("sentinel_u1_per_cycle", s);
     }
     let r = p50(SENTINEL_MIN1) / p50(SENTINEL);
     targets.add(
@@ -442,45 +283,13 @@ fn u1(
         ),
         None,
     );
-    rep.section(
-        "Sentinel u1: one worker, acquire + release, fixed lease (separate rounds, order rotating)",
-        load.end(redises),
-        &[
-            "impl",
-            "variant",
-            "cycles",
-            "mean µs",
-            "p50 µs",
-            "p99 µs",
-            "max µs",
-            "p50 ratio to the floor on its node",
-            "p50 ratio to single server",
-            "server calls / cycle (on its data node)",
-        ],
-        &rows,
-    );
-    rep.section(
-        "Sentinel u1 per-cycle interleaved: the six alternating cycle by cycle on one thread (the targets' ratios)",
-        (f64::NAN, f64::NAN, f64::NAN),
-        &[
-            "impl",
-            "cycles",
-            "mean µs",
-            "p50 µs",
-            "p99 µs",
-            "p50 ratio to the floor on its node",
-            "p50 ratio to single server",
-            "p99 ratio to single server",
-        ],
-        &mixed_rows,
-    );
 }
 
 /// c8 beside the handoff floor and redislock on the single server.
 fn c8(
     o: &Opts,
     urls: &Urls,
-    redises: &Redises,
+    redises: &Procs,
     rep: &mut Report,
     targets: &mut Targets,
     rtt_us: f64,
@@ -524,69 +333,23 @@ fn c8(
             master,
         ),
     ];
-    let p = Params {
-        sc: Sc::C8,
-        n: 0,
-        target: o.target,
-        cap: o.cap,
-    };
-    let mut rows = Vec::new();
-    let mut ms = Vec::new();
-    for cf in &confs {
-        eprintln!("  sentinel c8 {} ...", cf.name);
-        let rec = cf.run(&p);
-        rep.raw(&rec);
-        let m = metrics::contended(&rec);
-        let mut row = contended_row("rust", &cf.variant(), &m, rtt_us);
-        row[0] = cf.name.into();
-        rows.push(row);
-        rep.summary(
-            "sentinel_c8",
-            contended_summary("rust", cf.name, &cf.variant(), &m, rtt_us),
-        );
-        ms.push(m);
-    }
-    // Indices into `confs`: the single server, the Sentinel URL without and with
-    // min_replicas(1).
-    const SINGLE: usize = 1;
-    for (i, who) in [(3, "Sentinel"), (4, "Sentinel + min_replicas(1)")] {
-        let m = &ms[i];
-        targets.add(
-            &format!("sentinel c8 {who}: correct and fair"),
-            "final = increments, 0 overlaps, max/min ≤ 1.5, longest wait ≤ 20 ms",
-            format!(
-                "{} / {}, {} overlaps, {:.2}, {:.1} ms",
-                m.final_counter,
-                m.incs,
-                m.overlaps,
-                m.fairness(),
-                m.wait_max_us / 1e3
-            ),
-            Some(
-                m.lost == 0 && m.overlaps == 0 && m.fairness() <= 1.5 && m.wait_max_us <= 20_000.0,
-            ),
-        );
-        targets.add(
-            &format!("sentinel c8 {who}: throughput"),
-            "(information: beside the single server)",
-            format!(
-                "{:.0} vs {:.0} incr/s = {:.2}×; handoff p50 {:.1} vs {:.1} µs",
-                m.rate,
-                ms[SINGLE].rate,
-                m.rate / ms[SINGLE].rate,
-                m.handoff_us(50.0),
-                ms[SINGLE].handoff_us(50.0)
-            ),
-            None,
-        );
-    }
-    rep.section(
+    let ms = topology::c8(
+        o,
+        rep,
+        "sentinel_c8",
         &format!(
             "Sentinel c8: eight workers, one key, GET/SET counter to {} (fixed lease; the counter lives on the lock's server)",
             o.target
         ),
-        load.end(redises),
-        &CONTENDED_HEADERS,
-        &rows,
+        &load,
+        redises,
+        &confs,
+        rtt_us,
     );
+    // Indices into `confs`: the single server, the Sentinel URL without and with
+    // min_replicas(1).
+    const SINGLE: usize = 1;
+    for (i, who) in [(3, "Sentinel"), (4, "Sentinel + min_replicas(1)")] {
+        topology::c8_targets(targets, &format!("sentinel c8 {who}"), &ms[i], &ms[SINGLE]);
+    }
 }

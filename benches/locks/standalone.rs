@@ -21,6 +21,7 @@ use crate::scenario::{self, Params, Sc};
 use crate::sentinel;
 use crate::server::Server;
 use crate::sys::{self, command_mix, server_calls};
+use crate::{cluster, redlock};
 
 pub struct Opts {
     pub port: Option<u16>,
@@ -426,6 +427,10 @@ pub fn run(o: &Opts) {
 
     // ---------------------------------------------------------------- Sentinel
     sentinel::sections(o, &server, &mut rep, &mut targets, rtt_us);
+
+    // ---------------------------------------------------------------- Cluster and Redlock
+    cluster::section(o, &server, &mut rep, &mut targets, rtt_us);
+    redlock::section(o, &server, &mut rep, &mut targets, rtt_us);
 
     // ---------------------------------------------------------------- renewal scale
     if o.wants("scale") {

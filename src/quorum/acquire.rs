@@ -38,8 +38,8 @@ pub(crate) fn acquire(
 enum Vote {
     Granted,
     /// Another owner holds the key there; its remaining lifetime in ms (-1: no expiry, -2:
-    /// not known).
-    Refused(i64),
+    /// not known), and its token when the master said it.
+    Refused(i64, Option<Vec<u8>>),
     Failed(Error),
 }
 
@@ -55,6 +55,8 @@ pub(crate) struct Tally {
     granted: usize,
     /// Masters where another owner holds the key, with its remaining lifetime in ms.
     refused: Vec<(usize, i64)>,
+    /// The other owners' tokens the refusing masters named (a waiter's attempt asks for them).
+    holders: Vec<Vec<u8>>,
     failed: Vec<(usize, Error)>,
     /// Granted by a majority, but only after the lock's validity had run out (the time taken).
     late: Option<Duration>,
@@ -130,6 +132,7 @@ impl Masters {
             masters: n,
             granted: 0,
             refused: Vec::new(),
+            holders: Vec::new(),
             failed: Vec::new(),
             late: None,
             validity,
@@ -144,7 +147,10 @@ impl Masters {
                     tally.granted += 1;
                     maybe_set.push(i);
                 }
-                Vote::Refused(pttl) => tally.refused.push((i, pttl)),
+                Vote::Refused(pttl, holder) => {
+                    tally.refused.push((i, pttl));
+                    tally.holders.extend(holder);
+                }
                 Vote::Failed(e) => {
                     if matches!(a, Answer::Failed { sent: true, .. }) {
                         maybe_set.push(i);
@@ -175,6 +181,20 @@ impl Tally {
     /// Whether another owner holds the key on some master (so a release will come).
     pub(crate) fn held_somewhere(&self) -> bool {
         !self.refused.is_empty()
+    }
+
+    /// Whether the masters split between attempts: every refusing master named its owner, and
+    /// no owner holds a majority of the masters. Then no holder's release is coming (the
+    /// attempts that split them all failed and cleared their keys, without waking anyone).
+    pub(crate) fn split(&self) -> bool {
+        let q = self.masters / 2 + 1;
+        let most = self
+            .holders
+            .iter()
+            .map(|t| self.holders.iter().filter(|u| *u == t).count())
+            .max()
+            .unwrap_or(0);
+        self.held_somewhere() && self.holders.len() == self.refused.len() && most < q
     }
 
     /// The soonest a refusing master's key expires, if any key has an expiry.
@@ -243,11 +263,20 @@ fn vote(a: &Answer, server: &str) -> Vote {
         // SET NX: OK, or nil when the key exists.
         Some(Value::Okay) => Vote::Granted,
         Some(Value::SimpleString(s)) if s == "OK" => Vote::Granted,
-        Some(Value::Nil) => Vote::Refused(-2),
-        Some(v) => match reply_value::<(i64, i64)>(v) {
-            Ok((1, _)) => Vote::Granted,
-            Ok((_, pttl)) => Vote::Refused(pttl),
-            Err(e) => Vote::Failed(Error::from_redis(server, &e)),
+        Some(Value::Nil) => Vote::Refused(-2, None),
+        Some(v) => match reply_value::<Vec<Value>>(v).as_deref() {
+            Ok([Value::Int(1), ..]) => Vote::Granted,
+            Ok([Value::Int(0), Value::Int(pttl), holder @ ..]) => Vote::Refused(
+                *pttl,
+                match holder {
+                    [Value::BulkString(t)] => Some(t.clone()),
+                    _ => None,
+                },
+            ),
+            Ok(_) => Vote::Failed(Error::internal(format!(
+                "unexpected reply from {server} to an acquire: {v:?}"
+            ))),
+            Err(e) => Vote::Failed(Error::from_redis(server, e)),
         },
         None => Vote::Failed(Error::internal("no reply to an acquire")),
     }
@@ -261,10 +290,43 @@ mod tests {
     fn votes() {
         let vote = |v: Value| vote(&Answer::Replies(vec![v]), "h:1/0");
         assert!(matches!(vote(Value::Okay), Vote::Granted));
-        assert!(matches!(vote(Value::Nil), Vote::Refused(-2)));
-        let held = Value::Array(vec![Value::Int(0), Value::Int(700)]);
-        assert!(matches!(vote(held), Vote::Refused(700)));
+        assert!(matches!(vote(Value::Nil), Vote::Refused(-2, None)));
+        let held = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(700),
+            Value::BulkString(b"t1".to_vec()),
+        ]);
+        assert!(matches!(vote(held), Vote::Refused(700, Some(t)) if t == b"t1"));
         let mine = Value::Array(vec![Value::Int(1), Value::Int(0)]);
         assert!(matches!(vote(mine), Vote::Granted));
+        assert!(matches!(vote(Value::Int(3)), Vote::Failed(_)));
+    }
+
+    fn tally(refused: &[(usize, Option<&[u8]>)]) -> Tally {
+        Tally {
+            masters: 3,
+            granted: 0,
+            refused: refused.iter().map(|(i, _)| (*i, 1000)).collect(),
+            holders: refused
+                .iter()
+                .filter_map(|(_, t)| t.map(<[u8]>::to_vec))
+                .collect(),
+            failed: Vec::new(),
+            late: None,
+            validity: Duration::from_secs(1),
+            servers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn split_means_no_owner_holds_a_majority() {
+        // One owner on two of three masters: its release will come.
+        assert!(!tally(&[(0, Some(b"a")), (1, Some(b"a"))]).split());
+        // Two owners, one master each (the third granted to us, or down): nobody holds it.
+        assert!(tally(&[(0, Some(b"a")), (1, Some(b"b"))]).split());
+        assert!(tally(&[(0, Some(b"a"))]).split());
+        // A master that did not name its owner (a plain SET NX): not known.
+        assert!(!tally(&[(0, Some(b"a")), (1, None)]).split());
+        assert!(!tally(&[]).split());
     }
 }

@@ -17,6 +17,12 @@
 //! attempt, and then that holder's release wakes the next waiter. There is no cross-master
 //! first-come first-served order.
 //!
+//! Attempts at the same moment can split the masters so that none has a majority (three
+//! contenders, one master each): all fail and clear their keys, and no release will come. A
+//! waiter tells that apart from a holder, since the masters that refuse it name their owner's
+//! token: when no token is on a majority of the masters, it retries after a random back-off of
+//! up to 1 ms that doubles while the split lasts, rather than block.
+//!
 //! When nothing wakes it (the holder vanished, a foreign client deleted the key, or the home
 //! master is down), the waiter re-checks after a jittered interval (`recheck_interval`, never
 //! later than the soonest expiry of a key that refused it), as on one server.
@@ -41,6 +47,11 @@ use crate::waiting::{Jitter, hint};
 pub(crate) const MARK_GRACE: Duration = Duration::from_millis(500);
 /// How far past the wait bound a waiter keeps reading before it gives up on the home master.
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
+/// The longest first back-off after an attempt that found the masters split between attempts
+/// (the back-off is random, up to this, doubling while the split lasts)...
+const SPLIT_BACK_OFF: Duration = Duration::from_millis(1);
+/// ... up to 2^9 ms (never longer than the re-check interval).
+const SPLIT_DOUBLINGS: u32 = 10;
 /// While the home master is down, how often a sleeping waiter looks at its cancel flag.
 const CANCEL_LOOK: Duration = Duration::from_millis(50);
 
@@ -107,6 +118,8 @@ fn wait_loop(
     // on to another waiter if this one is cancelled instead.
     let mut woken = false;
     let mut first = true;
+    // Attempts in a row that found the masters split.
+    let mut splits = 0;
     loop {
         if cancel.is_some_and(Cancel::is_cancelled) {
             if woken {
@@ -146,6 +159,17 @@ fn wait_loop(
             return Err(timed_out(keys, Some(tally), started));
         }
         let left = deadline - now;
+        if tally.split() {
+            // The attempts split the masters and all failed: no release will wake anyone, so
+            // try again after a random back-off (the Redlock retry) that doubles while the
+            // split lasts (a key left behind by a failed clean-up expires with its lease).
+            splits = (splits + 1).min(SPLIT_DOUBLINGS);
+            let back_off = jitter.shorten(SPLIT_BACK_OFF * (1 << (splits - 1)), 1.0);
+            last = Some(tally);
+            sleep_unless_cancelled(back_off.min(planned).min(left), cancel);
+            continue;
+        }
+        splits = 0;
         let mut block = planned.min(left);
         if let Some(expiry) = tally.soonest_expiry() {
             block = block.min(expiry + Duration::from_millis(1));
