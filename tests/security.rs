@@ -1,6 +1,7 @@
-//! Security: passwords (`--requirepass`), a least-privilege ACL user, TLS (`rediss://`) with a
-//! private CA, and secrets (passwords, lock tokens) never appearing in `Debug` output or error
-//! messages. Only servers started here are used.
+//! Security: passwords (`--requirepass`), a least-privilege ACL user, TLS (`rediss://`, and
+//! `rediss-redlock://` over three masters) with a private CA, and secrets (passwords, lock
+//! tokens) never appearing in `Debug` output or error messages. Only servers started here are
+//! used.
 
 mod support;
 
@@ -442,11 +443,13 @@ impl Pki {
         );
     }
 
-    /// `<name>.key` and `<name>.crt`, signed by the CA, for the given subjectAltName.
+    /// `<name>.key` and `<name>.crt`, signed by the CA, for the given subjectAltName. Also for
+    /// client authentication: cluster nodes present it to each other on the cluster bus.
     fn server_cert(&self, name: &str, san: &str) {
         let ext = format!(
             "subjectAltName={san}\nbasicConstraints=CA:FALSE\n\
-             keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+             keyUsage=critical,digitalSignature,keyEncipherment\n\
+             extendedKeyUsage=serverAuth,clientAuth\n"
         );
         fs::write(self.path(&format!("{name}.ext")), ext).unwrap();
         self.openssl(&[
@@ -499,6 +502,11 @@ struct TlsServer {
 
 impl TlsServer {
     fn start(pki: &Pki, cert: &str) -> TlsServer {
+        TlsServer::start_with(pki, cert, &[])
+    }
+
+    /// With more `redis-server` arguments; `{port}` in them is the server's port.
+    fn start_with(pki: &Pki, cert: &str, extra: &[&str]) -> TlsServer {
         let bin =
             std::env::var_os(support::REDIS_SERVER_ENV).unwrap_or_else(|| "redis-server".into());
         for _ in 0..5 {
@@ -518,6 +526,7 @@ impl TlsServer {
                 .arg(pki.path(&format!("{cert}.key")))
                 .arg("--tls-ca-cert-file")
                 .arg(pki.path("ca.crt"))
+                .args(extra.iter().map(|a| a.replace("{port}", &port.to_string())))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
@@ -621,6 +630,117 @@ fn tls_with_a_private_ca_works_end_to_end() {
         assert!(waiter_fence > fence);
         println!("{host}: fences {fence} then {waiter_fence}");
     }
+}
+
+#[test]
+fn tls_redlock_over_three_masters_works_end_to_end() {
+    let pki = Pki::new();
+    let masters: Vec<TlsServer> = (0..3).map(|_| TlsServer::start(&pki, "good")).collect();
+    let addrs: Vec<String> = masters
+        .iter()
+        .map(|m| format!("localhost:{}", m.port))
+        .collect();
+    let url = format!("rediss-redlock://{}", addrs.join(","));
+    let client = Client::builder(&url)
+        .tls_root_cert_pem(pki.read("ca.crt"))
+        .build()
+        .unwrap();
+    let name = unique_name("tls-redlock");
+    let lock = client.try_acquire(&name).unwrap();
+    assert!(client.is_owned_by(&name, lock.owner_token()).unwrap());
+    // A waiter blocks on its home master over TLS and is woken by the release.
+    let waiter = {
+        let (client, name) = (client.clone(), name.clone());
+        thread::spawn(move || client.acquire(&name, Duration::from_secs(10)))
+    };
+    thread::sleep(Duration::from_millis(200));
+    lock.extend(Duration::from_secs(10)).unwrap();
+    lock.release().unwrap();
+    let next = waiter.join().unwrap().unwrap();
+    assert!(client.is_owned_by(&name, next.owner_token()).unwrap());
+    next.release().unwrap();
+    // Without the CA every master fails the handshake: the error names each of them.
+    let e = quick(&url).build().unwrap().try_acquire(&name).unwrap_err();
+    println!("rediss-redlock:// without the CA: {e}");
+    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
+    for a in &addrs {
+        assert!(e.to_string().contains(a.as_str()), "{e}");
+    }
+}
+
+#[test]
+fn tls_cluster_works_end_to_end() {
+    let pki = Pki::new();
+    let cluster_args = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes-{port}.conf",
+        "--cluster-node-timeout",
+        "2000",
+        "--tls-cluster",
+        "yes",
+        "--tls-replication",
+        "yes",
+    ];
+    let nodes: Vec<TlsServer> = (0..6)
+        .map(|_| TlsServer::start_with(&pki, "good", &cluster_args))
+        .collect();
+    let addrs: Vec<String> = nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let ca = pki.path("ca.crt");
+    // (`timeout`: redis-cli waits for the nodes to join for ever when their bus cannot connect.)
+    let out = Command::new("timeout")
+        .args(["60", "redis-cli", "--tls", "--cacert"])
+        .arg(&ca)
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "1", "--cluster-yes"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run timeout and redis-cli");
+    assert!(
+        out.status.success(),
+        "redis-cli --cluster create over TLS failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let client = Client::builder(&format!("rediss-cluster://{}", addrs[..2].join(",")))
+        .tls_root_cert_pem(pki.read("ca.crt"))
+        .build()
+        .unwrap();
+    // Until every node agrees on the slots, calls may meet CLUSTERDOWN.
+    let names: Vec<String> = (0..6).map(|i| unique_name(&format!("tls-cl{i}"))).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let locks = loop {
+        match names
+            .iter()
+            .map(|n| client.try_acquire(n))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(locks) => break locks,
+            Err(e) if Instant::now() < deadline => {
+                println!("cluster not ready yet: {e}");
+                thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("no lock over the TLS cluster: {e}"),
+        }
+    };
+    // A waiter blocks on the lock's master over TLS and is handed the lock by its release.
+    let waiter = {
+        let (client, name) = (client.clone(), names[0].clone());
+        thread::spawn(move || client.acquire(&name, Duration::from_secs(10)))
+    };
+    thread::sleep(Duration::from_millis(200));
+    for lock in locks {
+        lock.extend(Duration::from_secs(10)).unwrap();
+        lock.release().unwrap();
+    }
+    let next = waiter.join().unwrap().unwrap();
+    assert!(client.is_owned_by(&names[0], next.owner_token()).unwrap());
+    next.release().unwrap();
 }
 
 #[test]

@@ -48,15 +48,15 @@ impl Masters {
         let (mut released, mut not_ours, mut wanted) = (0, 0, false);
         let mut failed = Vec::new();
         for (i, a) in answers.into_iter().enumerate() {
-            match a.map(|a| reply::<(i64, i64)>(a, 0, self.server(i))) {
+            match a.map(|a| reply::<i64>(a, 0, self.server(i))) {
                 None => {}
-                Some(Ok((r, w))) => {
-                    if r == 1 {
+                Some(Ok(r)) => {
+                    if r & 1 == 1 {
                         released += 1;
                     } else {
                         not_ours += 1;
                     }
-                    wanted |= w == 1;
+                    wanted |= r & 2 == 2;
                 }
                 Some(Err(e)) => failed.push((i, e)),
             }
