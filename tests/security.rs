@@ -1,7 +1,7 @@
-//! Security: passwords (`--requirepass`), a least-privilege ACL user, TLS (`rediss://`, and
-//! `rediss-redlock://` over three masters) with a private CA, and secrets (passwords, lock
-//! tokens) never appearing in `Debug` output or error messages. Only servers started here are
-//! used.
+//! Security: passwords (`--requirepass`), a least-privilege ACL user, TLS (`rediss://`,
+//! `rediss-redlock://` over three masters and `rediss-cluster://` over a cluster whose bus is TLS
+//! too) with a private CA, and secrets (passwords, lock tokens) never appearing in `Debug` output
+//! or error messages. Only servers started here are used.
 
 mod support;
 
