@@ -32,6 +32,7 @@ const ALIVE: &[u8] = b":e:";
 /// Redlock waiting (`quorum/waiting.rs`): a marker that waiters exist, and the list they block on.
 const WANTED: &[u8] = b":wanted";
 const WAKE: &[u8] = b":wake";
+const TURN: &[u8] = b":turn";
 
 impl LockKeys {
     /// Checks the name and builds the keys.
@@ -132,6 +133,12 @@ impl LockKeys {
     /// With Redlock: the list waiters of the lock block on; a release pushes one element.
     pub(crate) fn wake(&self) -> Vec<u8> {
         self.companion(WAKE, b"")
+    }
+
+    /// With Redlock: exists (briefly) after a release that wakes a waiter, so that only the woken
+    /// waiter takes the lock then.
+    pub(crate) fn turn(&self) -> Vec<u8> {
+        self.companion(TURN, b"")
     }
 
     /// The name as shown in messages (made only when needed: it is not cheap).

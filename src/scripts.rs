@@ -774,18 +774,21 @@ return 1",
 // Redlock (`quorum/`): each script runs on one master of several. A lock is held where a
 // majority of masters hold its key with the owner's token; each master only ever sees its own
 // key. There is no queue: waiters mark the name as wanted on every master and block on one
-// master's wake list, and a release that finds the mark pushes one wake-up there (QUORUM_WAKE).
+// master's wake list, and a release that finds the mark pushes one wake-up there (QUORUM_WAKE)
+// and leaves the turn to the woken waiter for a moment: until it has tried, other waiters'
+// attempts are refused.
 
 /// QUORUM_ACQUIRE: a Redlock waiter's attempt on one master, also the retry of an attempt whose
 /// outcome on that master is unknown (a plain `SET NX PX` is the first attempt).
 ///
-/// KEYS[1] lock key, KEYS[2] the "waiters exist" mark.
+/// KEYS[1] lock key, KEYS[2] the "waiters exist" mark, KEYS[3] the woken waiter's turn.
 /// ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long the mark must live at least, in ms ("0":
-/// leave it alone).
+/// leave it alone), ARGV[4] "1" when a release woke this waiter (it takes its turn), else "0".
 /// Returns {1, 0} when this master holds the lock for us now (set here, or it held our token
 /// already: the lease is reset), or {0, pttl, token} when another owner holds it here (pttl -1:
 /// the key has no expiry; token: that owner's, so that a waiter can tell a holder that a
-/// majority names from attempts that split the masters).
+/// majority names from attempts that split the masters), or {0, pttl, ''} while the lock is
+/// free but the turn of a woken waiter (pttl: the turn's).
 pub(crate) static QUORUM_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local ttl = tonumber(ARGV[3])
@@ -798,6 +801,12 @@ if cur == ARGV[1] then
   return {1, 0}
 end
 if cur then return {0, redis.call('PTTL', KEYS[1]), cur} end
+if ARGV[4] == '1' then
+  redis.call('DEL', KEYS[3])
+else
+  local turn = redis.call('PTTL', KEYS[3])
+  if turn > 0 then return {0, turn, ''} end
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return {1, 0}",
     )
@@ -806,10 +815,12 @@ return {1, 0}",
 /// QUORUM_RELEASE: delete the key on one master if it holds our token; tell whether waiters
 /// marked the lock as wanted here (the releaser then wakes one, once every master is done).
 ///
-/// KEYS[1] lock key, KEYS[2] the "waiters exist" mark. ARGV[1] token.
+/// KEYS[1] lock key, KEYS[2] the "waiters exist" mark, KEYS[3] the woken waiter's turn.
+/// ARGV[1] token, ARGV[2] how long the turn lasts, in ms ("0": no turn, no waiter is woken).
 /// Returns released + 2 × wanted: released 1 when the key held our token (and is gone now), else
-/// 0; wanted 1 when the mark exists. (An integer: a Lua table reply costs the server about 1 µs
-/// more per call, on every master, on every release.)
+/// 0; wanted 1 when the mark exists (the releaser then wakes a waiter: the turn is set for it when
+/// the key was ours). (An integer: a Lua table reply costs the server about 1 µs more per call,
+/// on every master, on every release.)
 pub(crate) static QUORUM_RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local released = 0
@@ -817,7 +828,10 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   released = 1
 end
-if redis.call('PTTL', KEYS[2]) > 0 then return released + 2 end
+if redis.call('PTTL', KEYS[2]) > 0 then
+  if released == 1 and ARGV[2] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[2]) end
+  return released + 2
+end
 return released",
     )
 });

@@ -540,6 +540,48 @@ fn a_waiter_retries_soon_when_the_masters_are_split() {
     got.release().unwrap();
 }
 
+#[test]
+fn a_woken_waiter_has_its_turn_before_the_releasing_thread_asks_again() {
+    let masters = RedlockMasters::start(3);
+    // Re-checks far apart: only releases move the lock between the two threads.
+    let c = Client::builder(&masters.url())
+        .recheck_interval(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let name = unique_name("turn");
+    let rounds = 10;
+    let mut waiter_first = 0;
+    for _ in 0..rounds {
+        let lock = c.lock(&name).auto_renew(false).acquire(MARGIN).unwrap();
+        let waiter = {
+            let (c, name) = (c.clone(), name.clone());
+            thread::spawn(move || {
+                let got = c.acquire(&name, Duration::from_secs(30)).unwrap();
+                let at = Instant::now();
+                got.release().unwrap();
+                at
+            })
+        };
+        assert!(eventually(MARGIN, || masters
+            .masters()
+            .iter()
+            .any(blocked_in_blpop)));
+        lock.release().unwrap();
+        // At once, as a thread that wants the lock back would (the name is contended in this
+        // process, so this goes straight to the waiters' attempt).
+        let again = c.acquire(&name, Duration::from_secs(30)).unwrap();
+        let again_at = Instant::now();
+        again.release().unwrap();
+        if waiter.join().unwrap() < again_at {
+            waiter_first += 1;
+        }
+    }
+    println!("the woken waiter got the lock first in {waiter_first} of {rounds} rounds");
+    // Without turns the releasing thread wins nearly every round (it needs no wake-up); a woken
+    // waiter slower than its turn (50 ms, on a loaded machine) may lose one.
+    assert!(waiter_first >= rounds - 2, "{waiter_first} of {rounds}");
+}
+
 /// Whether a client of `server` is blocked in BLPOP now.
 fn blocked_in_blpop(server: &RedisServer) -> bool {
     let list: String = redis::cmd("CLIENT")

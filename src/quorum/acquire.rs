@@ -28,7 +28,7 @@ pub(crate) fn acquire(
     if fencing {
         return Err(no_fencing());
     }
-    match masters.attempt(keys, token, lease, None)? {
+    match masters.attempt(keys, token, lease, None, false)? {
         Attempt::Granted(grant) => Ok(Some(grant)),
         Attempt::Refused(tally) => Err(tally.error(&keys.shown(), None)),
     }
@@ -68,16 +68,21 @@ pub(crate) struct Tally {
 impl Masters {
     /// One acquire attempt on every master. `wanted`: a waiter's attempt, which also marks the
     /// lock as wanted on every master for that long (so that a release wakes a waiter) and
-    /// learns how long the refusing masters' keys live; otherwise the plain `SET NX PX`.
+    /// learns how long the refusing masters' keys live, and which a free lock refuses during a
+    /// woken waiter's turn unless `woken` (it is that waiter); otherwise the plain `SET NX PX`.
     pub(crate) fn attempt(
         &self,
         keys: &LockKeys,
         token: &Token,
         lease: Duration,
         wanted: Option<Duration>,
+        woken: bool,
     ) -> Result<Attempt, Error> {
         let ms = lease.as_millis() as u64;
-        let mark = keys.wanted();
+        let (mark, turn) = (keys.wanted(), keys.turn());
+        // A plain attempt (and its retry by script) takes a free lock whatever the turn, as a
+        // plain SET NX does.
+        let takes_turn = if woken || wanted.is_none() { "1" } else { "0" };
         let wanted_ms = wanted.map_or(0, |d| d.as_millis().max(1) as u64);
         let set = {
             let mut c = redis::cmd("SET");
@@ -100,12 +105,14 @@ impl Masters {
             }
             let mut c = redis::cmd("EVALSHA");
             c.arg(scripts::QUORUM_ACQUIRE.get_hash())
-                .arg(2)
+                .arg(3)
                 .arg(keys.lock())
                 .arg(&mark)
+                .arg(&turn)
                 .arg(token.as_str())
                 .arg(ms)
-                .arg(wanted_ms);
+                .arg(wanted_ms)
+                .arg(takes_turn);
             Request {
                 packed: c.get_packed_command(),
                 replies: 1,

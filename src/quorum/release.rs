@@ -29,14 +29,22 @@ impl Masters {
         targets: &[usize],
         wake_from: Option<&Backend>,
     ) -> Result<bool, Error> {
-        let mark = keys.wanted();
+        let (mark, turn) = (keys.wanted(), keys.turn());
+        // A failed attempt clearing its keys gives no turn: it wakes nobody.
+        let turn_ms = if wake_from.is_some() {
+            waiting::TURN.as_millis() as u64
+        } else {
+            0
+        };
         let packed = {
             let mut c = redis::cmd("EVALSHA");
             c.arg(scripts::QUORUM_RELEASE.get_hash())
-                .arg(2)
+                .arg(3)
                 .arg(keys.lock())
                 .arg(&mark)
-                .arg(token.as_str());
+                .arg(&turn)
+                .arg(token.as_str())
+                .arg(turn_ms);
             c.get_packed_command()
         };
         let build = |_: usize, _: bool| Request {

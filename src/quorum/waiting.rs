@@ -12,10 +12,13 @@
 //! failed is always woken by the release it waits for.
 //!
 //! One release wakes one waiter (the list holds at most one wake-up): the one blocked longest on
-//! the home master, as Redis serves blocked clients in order. That is not a queue: an acquire that
-//! arrives meanwhile, or the releasing thread itself, can take the lock before the woken waiter's
-//! attempt, and then that holder's release wakes the next waiter. There is no cross-master
-//! first-come first-served order.
+//! the home master, as Redis serves blocked clients in order. The release also leaves the lock to
+//! that waiter for a moment (its *turn*, [`TURN`], a key on every master): until the woken
+//! waiter has tried, other waiters' attempts find the lock refused, so the releasing thread
+//! coming back for the lock waits its turn instead of taking it again ahead of the waiters. That
+//! is still not a queue: a first attempt (a plain `SET NX PX`, made by an acquire of a name not
+//! found held lately in this process) ignores turns, a waiter that times out of its block
+//! re-blocks behind the others, and there is no cross-master first-come first-served order.
 //!
 //! Attempts at the same moment can split the masters so that none has a majority (three
 //! contenders, one master each): all fail and clear their keys, and no release will come. A
@@ -45,6 +48,10 @@ use crate::waiting::{Jitter, hint};
 /// How much longer than a waiter's next block the "waiters exist" mark lives (and an
 /// unclaimed wake-up stays): enough for the waiter to come back and refresh it.
 pub(crate) const MARK_GRACE: Duration = Duration::from_millis(500);
+/// How long a release leaves the lock to the waiter it wakes: other waiters' attempts are refused
+/// meanwhile (a woken waiter that does not come, cancelled or gone, holds the others up that
+/// long at most).
+pub(crate) const TURN: Duration = Duration::from_millis(50);
 /// How far past the wait bound a waiter keeps reading before it gives up on the home master.
 const DEADLINE_SLACK: Duration = Duration::from_millis(1);
 /// The longest first back-off after an attempt that found the masters split between attempts
@@ -135,7 +142,7 @@ fn wait_loop(
         let planned = left
             .min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter))
             .max(Duration::from_millis(1));
-        let attempt = m.attempt(keys, token, opts.lease, Some(planned + MARK_GRACE))?;
+        let attempt = m.attempt(keys, token, opts.lease, Some(planned + MARK_GRACE), woken)?;
         woken = false;
         let tally = match attempt {
             Attempt::Granted(grant) => {
