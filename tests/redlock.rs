@@ -42,6 +42,15 @@ fn tokens(masters: &RedlockMasters, name: &str) -> Vec<Option<String>> {
         .collect()
 }
 
+/// A client whose waiters re-check only every 120 s: within a test, only a release (or a
+/// waiter's own back-off) can get a waiter the lock.
+fn rechecks_far_apart(masters: &RedlockMasters) -> Client {
+    Client::builder(&masters.url())
+        .recheck_interval(Duration::from_secs(120))
+        .build()
+        .unwrap()
+}
+
 /// How many masters hold `lock`'s token.
 fn holding(masters: &RedlockMasters, lock: &Lock, name: &str) -> usize {
     tokens(masters, name)
@@ -455,11 +464,7 @@ fn redlock_urls_are_checked() {
 #[test]
 fn waiters_are_woken_by_a_release_on_another_client() {
     let masters = RedlockMasters::start(3);
-    // Re-checks far apart: only a release can wake the waiters in time.
-    let c = Client::builder(&masters.url())
-        .recheck_interval(Duration::from_secs(120))
-        .build()
-        .unwrap();
+    let c = rechecks_far_apart(&masters);
     let holder = Client::open(&masters.url()).unwrap();
     let name = unique_name("woken");
     let lock = holder.try_acquire(&name).unwrap();
@@ -494,11 +499,7 @@ fn waiters_are_woken_by_a_release_on_another_client() {
 fn a_waiter_retries_soon_when_the_masters_are_split() {
     let masters = RedlockMasters::start(3);
     let m = masters.masters();
-    // Re-checks far apart: a waiter that blocked until the next one would miss the bound below.
-    let c = Client::builder(&masters.url())
-        .recheck_interval(Duration::from_secs(120))
-        .build()
-        .unwrap();
+    let c = rechecks_far_apart(&masters);
     let name = unique_name("split");
     // Two other attempts split the masters (one key each, the third master free): nobody holds
     // a majority, and when they give up they clear their keys without waking anyone.
@@ -543,10 +544,7 @@ fn a_waiter_retries_soon_when_the_masters_are_split() {
 #[test]
 fn a_woken_waiter_has_its_turn_even_when_it_is_slow_to_take_it() {
     let masters = RedlockMasters::start(3);
-    let c = Client::builder(&masters.url())
-        .recheck_interval(Duration::from_secs(120))
-        .build()
-        .unwrap();
+    let c = rechecks_far_apart(&masters);
     let name = unique_name("turn");
     let lock = c.lock(&name).auto_renew(false).try_acquire().unwrap();
     // This process wants the lock too (its short wait runs out): the name counts as contended
@@ -651,10 +649,7 @@ fn a_waiter_whose_home_master_is_down_rechecks() {
 #[test]
 fn a_blocked_waiter_is_cancelled() {
     let masters = RedlockMasters::start(3);
-    let c = Client::builder(&masters.url())
-        .recheck_interval(Duration::from_secs(120))
-        .build()
-        .unwrap();
+    let c = rechecks_far_apart(&masters);
     let name = unique_name("cancelled");
     let lock = c.try_acquire(&name).unwrap();
     let cancel = Cancel::new();
