@@ -47,6 +47,12 @@
  *
  * Calling conventions (they hold for every function below):
  *
+ * - Names. Functions are redislock_<object>_<action>, the object being the handle they take
+ *   first (config, client, request, lock, cancel) or what they describe (result, last_error);
+ *   the few that act on the library or on a name rather than a handle are redislock_<action>
+ *   (version, set_log_callback, force_release, is_owned_by). Types are redislock_<object>,
+ *   constants REDISLOCK_<NAME>. A renamed function keeps its old name as an alias until 1.0,
+ *   and a result code or constant keeps its number for good.
  * - Results. Functions that can fail return a redislock_result: REDISLOCK_OK (0) or a code
  *   whose number never changes. redislock_result_message() gives the static text of a code and
  *   redislock_last_error_message() the detail of the calling thread's last failed call (which
@@ -302,7 +308,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The library version as a static NUL-terminated string, such as `"0.2.0"`. Never free it.
+ * The library version as a static NUL-terminated string, such as `"0.3.0"`. Never free it.
  */
 const char *redislock_version(void);
 

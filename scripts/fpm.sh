@@ -2,9 +2,11 @@
 # PHP-FPM under nginx: the deployment the PHP package is for, started and stopped here on
 # loopback ports, with the test app of tests/fpm/app ("decrement the stock if > 0, under a lock").
 #
-#   scripts/fpm.sh test  [options]   the checks tests/php_fpm.rs asserts on
-#   scripts/fpm.sh bench [options]   requests/s and latency per endpoint, one sitting
-#   scripts/fpm.sh serve [options]   start the stack, print its URL, wait for Ctrl-C
+#   scripts/fpm.sh test    [options]   the checks tests/php_fpm.rs asserts on
+#   scripts/fpm.sh bench   [options]   requests/s and latency per endpoint, one sitting
+#   scripts/fpm.sh killed  [options]   how long a request waits for a lock whose holder was killed
+#   scripts/fpm.sh preload [options]   php-fpm started without the library in reach: what it says
+#   scripts/fpm.sh serve   [options]   start the stack, print its URL, wait for Ctrl-C
 #
 # The stack, all in a temporary directory and on free 127.0.0.1 ports (never 6379), serving a
 # copy of tests/fpm/app, bindings/php and the PHP header made there (readable by every user):
@@ -13,11 +15,14 @@
 #     workers, opcache.enable=1, ffi.enable=preload, opcache.preload=bindings/php/preload.php.
 #     As root the master needs opcache.preload_user (nobody), and PHP then refuses FFI::load() in
 #     the preload script, so the library is bound by ffi.preload with a copy of
-#     include/redislock_php.h whose FFI_LIB names the built library (README, "PHP-FPM"); as a
-#     plain user preload.php loads it, with REDISLOCK_LIB in the master's environment;
+#     include/redislock_php.h whose FFI_LIB names the built library (bindings/php/README.md,
+#     "PHP-FPM"); as a plain user preload.php loads it, with REDISLOCK_LIB in the master's
+#     environment;
 #   nginx in the foreground, fastcgi_pass to the pool;
 #   wrk (tests/fpm/wrk.lua) for the load, --requests at --concurrency per run.
-# scripts/fpm/stack.sh starts the stack, scripts/fpm/runs.sh measures the runs (both sourced).
+# scripts/fpm/base.sh gets the library and makes the directory, scripts/fpm/stack.sh starts the
+# stack, scripts/fpm/runs.sh measures the runs, scripts/fpm/preload.sh is the preload mode (all
+# sourced).
 # Every process is killed when the script ends (trap; and PR_SET_PDEATHSIG through setpriv, so
 # they die with the script even if it is killed with SIGKILL).
 #
@@ -35,10 +40,30 @@
 #   without a lock (variant=nolock, --nolock-requests) to show the race is real; then die.php
 #   ends requests while they hold the stock's lock, by a fatal error, max_execution_time, an
 #   uncaught exception, exit() and the end of the script, through Redislock\Client and through
-#   the Symfony store (and, as the control, detaches one), each followed at once by a look at
-#   Redis and by one purchase on stock-client.php (2 s wait for the lock):
-#     die via=client how=fatal status=500 keys_left=0 next_status=200 next=sold
+#   the Symfony store (and, as the control, detaches one), and inside the callback of a Laravel
+#   lock (Cache::lock(name, 60)->get($callback), ->block(5, $callback), and Cache::lock(name)
+#   without seconds), by a fatal error, memory exhausted little by little, max_execution_time and
+#   exit() (and, as the control, a Laravel lock taken without a callback, which outlives its
+#   request); each followed at once by a look at Redis and by one purchase on stock-client.php
+#   (--next-wait-ms for the lock, default 2000):
+#     die via=client how=fatal status=500 keys_left=0 next_status=200 next=sold next_ms=12
 #   and last a line "threads ..." for the whole session and "fpm: done".
+# killed: the requests of the issue "a Laravel lock taken for a callback outlives a killed
+#   request", measured: for Cache::lock(name, --seconds)->get($callback), ->block(5, $callback)
+#   and Cache::lock(name)->block(5, $callback), the request killed inside the callback by
+#   max_execution_time and by memory exhausted; the purchase after each waits up to
+#   --next-wait-ms (default 60000) for the lock, and its next_ms is how long it waited. With
+#   --package DIR, the package of another revision (git archive REV bindings/php) is served, for
+#   a before/after comparison.
+# preload: php-fpm alone (no pool is ever asked), started as a plain user (nobody when run as
+#   root) with opcache.preload=preload.php and the library not where the dynamic loader finds it,
+#   one php-fpm per case: REDISLOCK_LIB only in the pool's env[] (case=pool-env; skipped when a
+#   libredislock.so is installed system-wide), in the master's environment too (case=master-env,
+#   the control: it starts), naming a file that does not exist (case=missing-file), and, as root,
+#   a root master with opcache.preload_user and no ffi.preload (case=preload-user). One line per
+#   case, then its log, each log line prefixed:
+#     preload case=pool-env started=0 status=70
+#     preload-log case=pool-env ... PHP Fatal error:  Uncaught Redislock\Exception\LibraryException: ...
 # bench: a warm-up of 2,000 requests per endpoint, then for each endpoint (no lock, phpredis,
 #   Client, Symfony + RedislockStore, Symfony + RedisStore), --rounds times in rotating order,
 #   --requests requests at --concurrency (stock large enough never to sell out); one "run" line
@@ -60,9 +85,14 @@
 #   --hold-requests N     test: requests to hold.php (default 64)
 #   --rounds R            bench: runs per endpoint (default 3)
 #   --cap SECONDS         longest wrk run (default 120)
+#   --next-wait-ms MS     test, killed: how long the purchase after a die.php request waits for
+#                         the lock (default 2000 for test, 60000 for killed)
+#   --seconds S           killed: the Laravel locks' lifetime (default 5)
+#   --package DIR         the PHP package to serve (default bindings/php of this checkout)
 #   --out DIR             keep configs, logs and results (JSON lines) in DIR
 # Environment: REDISLOCK_LIB (else the release library is built with cargo), CARGO_TARGET_DIR.
-# Needs php8.2-fpm, nginx, wrk, curl, redis-server, php with FFI and phpredis, Symfony Lock:
+# Needs php8.2-fpm, nginx, wrk, curl, redis-server, php with FFI and phpredis, Symfony Lock,
+# Laravel 8's cache, config and container components (preload: php8.2-fpm and php with FFI):
 # scripts/setup.sh installs them on Debian.
 # shellcheck source-path=SCRIPTDIR disable=SC2016 # (PHP code in single quotes)
 set -euo pipefail
@@ -72,9 +102,9 @@ export PATH="$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin"
 
 MODE=${1:-}
 case "$MODE" in
-  test|bench|serve) shift ;;
+  test|bench|serve|killed|preload) shift ;;
   -h|--help|'') sed -n '2,/^set -euo/p' "$0" | sed '/^# shellcheck/d; $d; s/^# \{0,1\}//'; exit 0 ;;
-  *) echo "fpm.sh: unknown mode $MODE (test, bench or serve; see --help)" >&2; exit 2 ;;
+  *) echo "fpm.sh: unknown mode $MODE (test, bench, killed, preload or serve; see --help)" >&2; exit 2 ;;
 esac
 
 REQUESTS=
@@ -88,6 +118,9 @@ HOLD_REQUESTS=64
 PEER_REQUESTS=3000
 ROUNDS=3
 CAP=120
+NEXT_WAIT_MS=
+SECONDS_LOCK=5
+PACKAGE="$ROOT/bindings/php"
 OUT=
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -102,6 +135,9 @@ while [ $# -gt 0 ]; do
     --peer-requests) PEER_REQUESTS=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --cap) CAP=$2; shift ;;
+    --next-wait-ms) NEXT_WAIT_MS=$2; shift ;;
+    --seconds) SECONDS_LOCK=$2; shift ;;
+    --package) PACKAGE=$(cd "$2" && pwd); shift ;;
     --out) OUT=$2; shift ;;
     *) echo "fpm.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -111,6 +147,10 @@ if [ -z "$REQUESTS" ]; then
   if [ "$MODE" = bench ]; then REQUESTS=10000; else REQUESTS=20000; fi
 fi
 STOCK=${STOCK:-$((REQUESTS * 3 / 4))}
+if [ -z "$NEXT_WAIT_MS" ]; then
+  if [ "$MODE" = killed ]; then NEXT_WAIT_MS=60000; else NEXT_WAIT_MS=2000; fi
+fi
+[ -f "$PACKAGE/preload.php" ] || { echo "fpm.sh: --package $PACKAGE has no preload.php" >&2; exit 2; }
 if [ -z "$VARIANTS" ]; then
   if [ "$MODE" = bench ]; then
     VARIANTS=nolock,phpredis,client,symfony-redislock,symfony-redis
@@ -135,6 +175,18 @@ endpoint() {
   esac
 }
 for v in "${VARIANT_LIST[@]}"; do endpoint "$v" >/dev/null; done
+
+FPM_STACK=1
+[ "$MODE" = preload ] && FPM_STACK=0
+# shellcheck source=fpm/base.sh
+source "$ROOT/scripts/fpm/base.sh"
+
+if [ "$MODE" = preload ]; then
+  # shellcheck source=fpm/preload.sh
+  source "$ROOT/scripts/fpm/preload.sh"
+  echo "fpm: done"
+  exit 0
+fi
 
 # shellcheck source=fpm/stack.sh
 source "$ROOT/scripts/fpm/stack.sh"
@@ -175,15 +227,16 @@ if [ "$MODE" = test ]; then
     # The control: a detached lock is left behind on purpose, and the purchase then times out.
     [ "$via" = client ] && hows+=(detach)
     for how in "${hows[@]}"; do
-      status=$(curl -s -o "$DIR/die-$via-$how.body" -w '%{http_code}' --max-time 20 "$BASE/die.php?how=$how&via=$via" || true)
-      left=$(keys_left | wc -l)
-      [ "$left" -eq 0 ] || log "keys left after die.php?how=$how&via=$via: $(keys_left | head -5 | tr '\n' ' ')"
-      next_status=$(curl -s -o "$DIR/die-$via-$how.next" -w '%{http_code}' --max-time 20 "$BASE/stock-client.php?wait_ms=2000" || true)
-      printf 'die via=%s how=%s status=%s keys_left=%s next_status=%s next=%s\n' \
-        "$via" "$how" "$status" "$left" "$next_status" "$(tr -d '\n' < "$DIR/die-$via-$how.next")"
-      drop_keys_left
+      die_case "$via" "$how" "$NEXT_WAIT_MS"
     done
   done
+  for via in laravel-get laravel-block laravel-forever; do
+    for how in fatal memory timeout exit; do
+      die_case "$via" "$how" "$NEXT_WAIT_MS"
+    done
+  done
+  # The control: a Laravel lock taken without a callback outlives its request, as Laravel's do.
+  die_case laravel-plain fatal "$NEXT_WAIT_MS"
   wait_idle
   SAMPLER_PID=$SESSION_SAMPLER
   sampler_stop session
@@ -194,6 +247,19 @@ if [ "$MODE" = test ]; then
     "$(php -r 'echo implode(",", json_decode($argv[1], true)["per_worker_after"]);' "$t")"
   grep -c 'Allowed memory size\|Maximum execution time\|uncaught, on purpose' "$DIR/php-errors.log" \
     | sed 's/^/php_errors_expected=/' >&2 || true
+  echo "fpm: done"
+  exit 0
+fi
+
+# ---- killed
+if [ "$MODE" = killed ]; then
+  echo "meta date=$(date -Is) git=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo '?') package=$PACKAGE seconds=$SECONDS_LOCK next_wait_ms=$NEXT_WAIT_MS"
+  seed 100
+  for via in laravel-get laravel-block laravel-forever; do
+    for how in timeout memory; do
+      die_case "$via" "$how" "$NEXT_WAIT_MS" "seconds=$SECONDS_LOCK"
+    done
+  done
   echo "fpm: done"
   exit 0
 fi

@@ -31,6 +31,7 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
+command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need[*]}"
   SUDO=()

@@ -29,7 +29,7 @@
 #
 # Fencing counter after a restart: the new server starts empty, so {lock}:fence restarts at 1
 # and every token would be below the resource's high-water mark: all writes rejected (safe, but
-# the soak would stop making progress). As README's Guarantees advise, the chaos loop re-seeds
+# the soak would stop making progress). As docs/guarantees.md advises, the chaos loop re-seeds
 # the counter after each kill/restart: SET {soak:stock}:fence <highest seen by the resource +
 # 1000000>. The margin covers grants the dead server handed out that have not reached the
 # resource yet (at most a few: one per worker), so no token is ever given out twice. Grants made

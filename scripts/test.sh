@@ -13,8 +13,13 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+step "cargo clippy --all-targets --workspace -- -D warnings"
+cargo clippy --all-targets --workspace -- -D warnings
+step "luacheck (src/base/scripts/, and each Lua script as Redis receives it: .luacheckrc)"
+rm -rf target/luacheck
+LUACHECK_DIR="$PWD/target/luacheck" cargo test --quiet --lib base::scripts::tests::write_for_luacheck \
+  -- --ignored --exact
+luacheck --no-color src/base/scripts target/luacheck
 if [ -x scripts/gen-headers.sh ] || [ -f scripts/gen-headers.sh ]; then
   step "header drift check"
   bash scripts/gen-headers.sh --check

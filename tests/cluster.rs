@@ -1,8 +1,9 @@
 //! Locks on a Redis Cluster (3 masters with a replica each, started by the test kit): each lock
 //! on the master that serves its hash slot, names with and without their own `{hash tag}`,
 //! MOVED and ASK followed, renewal on every master, a master's failure (with and without
-//! `min_replicas`), and the migration of a held lock's slot while waiters wait. The behaviours
-//! shared with the other topologies run in `tests/topologies.rs`.
+//! `min_replicas`), the migration of a held lock's slot while waiters wait, and a set's names in
+//! one slot. The behaviours of every kind shared with the other topologies run in
+//! `tests/topologies.rs`.
 
 mod support;
 
@@ -604,58 +605,13 @@ fn a_cluster_url_for_a_server_without_cluster_support_is_a_clear_error() {
     );
 }
 
+/// A set whose names share a hash tag lives on the master of their slot; one across slots is
+/// refused before anything is sent (CROSSSLOT). (Every kind on a Cluster: `topologies.rs`.)
 #[test]
-fn read_write_locks_semaphores_and_sets_work_on_a_cluster() {
+fn a_set_lives_on_one_slot_and_one_across_slots_is_refused() {
     let cluster = Cluster::start();
-    let lease = Duration::from_millis(600);
-    let c = Client::builder(&cluster.url())
-        .lease(lease)
-        .build()
-        .unwrap();
+    let c = Client::open(&cluster.url()).unwrap();
     let names = one_name_per_master(&cluster, "kinds");
-
-    // A read/write lock: two readers at once, renewed past their lease; a writer waits on the
-    // name's master and is handed the lock when both have gone.
-    let (doc, doc_master) = (&names[0].0, names[0].1);
-    let rw = c.rw_lock(doc);
-    let (r1, r2) = (rw.try_read().unwrap(), rw.try_read().unwrap());
-    assert!(rw.try_write().unwrap_err().is_held());
-    thread::scope(|s| {
-        let writer = s.spawn(|| c.rw_lock(doc).write(Duration::from_secs(10)));
-        let mut con = doc_master.conn();
-        assert!(eventually(Duration::from_secs(10), || {
-            redis::cmd("LLEN")
-                .arg(format!("{{{doc}}}:rw:q"))
-                .query::<i64>(&mut con)
-                .unwrap()
-                == 1
-        }));
-        thread::sleep(lease * 2);
-        assert!(r1.is_held() && r2.is_held(), "readers not renewed");
-        r1.release().unwrap();
-        r2.release().unwrap();
-        let w = writer.join().unwrap().unwrap();
-        assert!(
-            exists(&mut con, doc),
-            "the writer's key is not on the name's master"
-        );
-        w.release().unwrap();
-    });
-
-    // A semaphore of two permits: a third request waits for one to come back.
-    let pool = &names[1].0;
-    let sem = c.semaphore(pool, 2);
-    let (p1, p2) = (sem.try_acquire(1).unwrap(), sem.try_acquire(1).unwrap());
-    assert!(sem.try_acquire(1).unwrap_err().is_held());
-    thread::scope(|s| {
-        let third = s.spawn(|| c.semaphore(pool, 2).acquire(1, Duration::from_secs(10)));
-        thread::sleep(Duration::from_millis(200));
-        p1.release().unwrap();
-        third.join().unwrap().unwrap().release().unwrap();
-    });
-    p2.release().unwrap();
-
-    // A set whose names share a hash tag lives on one master; one across slots is refused.
     let tag = unique_name("order");
     let tagged = [format!("{{{tag}}}:stock"), format!("{{{tag}}}:payment")];
     let set = c.lock_all(&tagged).try_acquire().unwrap();
@@ -671,4 +627,7 @@ fn read_write_locks_semaphores_and_sets_work_on_a_cluster() {
     let e = c.lock_all(&across).try_acquire().unwrap_err();
     assert!(e.is_invalid_argument(), "{e}");
     assert!(e.to_string().contains("hash tag"), "{e}");
+    for (name, master) in &names {
+        assert!(!exists(&mut master.conn(), name), "{name} was taken");
+    }
 }

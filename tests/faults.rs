@@ -8,16 +8,13 @@
 
 mod support;
 
-use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ClientBuilder, Error, ErrorKind, Lock};
-use support::{
-    CHILD_ROLE_ENV, RedisServer, child_env, exists, get, spawn_self, unique_name, wait_child_ok,
-};
+use support::{ChildProcess, RedisServer, child_role, exists, get, unique_name};
 
 const READ_TIMEOUT: Duration = Duration::from_millis(300);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
@@ -295,51 +292,21 @@ fn paused_server_makes_calls_time_out_and_service_resumes() {
 
 const STOPPED_ROLE: &str = "stopped-holder";
 
-/// Sends a signal to a child test process we still own (not reaped yet).
-fn signal_child(child: &Child, sig: libc::c_int) {
-    // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child's.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-    assert_eq!(rc, 0, "kill({}, {sig}) failed", child.id());
-}
-
-/// Resumes and kills the child if the test panics while it is stopped.
-struct ChildGuard(Option<Child>);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            signal_child(&c, libc::SIGCONT);
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn wait_for_key(con: &mut redis::Connection, key: &str, limit: Duration) -> String {
-    let mut found = None;
-    let ok = eventually(limit, || {
-        found = get(con, key);
-        found.is_some()
-    });
-    assert!(ok.is_some(), "{key} did not appear within {limit:?}");
-    found.unwrap()
-}
-
 #[test]
 fn stopped_holder_is_superseded_and_its_late_release_and_extend_fail() {
     let srv = RedisServer::start();
     let base = unique_name("stopped");
-    let mut guard = ChildGuard(Some(spawn_self(
+    let mut child = ChildProcess::start(
         "child_stopped_holder",
+        STOPPED_ROLE,
         &[
-            (CHILD_ROLE_ENV, STOPPED_ROLE.to_string()),
             ("REDISLOCK_TEST_URL", srv.url()),
             ("REDISLOCK_TEST_BASE", base.clone()),
         ],
-    )));
+    );
     let mut con = srv.conn();
     // The child holds three fenced locks: two with a fixed 500 ms lease and one auto-renewed.
-    let ready = wait_for_key(&mut con, &format!("{base}:ready"), Duration::from_secs(10));
+    let ready = child.wait_ready(Duration::from_secs(10));
     let child_fences: Vec<u64> = ready.split(',').map(|f| f.parse().unwrap()).collect();
     let names = [
         format!("{base}:fixed-extend"),
@@ -348,7 +315,7 @@ fn stopped_holder_is_superseded_and_its_late_release_and_extend_fail() {
     ];
 
     let stopped = Instant::now();
-    signal_child(guard.0.as_ref().unwrap(), libc::SIGSTOP);
+    child.stop();
     // The parent waits for each lock: it gets it only once the child's lease ran out, the
     // auto-renewed one included (a stopped process renews nothing).
     let client = Client::builder(&srv.url())
@@ -371,18 +338,10 @@ fn stopped_holder_is_superseded_and_its_late_release_and_extend_fail() {
     }
     // Taking the auto-renewed lock at all shows that the stopped child renewed nothing.
 
-    signal_child(guard.0.as_ref().unwrap(), libc::SIGCONT);
-    let () = redis::cmd("SET")
-        .arg(format!("{base}:go"))
-        .arg(1)
-        .query(&mut con)
-        .unwrap();
-    let out = wait_child_ok(guard.0.take().unwrap(), Duration::from_secs(30));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let result = stdout
-        .lines()
-        .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
-        .unwrap_or_else(|| panic!("no RESULT line from the child:\n{stdout}"));
+    child.cont();
+    child.go();
+    child.wait_ok(Duration::from_secs(30));
+    let result = child.reported("result").expect("no result from the child");
     println!("child: {result}");
     assert_eq!(
         result,
@@ -404,14 +363,16 @@ fn stopped_holder_is_superseded_and_its_late_release_and_extend_fail() {
 
 /// Child role of `stopped_holder_is_superseded_and_its_late_release_and_extend_fail`.
 #[test]
-#[ignore = "child role, run via spawn_self"]
+#[ignore = "child role, run by ChildProcess"]
 fn child_stopped_holder() {
-    if child_env(CHILD_ROLE_ENV).as_deref() != Some(STOPPED_ROLE) {
+    let Some(role) = child_role(STOPPED_ROLE) else {
         return;
-    }
-    let url = child_env("REDISLOCK_TEST_URL").unwrap();
-    let base = child_env("REDISLOCK_TEST_BASE").unwrap();
-    let client = Client::builder(&url).fencing(true).build().unwrap();
+    };
+    let base = role.var("REDISLOCK_TEST_BASE");
+    let client = Client::builder(&role.var("REDISLOCK_TEST_URL"))
+        .fencing(true)
+        .build()
+        .unwrap();
     let fixed = |suffix: &str| {
         client
             .lock(format!("{base}:{suffix}").as_bytes())
@@ -431,17 +392,9 @@ fn child_stopped_holder() {
         .iter()
         .map(|l| l.fencing_token().unwrap().to_string())
         .collect();
-    let mut con = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap();
-    let () = redis::cmd("SET")
-        .arg(format!("{base}:ready"))
-        .arg(fences.join(","))
-        .query(&mut con)
-        .unwrap();
-    // Stopped (SIGSTOP) somewhere in here by the parent, then resumed with the go key set.
-    wait_for_key(&mut con, &format!("{base}:go"), Duration::from_secs(25));
+    role.ready(&fences.join(","));
+    // Stopped (SIGSTOP) somewhere in here by the parent, then continued and told to go.
+    role.wait_go(Duration::from_secs(25));
 
     let kind = |r: Result<(), Error>| match r {
         Ok(()) => "Ok".to_string(),
@@ -453,9 +406,12 @@ fn child_stopped_holder() {
     // The renewal thread finds the lease run out as soon as it runs again.
     let renewed_lost = eventually(Duration::from_secs(3), || renewed.is_lost()).is_some();
     let renewed_release = kind(renewed.release());
-    println!(
-        "RESULT extend={extend} release={release} renewed_held={renewed_held} \
-         renewed_lost={renewed_lost} renewed_release={renewed_release}"
+    role.report(
+        "result",
+        &format!(
+            "extend={extend} release={release} renewed_held={renewed_held} \
+             renewed_lost={renewed_lost} renewed_release={renewed_release}"
+        ),
     );
     drop(to_extend); // lost: dropping it must not touch the new holder's key
 }
@@ -657,7 +613,7 @@ fn client_kill_of_the_pooled_connection_and_a_waiter_reconnects_transparently() 
     lock.release().unwrap();
 }
 
-/// FAILS (library bug): `ConnPool::run` (src/pool.rs) retries a dropped connection only once,
+/// FAILS (library bug): `ConnPool::run` (src/base/pool.rs) retries a dropped connection only once,
 /// and the retry takes the next idle connection of the pool, which CLIENT KILL (or a server
 /// restart) killed as well. With two or more idle pooled connections the call fails with
 /// "Connection: unexpected end of file" instead of reconnecting.
@@ -785,7 +741,7 @@ fn sixty_four_blocked_waiters_do_not_starve_renewals() {
 
 /// FAILS (behaviour differs from the documentation): `Stats::renewed_locks` is documented as
 /// "auto-renewed locks held now (counted against max_renewed_locks)" and `max_renewed_locks` as
-/// the bound on "auto-renewed locks held at once", but `Client::acquire_with` (src/client.rs)
+/// the bound on "auto-renewed locks held at once", but `Client::acquire_with` (src/engine/acquire.rs)
 /// reserves a place among the renewed locks before waiting, so every blocked waiter counts as a held lock: with
 /// `max_renewed_locks(2)`, one held lock and one blocked waiter, a try_acquire of another free
 /// lock fails with LimitReached although only one lock is held.

@@ -17,10 +17,22 @@
 //! - a request that ends while holding the stock's lock (fatal error, `max_execution_time`,
 //!   uncaught exception, `exit()`, end of script; through `Client` and through the Symfony store)
 //!   leaves no key behind by the time its response arrives, and the next purchase gets the lock;
-//!   a detached lock (the control) is left behind and makes the next purchase time out.
+//!   a detached lock (the control) is left behind and makes the next purchase time out;
+//! - so does a request that dies inside the callback of a Laravel lock
+//!   (`Cache::lock($name, 60)->get($callback)`, `->block(5, $callback)`, and `Cache::lock($name)`
+//!   without seconds) by a fatal error, memory exhausted, `max_execution_time` or `exit()`: the
+//!   next purchase gets the lock within its 2 s wait, where the lease is 60 s (30 s renewed);
+//!   a Laravel lock taken without a callback (the control) is left behind, as Laravel's are.
 //!
-//! Needs php8.2-fpm, nginx, wrk, curl, redis-server, php with FFI and phpredis, and Symfony Lock;
-//! `scripts/setup.sh` installs them on Debian. Missing tools fail this test with that hint.
+//! `php_fpm_preload_without_the_library_says_what_to_do` runs `scripts/fpm.sh preload`: php-fpm
+//! whose preload script cannot find the library (`REDISLOCK_LIB` only in the pool's `env[]`, or
+//! naming no file) must exit with an error in its log that names what was tried and says to set
+//! `REDISLOCK_LIB` in the master's environment; the same with `REDISLOCK_LIB` in the master's
+//! environment (the control) starts.
+//!
+//! Needs php8.2-fpm, nginx, wrk, curl, redis-server, php with FFI and phpredis, Symfony Lock and
+//! Laravel 8's cache components; `scripts/setup.sh` installs them on Debian. Missing tools fail
+//! this test with that hint.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -97,32 +109,17 @@ fn php_fpm_under_nginx() {
     let requests = env_number("REDISLOCK_FPM_REQUESTS", 20_000);
     let bound = env_number("REDISLOCK_FPM_THREAD_BOUND", 3) as i64;
     let workers = 8;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new("bash")
-        .arg(root.join("scripts/fpm.sh"))
-        .args(["test", "--concurrency", "32", "--workers"])
-        .arg(workers.to_string())
-        .arg("--requests")
-        .arg(requests.to_string())
-        .current_dir(root)
-        .stdin(Stdio::null())
-        .output()
-        .expect("cannot run scripts/fpm.sh");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    // Shown by `cargo test -- --nocapture`, and on failure.
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    assert!(
-        output.status.success(),
-        "scripts/fpm.sh test failed ({}); if a tool is missing, run scripts/setup.sh\n\
-         --- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-        output.status
-    );
-    assert!(
-        stdout.lines().any(|l| l == "fpm: done"),
-        "the script did not finish:\n{stdout}"
-    );
+    let workers_arg = workers.to_string();
+    let requests_arg = requests.to_string();
+    let stdout = fpm_script(&[
+        "test",
+        "--concurrency",
+        "32",
+        "--workers",
+        &workers_arg,
+        "--requests",
+        &requests_arg,
+    ]);
     let lines: Vec<Line> = stdout.lines().filter_map(Line::parse).collect();
 
     // The set-up: FPM workers with FFI restricted to preloaded code, the package preloaded.
@@ -211,19 +208,32 @@ fn php_fpm_under_nginx() {
 
     // Requests that end while holding the lock.
     let dies: Vec<&Line> = lines.iter().filter(|l| l.kind == "die").collect();
-    assert_eq!(dies.len(), 11, "die lines:\n{stdout}");
+    assert_eq!(dies.len(), 11 + 3 * 4 + 1, "die lines:\n{stdout}");
+    for via in [
+        "laravel-get",
+        "laravel-block",
+        "laravel-forever",
+        "laravel-plain",
+    ] {
+        assert!(
+            dies.iter().any(|d| d.text("via") == via),
+            "no die line via={via}:\n{stdout}"
+        );
+    }
     for d in &dies {
         let (via, how) = (d.text("via"), d.text("how"));
         let what = format!("die.php?how={how}&via={via}: {:?}", d.fields);
-        if how == "detach" {
-            // The control: a detached lock stays, and the next purchase cannot get it.
-            assert_eq!(d.num("status"), 200, "{what}");
-            assert!(d.num("keys_left") >= 1, "the detached lock is gone, {what}");
+        if how == "detach" || via == "laravel-plain" {
+            // The controls: a detached lock, and a Laravel lock taken without a callback, stay,
+            // and the next purchase cannot get it.
+            let expected = if how == "detach" { 200 } else { 500 };
+            assert_eq!(d.num("status"), expected, "{what}");
+            assert!(d.num("keys_left") >= 1, "the lock is gone, {what}");
             assert_eq!(d.num("next_status"), 503, "{what}");
             continue;
         }
         let expected = match how {
-            "fatal" | "timeout" | "exception" => 500,
+            "fatal" | "memory" | "timeout" | "exception" => 500,
             "exit" | "end" => 200,
             other => panic!("unexpected how={other}"),
         };
@@ -231,6 +241,9 @@ fn php_fpm_under_nginx() {
         assert_eq!(d.num("keys_left"), 0, "lock left behind, {what}");
         assert_eq!(d.num("next_status"), 200, "next purchase, {what}");
         assert_eq!(d.text("next"), "sold", "next purchase, {what}");
+        // It waited for no lease: its wait for the lock is bounded by 2 s (wait_ms), the lease
+        // of the lock left behind would have been 30 or 60 s.
+        assert!(d.num("next_ms") < 2_500, "next purchase, {what}");
     }
 
     // The whole session, die requests included.
@@ -250,4 +263,129 @@ fn php_fpm_under_nginx() {
         "a worker died: {:?}",
         session.fields
     );
+}
+
+/// Runs `scripts/fpm.sh` with `args` and returns its standard output, failing with both outputs
+/// if it failed or did not finish.
+fn fpm_script(args: &[&str]) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = Command::new("bash")
+        .arg(root.join("scripts/fpm.sh"))
+        .args(args)
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .output()
+        .expect("cannot run scripts/fpm.sh");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Shown by `cargo test -- --nocapture`, and on failure.
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success() && stdout.lines().any(|l| l == "fpm: done"),
+        "scripts/fpm.sh {} failed ({}); if a tool is missing, run scripts/setup.sh\n\
+         --- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
+        args.join(" "),
+        output.status
+    );
+    stdout
+}
+
+#[test]
+fn php_fpm_preload_without_the_library_says_what_to_do() {
+    assert!(
+        on_path("php-fpm8.2") || on_path("php-fpm"),
+        "the PHP-FPM test needs php-fpm8.2: run scripts/setup.sh to install it"
+    );
+    let stdout = fpm_script(&["preload"]);
+    let cases: HashMap<String, Line> = stdout
+        .lines()
+        .filter_map(Line::parse)
+        .filter(|l| l.kind == "preload")
+        .map(|l| (l.text("case").to_owned(), l))
+        .collect();
+    // The log of a case, as one text.
+    let log = |case: &str| -> String {
+        let prefix = format!("preload-log case={case} ");
+        stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix(prefix.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let case = |name: &str| -> &Line {
+        cases
+            .get(name)
+            .unwrap_or_else(|| panic!("no preload case={name}:\n{stdout}"))
+    };
+
+    // The control: REDISLOCK_LIB in the master's environment, and php-fpm starts.
+    let control = case("master-env");
+    assert_eq!(
+        control.num("started"),
+        1,
+        "{:?}\n{}",
+        control.fields,
+        log("master-env")
+    );
+
+    // What a failed preload must say, whatever the case: what to do about the master.
+    let advice = [
+        "cannot load libredislock in the opcache.preload script",
+        "PHP-FPM master",
+        "before any pool exists",
+        "env[REDISLOCK_LIB]",
+        "in the master's environment",
+        "Environment=REDISLOCK_LIB=",
+        "/etc/default/php8.2-fpm",
+        "scripts/install.sh",
+        "ffi.preload",
+    ];
+    let failed = |name: &str, tried: &[&str]| {
+        let line = case(name);
+        let text = log(name);
+        assert_eq!(line.num("started"), 0, "case {name} started: {text}");
+        assert_ne!(line.text("status"), "0", "case {name}: {text}");
+        for needle in advice.iter().chain(tried) {
+            assert!(
+                text.contains(needle),
+                "case {name}: {needle:?} is not in php-fpm's log:\n{text}"
+            );
+        }
+    };
+
+    // REDISLOCK_LIB only in the pool's env[], no library installed: the issue's set-up.
+    if cases
+        .get("pool-env")
+        .is_some_and(|l| l.fields.contains_key("skipped"))
+    {
+        eprintln!("case pool-env skipped: a libredislock.so is installed system-wide");
+    } else {
+        failed(
+            "pool-env",
+            &[
+                "REDISLOCK_LIB is not set in this process",
+                "libredislock.so (FFI_LIB of ",
+                "is not found by the dynamic loader",
+            ],
+        );
+    }
+    // REDISLOCK_LIB in the master's environment, naming no file.
+    failed(
+        "missing-file",
+        &["/no-such-dir/libredislock.so (this process's environment) does not exist"],
+    );
+
+    // As root: a root master needs opcache.preload_user, where PHP refuses FFI::load().
+    if let Some(line) = cases.get("preload-user") {
+        let text = log("preload-user");
+        assert_eq!(line.num("started"), 0, "{text}");
+        for needle in [
+            "opcache.preload_user",
+            "Bind the library with ffi.preload=",
+            "FFI_LIB",
+        ] {
+            assert!(text.contains(needle), "{needle:?} is not in:\n{text}");
+        }
+    }
 }

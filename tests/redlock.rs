@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{Cancel, Client, ClientBuilder, ErrorKind, Lock};
+use redislock::{Client, ClientBuilder, ErrorKind, Lock};
 use support::{RedisServer, RedlockMasters, eventually, exists, get, pttl, unique_name};
 
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
@@ -295,7 +295,7 @@ fn two_of_three_down_acquire_fails_with_every_masters_answer() {
         .is_ok_and(|l| l.release().is_ok())));
 }
 
-/// The README's advice for a master without persistence: restart it only after the longest
+/// docs/topologies.md's advice for a master without persistence: restart it only after the longest
 /// lease has passed. A lock held meanwhile keeps its majority on the other two masters, is set
 /// again on the restarted one by its renewal, and no second client ever gets a majority: not
 /// while the master is empty, nor after a second master is restarted empty in turn.
@@ -387,58 +387,6 @@ fn fencing_and_min_replicas_are_refused() {
 }
 
 #[test]
-fn other_kinds_are_refused() {
-    let masters = RedlockMasters::start(3);
-    let c = Client::open(&masters.url()).unwrap();
-    let wait = Duration::from_secs(1);
-    let refusals = [
-        (
-            "a read lock",
-            c.rw_lock("rw").try_read().map(drop).unwrap_err(),
-        ),
-        (
-            "a read lock",
-            c.rw_lock("rw").read(wait).map(drop).unwrap_err(),
-        ),
-        (
-            "a write lock",
-            c.rw_lock("rw").try_write().map(drop).unwrap_err(),
-        ),
-        (
-            "a semaphore",
-            c.semaphore("sem", 3).try_acquire(1).map(drop).unwrap_err(),
-        ),
-        (
-            "a semaphore",
-            c.semaphore("sem", 3)
-                .acquire(1, wait)
-                .map(drop)
-                .unwrap_err(),
-        ),
-        (
-            "a set of locks",
-            c.lock_all(&["a", "b"]).try_acquire().map(drop).unwrap_err(),
-        ),
-        (
-            "a set of locks",
-            c.lock_all(&["a", "b"]).acquire(wait).map(drop).unwrap_err(),
-        ),
-    ];
-    for (what, e) in refusals {
-        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}: {e}");
-        let shown = e.to_string();
-        assert!(shown.contains(what), "{shown}");
-        assert!(shown.contains("not supported on Redlock"), "{shown}");
-    }
-    // Nothing was written anywhere, and exclusive locks still work.
-    for m in masters.masters() {
-        let n: i64 = redis::cmd("DBSIZE").query(&mut m.conn()).unwrap();
-        assert_eq!(n, 0);
-    }
-    c.lock("plain").try_acquire().unwrap().release().unwrap();
-}
-
-#[test]
 fn redlock_urls_are_checked() {
     let bad = |url: &str, says: &str| {
         let e = Client::open(url).unwrap_err();
@@ -459,40 +407,6 @@ fn redlock_urls_are_checked() {
     assert!(Client::open("redlock://h1:1,h2:2,h3:3,h4:4,h5:5").is_ok());
     let c = Client::open("redlock://u:s3cret@h1:1,h2:2,h3:3/2").unwrap();
     assert!(!format!("{c:?}").contains("s3cret"));
-}
-
-#[test]
-fn waiters_are_woken_by_a_release_on_another_client() {
-    let masters = RedlockMasters::start(3);
-    let c = rechecks_far_apart(&masters);
-    let holder = Client::open(&masters.url()).unwrap();
-    let name = unique_name("woken");
-    let lock = holder.try_acquire(&name).unwrap();
-    let waiter = {
-        let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || c.acquire(&name, Duration::from_secs(20)))
-    };
-    let wanted = format!("{{{name}}}:wanted");
-    assert!(eventually(MARGIN, || exists(
-        &mut masters.masters()[0].conn(),
-        &wanted
-    )));
-    thread::sleep(Duration::from_millis(100));
-    lock.release().unwrap();
-    let got = waiter.join().unwrap().expect("the waiter was not woken");
-    assert_eq!(holding(&masters, &got, &name), 3);
-    got.release().unwrap();
-    // The lock key is gone; the waiters' marks and wake lists expire (they live as long as a
-    // waiter blocks, here up to its wait bound): nothing stays for good.
-    for m in masters.masters() {
-        let mut con = m.conn();
-        assert!(!exists(&mut con, &name));
-        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut con).unwrap();
-        for key in keys {
-            let left = pttl(&mut con, &key);
-            assert!(left > 0, "{key} has no expiry ({left})");
-        }
-    }
 }
 
 #[test]
@@ -521,8 +435,10 @@ fn a_waiter_retries_soon_when_the_masters_are_split() {
     assert!(eventually(MARGIN, || exists(&mut m[2].conn(), &wanted)));
     thread::sleep(Duration::from_millis(300));
     assert!(!waiter.is_finished());
+    // Its attempts set the key on the free master for a moment and clear it at once when no
+    // majority follows: at any instant one may be in flight, but none stays.
     assert!(
-        !exists(&mut m[2].conn(), &name),
+        eventually(Duration::from_secs(2), || !exists(&mut m[2].conn(), &name)),
         "the partial grant was left"
     );
     let cleared = Instant::now();
@@ -647,37 +563,6 @@ fn a_waiter_whose_home_master_is_down_rechecks() {
 }
 
 #[test]
-fn a_blocked_waiter_is_cancelled() {
-    let masters = RedlockMasters::start(3);
-    let c = rechecks_far_apart(&masters);
-    let name = unique_name("cancelled");
-    let lock = c.try_acquire(&name).unwrap();
-    let cancel = Cancel::new();
-    let waiter = {
-        let (c, name, cancel) = (c.clone(), name.clone(), cancel.clone());
-        thread::spawn(move || {
-            c.lock(&name)
-                .cancel_on(&cancel)
-                .acquire(Duration::from_secs(60))
-        })
-    };
-    let wanted = format!("{{{name}}}:wanted");
-    assert!(eventually(MARGIN, || exists(
-        &mut masters.masters()[1].conn(),
-        &wanted
-    )));
-    thread::sleep(Duration::from_millis(100));
-    let (r, took) = timed(|| {
-        cancel.cancel();
-        waiter.join().unwrap()
-    });
-    assert!(r.unwrap_err().is_cancelled());
-    assert!(took < MARGIN, "{took:?}");
-    assert!(lock.is_held());
-    lock.release().unwrap();
-}
-
-#[test]
 fn scripts_flushed_on_every_master_are_loaded_again() {
     let masters = RedlockMasters::start(3);
     let c = fast(&masters).build().unwrap();
@@ -701,7 +586,7 @@ fn scripts_flushed_on_every_master_are_loaded_again() {
     assert_eq!(tokens(&masters, &name), vec![None, None, None]);
 }
 
-/// The README's least-privilege ACL rule serves Redlock masters too: acquire, wait, wake,
+/// docs/operations.md's least-privilege ACL rule serves Redlock masters too: acquire, wait, wake,
 /// extend, renewal and release with a user limited to the `app:` prefix.
 #[test]
 fn the_readme_acl_rule_is_enough() {

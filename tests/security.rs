@@ -7,15 +7,13 @@ mod support;
 
 use std::collections::HashMap;
 use std::fs;
-use std::io;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ClientBuilder, Error, ErrorKind};
-use support::{RedisServer, eventually, exists, get, unique_name};
+use support::{RedisServer, eventually, exists, free_port, get, unique_name};
 
 /// A password planted in URLs; it must never show up in any output of the library.
 const PLANTED: &str = "S3cr3t-planted-pw";
@@ -494,7 +492,7 @@ impl Drop for Pki {
 
 /// A TLS-only redis-server (`--port 0 --tls-port P`) on a free loopback port. The support
 /// harness checks readiness over plain TCP, so TLS-only servers are started here; dropping it
-/// kills the process (also when the test panics), and the process dies with the test thread.
+/// kills the process (also when the test panics), and the process dies with the test process.
 struct TlsServer {
     child: Child,
     port: u16,
@@ -530,8 +528,7 @@ impl TlsServer {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
-            die_with_this_thread(&mut cmd);
-            let child = cmd.spawn().expect("cannot run redis-server");
+            let child = support::spawn_anchored(cmd).expect("cannot run redis-server");
             let mut srv = TlsServer { child, port };
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
@@ -567,38 +564,6 @@ impl Drop for TlsServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-#[allow(unsafe_code)]
-fn die_with_this_thread(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: runs in the forked child before exec and only calls prctl, which is
-    // async-signal-safe; nothing is allocated or locked.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            ) != 0
-            {
-                return Err(io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-fn free_port() -> u16 {
-    loop {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let port = l.local_addr().unwrap().port();
-        if port != 6379 {
-            return port;
-        }
     }
 }
 
@@ -806,7 +771,7 @@ fn tls_malformed_pem_is_an_invalid_argument() {
 
 /// FAILS (library bug): a "PEM" that contains no certificate at all (random text, or a private
 /// key file given by mistake) is accepted by `build()`: redis-rs parses it into an empty root
-/// store without an error, and `config::redis_client` (src/config.rs) does not check that at
+/// store without an error, and `config::redis_client` (src/base/config.rs) does not check that at
 /// least one certificate was found. Every connection then fails later with "unknown issuer".
 #[test]
 fn tls_pem_without_a_certificate_is_an_invalid_argument() {
@@ -912,7 +877,7 @@ fn passwords_never_appear_in_debug_or_errors() {
     }
 }
 
-/// FAILS (library bug): `config::mask_url` (src/config.rs) masks only the text between the
+/// FAILS (library bug): `config::mask_url` (src/base/config.rs) masks only the text between the
 /// first `:` and the FIRST `@` of the user info. (1) redis-rs reads a password from the `pass`
 /// query parameter of `unix://` / `redis+unix://` URLs, which is not masked at all. (2) A
 /// password with an unencoded `@` (`redis://:S3cr3t@planted-pw@host:port/`, which the URL

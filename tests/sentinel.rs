@@ -1,5 +1,6 @@
 //! Locks through a Redis Sentinel group (1 master, 2 replicas, 3 sentinels, started by the test
-//! kit): the same contract as on one server, and what a failover does.
+//! kit): what a failover does. The contract every kind keeps on every topology, a Sentinel
+//! group's included, is checked in `topologies.rs`.
 
 mod support;
 
@@ -17,48 +18,6 @@ fn client(group: &SentinelGroup) -> Client {
         .connect_timeout(Duration::from_millis(500))
         .build()
         .unwrap()
-}
-
-#[test]
-fn locks_live_on_the_master_and_exclude_each_other() {
-    let group = SentinelGroup::start();
-    let c = client(&group);
-    let name = unique_name("sentinel-basic");
-    let lock = c.try_acquire(&name).unwrap();
-    let mut master = group.master().conn();
-    let token: Option<String> = redis::cmd("GET").arg(&name).query(&mut master).unwrap();
-    assert_eq!(token.as_deref(), Some(lock.owner_token()));
-    assert!(c.try_acquire(&name).unwrap_err().is_held());
-    // Waiting and handoff work as on one server.
-    thread::scope(|s| {
-        let waiter = s.spawn(|| c.acquire(&name, Duration::from_secs(5)));
-        thread::sleep(Duration::from_millis(200));
-        lock.release().unwrap();
-        waiter.join().unwrap().unwrap().release().unwrap();
-    });
-    // 8 threads racing a read-modify-write counter through the lock.
-    let counter = unique_name("sentinel-counter");
-    thread::scope(|s| {
-        for _ in 0..8 {
-            s.spawn(|| {
-                let mut con = group.master().conn();
-                for _ in 0..25 {
-                    c.with_lock(&name, Duration::from_secs(10), |_| {
-                        let v: Option<u64> =
-                            redis::cmd("GET").arg(&counter).query(&mut con).unwrap();
-                        let () = redis::cmd("SET")
-                            .arg(&counter)
-                            .arg(v.unwrap_or(0) + 1)
-                            .query(&mut con)
-                            .unwrap();
-                    })
-                    .unwrap();
-                }
-            });
-        }
-    });
-    let v: u64 = redis::cmd("GET").arg(&counter).query(&mut master).unwrap();
-    assert_eq!(v, 200);
 }
 
 #[test]
@@ -279,7 +238,7 @@ fn the_race_survives_a_killed_master_with_acknowledged_locks_and_fencing() {
 #[test]
 fn the_race_goes_on_after_a_killed_master_without_acknowledgement() {
     // Without min_replicas a failover may lose a lock the old master had not replicated (the
-    // README says so): only that the race finishes on the new master is asserted.
+    // docs/topologies.md says so): only that the race finishes on the new master is asserted.
     let group = SentinelGroup::start();
     let r = race_through_a_failover(&client(&group), &group, 300);
     println!("value {} overlaps {}", r.value, r.overlaps);

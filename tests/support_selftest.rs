@@ -5,8 +5,11 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::{
-    CHILD_ROLE_ENV, RedisServer, child_env, get, spawn_self, unique_name, wait_child, wait_child_ok,
+    CHILD_ROLE_ENV, ChildProcess, RedisServer, Shared, Topology, child_env, child_role,
+    fork_and_check, get, spawn_self, unique_name, wait_child, wait_child_ok,
 };
+
+redislock_testkit::shared_keeper!();
 
 fn set(con: &mut redis::Connection, key: &str, val: &str) {
     let () = redis::cmd("SET").arg(key).arg(val).query(con).unwrap();
@@ -266,4 +269,87 @@ fn child_role_missing_binary() {
         return;
     }
     let _ = RedisServer::start();
+}
+
+#[test]
+fn child_process_handshake_stop_and_report() {
+    let mut child = ChildProcess::start(
+        "child_role_handshake",
+        "handshake",
+        &[("REDISLOCK_TEST_WORD", "hello".to_string())],
+    );
+    assert_eq!(child.wait_ready(Duration::from_secs(30)), "hello");
+    child.stop();
+    child.cont();
+    assert_eq!(
+        child.reported("word"),
+        None,
+        "reported before it was told to go"
+    );
+    child.go();
+    child.wait_ok(Duration::from_secs(30));
+    assert_eq!(child.reported("word").as_deref(), Some("hello, went"));
+}
+
+#[test]
+fn child_process_kill9_ends_a_holder_at_once() {
+    let mut child = ChildProcess::start("child_role_handshake", "holder", &[]);
+    child.wait_ready(Duration::from_secs(30));
+    let pid = child.pid();
+    assert!(pid_alive(pid));
+    let killed = child.kill9();
+    assert!(!pid_alive(pid), "a killed child must be reaped");
+    assert!(killed.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+#[should_panic(expected = "exited before it was ready")]
+fn child_process_that_exits_unready_is_reported() {
+    let mut child = ChildProcess::start("child_role_handshake", "quitter", &[]);
+    child.wait_ready(Duration::from_secs(30));
+}
+
+/// Child roles of the `child_process_*` tests.
+#[test]
+#[ignore = "child role, run by ChildProcess"]
+fn child_role_handshake() {
+    if let Some(role) = child_role("handshake") {
+        let word = role.var("REDISLOCK_TEST_WORD");
+        role.ready(&word);
+        role.wait_go(Duration::from_secs(30));
+        role.report("word", &format!("{word}, went"));
+    } else if let Some(role) = child_role("holder") {
+        role.ready("");
+        role.hold();
+    }
+}
+
+#[test]
+fn fork_and_check_runs_the_check_on_the_childs_copy() {
+    let parent = std::process::id();
+    let (v, held) = fork_and_check(vec![1, 2, 3], |mut v| {
+        v.push(4);
+        std::process::id() != parent && v == [1, 2, 3, 4]
+    });
+    assert!(held, "the check did not hold in the child");
+    assert_eq!(v, [1, 2, 3], "the parent's copy changed");
+    let ((), held) = fork_and_check((), |()| false);
+    assert!(!held);
+    let ((), held) = fork_and_check((), |()| panic!("a check that panics fails"));
+    assert!(!held);
+}
+
+#[test]
+fn a_shared_setup_is_one_per_topology_and_answers() {
+    let a = Shared::get(Topology::Single);
+    assert!(std::ptr::eq(a, Shared::get(Topology::Single)));
+    assert!(a.url().starts_with("redis://127.0.0.1:"), "{}", a.url());
+    assert!(!a.url().contains(":6379/"));
+    let key = unique_name("selftest-shared");
+    set(&mut a.conn_for(&key), &key, "v");
+    assert_eq!(get(&mut a.conns_for(&key)[0], &key).as_deref(), Some("v"));
+    let m = Shared::get(Topology::Redlock);
+    assert_eq!(m.nodes().len(), 3);
+    assert_eq!(m.conns_for(&key).len(), 3);
+    assert!(m.url().starts_with("redlock://"));
 }

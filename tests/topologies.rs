@@ -1,386 +1,834 @@
-//! One suite of lock behaviours, run for every topology a client can be built for: each behaviour
-//! is written once, against a `Setup` (a URL to give the client, and plain connections to the
-//! servers that hold a given key), and the `suite!` lines at the end run it for a single server,
-//! a Sentinel group, a Redis Cluster and three Redlock masters. The fault tests of each topology
-//! are in their own files (`faults.rs`, `sentinel.rs`, `cluster.rs`, `redlock.rs`).
+//! One suite of behaviours, run for every kind of grant on every topology where it applies.
+//!
+//! The kinds: the exclusive lock, the read lock and the write lock of a read/write lock, the
+//! permits of a semaphore, and a set of locks. The topologies: one server, a Sentinel group, a
+//! Cluster, and three Redlock masters, where only the exclusive lock is offered (the others are
+//! refused there: that is checked too). Each behaviour is written once, against a [`Kind`] (what
+//! to acquire, and what it excludes) and a shared set-up of the topology (`Shared::get`: one
+//! per topology for the whole run, which these tests never harm); the `topology!` lines at the
+//! end name one test per topology × kind × behaviour.
+//!
+//! A kind's *own* request is the one under test; its *rival* is the request it excludes and is
+//! excluded by (a writer for a read lock, two permits of three for two permits, the same set in
+//! the other order for a set). Waiting behaviours make the own request wait for a rival holder.
+//! What is particular to one kind or one topology (rwlock downgrade and writer preference,
+//! semaphore sizes, a set's all or none, Cluster slots, failovers, Redlock majorities) is in the
+//! kind's or the topology's own file.
 
 mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::Client;
+use redislock::{Cancel, Client, Error, ErrorKind, Lock, MultiLock, Permits, ReadLock, WriteLock};
 use support::{
-    CHILD_ROLE_ENV, Cluster, RedisServer, RedlockMasters, SentinelGroup, child_env, eventually,
-    exists, get, pttl, spawn_self, unique_name, wait_child_ok,
+    ChildProcess, Role, Shared, Topology, child_role, eventually, fork_and_check, get, llen, pttl,
+    unique_name,
 };
 
-/// A running topology, as the behaviours see it.
-trait Setup {
-    /// The URL a client is built from.
-    fn url(&self) -> String;
-    /// A plain connection to the server that holds `key` now.
-    fn conn_for(&self, key: &str) -> redis::Connection;
-    /// Plain connections to every server that holds a copy of `key` (Redlock: every master;
-    /// a lock is held where a majority of them hold its key).
-    fn conns_for(&self, key: &str) -> Vec<redis::Connection> {
-        vec![self.conn_for(key)]
-    }
-    /// Whether waiters are served in arrival order (not across Redlock's masters).
-    fn fifo(&self) -> bool {
-        true
-    }
+redislock_testkit::shared_keeper!();
+
+/// A bound for what must happen (a handoff, a loss noticed) on a loaded machine; never a speed
+/// claim.
+const SURELY: Duration = Duration::from_secs(20);
+/// The re-check interval of waiters, and the lease of the holders they wait for: far longer
+/// than the bounds below, so only a release (or a cancel) can end their wait in time.
+const FAR: Duration = Duration::from_secs(30);
+/// How long after a release (or a cancel) a waiter must have been woken: well before `FAR`.
+const WAKE_BOUND: Duration = Duration::from_secs(5);
+/// The lease of grants that renewal keeps, or that run out.
+const SHORT_LEASE: Duration = Duration::from_millis(300);
+/// The lease of a holder process that is killed with `kill -9`.
+const KILLED_LEASE: Duration = Duration::from_secs(1);
+/// The permits of every semaphore here; a grant of the semaphore kind takes two.
+const PERMITS: u32 = 3;
+
+// ---------------------------------------------------------------------------------------------
+// The kinds, behind one adapter
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Exclusive,
+    Read,
+    Write,
+    Semaphore,
+    Set,
 }
 
-impl Setup for RedisServer {
-    fn url(&self) -> String {
-        RedisServer::url(self)
-    }
-    fn conn_for(&self, _key: &str) -> redis::Connection {
-        self.conn()
-    }
+/// One request: which lock, and how much of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The exclusive lock of the i-th name.
+    Exclusive(usize),
+    Read,
+    Write,
+    /// That many permits of the semaphore (of `PERMITS`).
+    Permits(u32),
+    /// Every name at once, in the given order or reversed.
+    Set {
+        reversed: bool,
+    },
 }
 
-impl Setup for SentinelGroup {
-    fn url(&self) -> String {
-        SentinelGroup::url(self)
-    }
-    fn conn_for(&self, _key: &str) -> redis::Connection {
-        self.master().conn()
-    }
-}
+impl Kind {
+    const ALL: [Kind; 5] = [
+        Kind::Exclusive,
+        Kind::Read,
+        Kind::Write,
+        Kind::Semaphore,
+        Kind::Set,
+    ];
 
-impl Setup for Cluster {
-    fn url(&self) -> String {
-        Cluster::url(self)
-    }
-    fn conn_for(&self, key: &str) -> redis::Connection {
-        self.master_of(key).conn()
-    }
-}
-
-impl Setup for RedlockMasters {
-    fn url(&self) -> String {
-        RedlockMasters::url(self)
-    }
-    fn conn_for(&self, _key: &str) -> redis::Connection {
-        self.masters()[0].conn()
-    }
-    fn conns_for(&self, _key: &str) -> Vec<redis::Connection> {
-        self.masters().iter().map(RedisServer::conn).collect()
-    }
-    fn fifo(&self) -> bool {
-        false
-    }
-}
-
-const RACE_THREADS: usize = 16;
-const RACE_INCREMENTS: u64 = 15;
-const CHILD_ROLE: &str = "topology-racer";
-
-/// The protected resource of the race: a counter in a file, outside Redis, incremented with a
-/// non-atomic read and write. Entering creates a marker file with `create_new`, which fails if
-/// another holder (in any process) is inside: that counts an overlap.
-struct Resource {
-    counter: PathBuf,
-    inside: PathBuf,
-}
-
-impl Resource {
-    fn at(dir: &Path) -> Resource {
-        Resource {
-            counter: dir.join("counter"),
-            inside: dir.join("inside"),
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Exclusive => "exclusive",
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Semaphore => "semaphore",
+            Kind::Set => "set",
         }
     }
 
-    /// One increment under the lock; returns false if another holder was inside.
-    fn increment(&self, widen: bool) -> bool {
-        let alone = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&self.inside)
-            .is_ok();
-        let v: u64 = fs::read_to_string(&self.counter)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0);
-        if widen {
-            thread::sleep(Duration::from_millis(1));
+    /// As the kind is named in messages.
+    fn described(self) -> &'static str {
+        match self {
+            Kind::Exclusive => "a lock",
+            Kind::Read => "a read lock",
+            Kind::Write => "a write lock",
+            Kind::Semaphore => "a semaphore",
+            Kind::Set => "a set of locks",
         }
-        fs::write(&self.counter, (v + 1).to_string()).unwrap();
-        if alone {
-            fs::remove_file(&self.inside).unwrap();
+    }
+
+    fn from_name(name: &str) -> Kind {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .unwrap_or_else(|| panic!("no kind {name}"))
+    }
+
+    /// The request under test.
+    fn own(self) -> Side {
+        match self {
+            Kind::Exclusive => Side::Exclusive(0),
+            Kind::Read => Side::Read,
+            Kind::Write => Side::Write,
+            Kind::Semaphore => Side::Permits(2),
+            Kind::Set => Side::Set { reversed: false },
         }
-        alone
     }
 
-    fn value(&self) -> u64 {
-        fs::read_to_string(&self.counter)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
-}
-
-/// `RACE_THREADS` threads of this process increment the resource `RACE_INCREMENTS` times each
-/// under the lock; returns the overlaps seen.
-fn race(url: &str, name: &str, resource: &Resource) -> u64 {
-    let client = Client::open(url).unwrap();
-    let overlaps = AtomicU64::new(0);
-    thread::scope(|s| {
-        for i in 0..RACE_THREADS {
-            let (client, overlaps) = (&client, &overlaps);
-            s.spawn(move || {
-                for n in 0..RACE_INCREMENTS {
-                    client
-                        .with_lock(name, Duration::from_secs(60), |l| {
-                            assert!(l.is_held());
-                            if !resource.increment((i as u64 + n).is_multiple_of(4)) {
-                                overlaps.fetch_add(1, Ordering::Relaxed);
-                            }
-                        })
-                        .unwrap_or_else(|e| panic!("with_lock failed: {e}"));
-                }
-            });
+    /// The request that `own` excludes and is excluded by.
+    fn rival(self) -> Side {
+        match self {
+            Kind::Exclusive => Side::Exclusive(0),
+            Kind::Read | Kind::Write => Side::Write,
+            Kind::Semaphore => Side::Permits(2),
+            Kind::Set => Side::Set { reversed: true },
         }
-    });
-    overlaps.load(Ordering::Relaxed)
-}
-
-/// Mutual exclusion: 16 threads in each of two processes lose no update and never overlap, and
-/// nothing of the lock is left in Redis afterwards.
-fn mutual_exclusion(t: &dyn Setup) {
-    let dir = std::env::temp_dir().join(unique_name("redislock-race"));
-    fs::create_dir_all(&dir).unwrap();
-    let resource = Resource::at(&dir);
-    let name = unique_name("race");
-    let go = dir.join("go");
-    let child = spawn_self(
-        "child_racer",
-        &[
-            (CHILD_ROLE_ENV, CHILD_ROLE.to_string()),
-            ("REDISLOCK_TEST_URL", t.url()),
-            ("REDISLOCK_TEST_LOCK", name.clone()),
-            ("REDISLOCK_TEST_DIR", dir.display().to_string()),
-        ],
-    );
-    // Start both halves together so that they really contend.
-    fs::write(&go, "").unwrap();
-    let overlaps = race(&t.url(), &name, &resource);
-    let out = wait_child_ok(child, Duration::from_secs(300));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
-    assert_eq!(overlaps, 0, "the parent saw overlapping holders");
-    assert_eq!(
-        resource.value(),
-        2 * RACE_THREADS as u64 * RACE_INCREMENTS,
-        "lost updates: the lock did not exclude"
-    );
-    let queue = format!("{{{name}}}:q");
-    for mut con in t.conns_for(&name) {
-        assert!(!exists(&mut con, &name), "lock key left behind");
-        assert!(!exists(&mut con, &queue), "waiter queue left behind");
     }
-    let _ = fs::remove_dir_all(&dir);
-}
 
-/// Child role of `mutual_exclusion`, for every topology.
-#[test]
-#[ignore = "child role, run via spawn_self"]
-fn child_racer() {
-    if child_env(CHILD_ROLE_ENV).as_deref() != Some(CHILD_ROLE) {
-        return;
+    /// Further requests that `own` keeps out while it holds.
+    fn also_refused(self) -> Vec<Side> {
+        match self {
+            Kind::Exclusive => vec![],
+            Kind::Read => vec![Side::Exclusive(0)],
+            Kind::Write => vec![Side::Read, Side::Exclusive(0)],
+            Kind::Semaphore => vec![Side::Permits(PERMITS)],
+            Kind::Set => vec![Side::Exclusive(0), Side::Exclusive(1)],
+        }
     }
-    let var = |n: &str| child_env(n).unwrap_or_else(|| panic!("{n} not set"));
-    let dir = PathBuf::from(var("REDISLOCK_TEST_DIR"));
-    assert!(eventually(Duration::from_secs(30), || dir
-        .join("go")
-        .exists()));
-    let overlaps = race(
-        &var("REDISLOCK_TEST_URL"),
-        &var("REDISLOCK_TEST_LOCK"),
-        &Resource::at(&dir),
-    );
-    assert_eq!(overlaps, 0, "the child saw overlapping holders");
+
+    /// A request that is let in beside `own`, if the kind shares.
+    fn compatible(self) -> Option<Side> {
+        match self {
+            Kind::Read => Some(Side::Read),
+            Kind::Semaphore => Some(Side::Permits(1)),
+            _ => None,
+        }
+    }
+
+    /// The racers' requests, by the index of their turn.
+    fn racer(self, i: u64) -> Side {
+        match self {
+            Kind::Exclusive => Side::Exclusive(0),
+            Kind::Read if i % 4 == 3 => Side::Write,
+            Kind::Read => Side::Read,
+            Kind::Write if i % 4 == 3 => Side::Read,
+            Kind::Write => Side::Write,
+            Kind::Semaphore => Side::Permits(1 + (i % 3) as u32),
+            Kind::Set => Side::Set {
+                reversed: i % 2 == 1,
+            },
+        }
+    }
+
+    /// How much of the resource the holders of one name may have at once (see `weight`).
+    fn capacity(self) -> u64 {
+        match self {
+            Kind::Exclusive | Kind::Set => 1,
+            Kind::Read | Kind::Write => 1000,
+            Kind::Semaphore => u64::from(PERMITS),
+        }
+    }
+
+    /// How much of the resource a grant of `side` holds: all of it when it excludes everyone.
+    fn weight(self, side: Side) -> u64 {
+        match side {
+            Side::Read => 1,
+            Side::Permits(k) => u64::from(k),
+            _ => self.capacity(),
+        }
+    }
 }
 
-/// A lock that is not renewed is free once its lease runs out; the next owner takes it, and the
-/// first one's release reports that it was no longer held.
-fn lease_expiry_and_takeover(t: &dyn Setup) {
-    let name = unique_name("expiry");
-    let fixed = Client::builder(&t.url())
-        .auto_renew(false)
-        .lease(Duration::from_millis(300))
+/// The names of one test: one, or two sharing a hash tag for a set (a set's names must share a
+/// Cluster slot).
+struct Names {
+    base: String,
+    names: Vec<String>,
+}
+
+impl Names {
+    fn new(kind: Kind, what: &str) -> Names {
+        Names::of(kind, unique_name(what))
+    }
+
+    fn of(kind: Kind, base: String) -> Names {
+        let names = match kind {
+            Kind::Set => vec![format!("{{{base}}}:a"), format!("{{{base}}}:b")],
+            _ => vec![base.clone()],
+        };
+        Names { base, names }
+    }
+
+    fn first(&self) -> &str {
+        &self.names[0]
+    }
+
+    fn all(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// A companion key of lock `name` (`keys.rs`: the name's own hash tag, or the name in braces).
+fn companion(name: &str, suffix: &str) -> String {
+    match name.find('{') {
+        Some(open) if name[open..].find('}').is_some_and(|close| close > 1) => {
+            format!("{name}{suffix}")
+        }
+        _ => format!("{{{name}}}{suffix}"),
+    }
+}
+
+/// The waiter queues a request of `side` can wait in.
+fn queues(side: Side, n: &Names) -> Vec<String> {
+    match side {
+        Side::Exclusive(i) => vec![companion(&n.all()[i], ":q")],
+        Side::Read | Side::Write => vec![companion(n.first(), ":rw:q")],
+        Side::Permits(_) => vec![companion(n.first(), ":sem:q")],
+        Side::Set { .. } => n.all().iter().map(|m| companion(m, ":q")).collect(),
+    }
+}
+
+/// The key that holds a grant of `kind`, deleted behind its back to lose it: a reader's is
+/// the set of readers (the name's key only holds their marker); a set's, one of its names
+/// (losing one loses the set).
+fn grant_key(kind: Kind, n: &Names) -> String {
+    match kind {
+        Kind::Read => companion(n.first(), ":rw:r"),
+        _ => n.first().to_string(),
+    }
+}
+
+/// A grant of any kind.
+#[derive(Debug)]
+enum Grant {
+    Lock(Lock),
+    Read(ReadLock),
+    Write(WriteLock),
+    Permits(Permits),
+    Set(MultiLock),
+}
+
+macro_rules! each {
+    ($grant:expr, $g:ident => $e:expr) => {
+        match $grant {
+            Grant::Lock($g) => $e,
+            Grant::Read($g) => $e,
+            Grant::Write($g) => $e,
+            Grant::Permits($g) => $e,
+            Grant::Set($g) => $e,
+        }
+    };
+}
+
+impl Grant {
+    fn is_held(&self) -> bool {
+        each!(self, g => g.is_held())
+    }
+
+    fn is_lost(&self) -> bool {
+        each!(self, g => g.is_lost())
+    }
+
+    fn release(self) -> Result<(), Error> {
+        each!(self, g => g.release())
+    }
+
+    fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
+        each!(self, g => g.on_lost(f))
+    }
+
+    fn remaining(&self) -> Duration {
+        each!(self, g => g.remaining())
+    }
+
+    fn extend(&self, lease: Duration) -> Result<(), Error> {
+        each!(self, g => g.extend(lease))
+    }
+
+    /// The fencing token of each of the test's names this grant holds, in the names' order.
+    fn fences(&self, n: &Names) -> Vec<u64> {
+        let token = match self {
+            Grant::Lock(g) => g.fencing_token(),
+            Grant::Read(g) => g.fencing_token(),
+            Grant::Write(g) => g.fencing_token(),
+            Grant::Permits(_) => None,
+            Grant::Set(g) => {
+                return n
+                    .all()
+                    .iter()
+                    .map(|m| g.fencing_token(m).expect("a fenced set without a token"))
+                    .collect();
+            }
+        };
+        vec![token.expect("a fenced grant without a token")]
+    }
+}
+
+/// Settings of one request that differ from the client's.
+#[derive(Default, Clone, Copy)]
+struct Opts<'a> {
+    lease: Option<Duration>,
+    renew: Option<bool>,
+    cancel: Option<&'a Cancel>,
+}
+
+impl Opts<'_> {
+    fn lease(lease: Duration, renew: bool) -> Opts<'static> {
+        Opts {
+            lease: Some(lease),
+            renew: Some(renew),
+            cancel: None,
+        }
+    }
+}
+
+/// Acquires `side` of the test's names: one attempt (`wait` None), or waiting up to `wait`.
+fn take(
+    c: &Client,
+    side: Side,
+    n: &Names,
+    wait: Option<Duration>,
+    o: Opts<'_>,
+) -> Result<Grant, Error> {
+    macro_rules! with {
+        ($request:expr) => {{
+            let mut r = $request;
+            if let Some(lease) = o.lease {
+                r = r.lease(lease);
+            }
+            if let Some(on) = o.renew {
+                r = r.auto_renew(on);
+            }
+            if let Some(cancel) = o.cancel {
+                r = r.cancel_on(cancel);
+            }
+            r
+        }};
+    }
+    match side {
+        Side::Exclusive(i) => {
+            let r = with!(c.lock(n.all()[i].as_str()));
+            match wait {
+                Some(w) => r.acquire(w),
+                None => r.try_acquire(),
+            }
+            .map(Grant::Lock)
+        }
+        Side::Read => {
+            let r = with!(c.rw_lock(n.first()));
+            wait.map_or_else(|| r.try_read(), |w| r.read(w))
+                .map(Grant::Read)
+        }
+        Side::Write => {
+            let r = with!(c.rw_lock(n.first()));
+            wait.map_or_else(|| r.try_write(), |w| r.write(w))
+                .map(Grant::Write)
+        }
+        Side::Permits(k) => {
+            let r = with!(c.semaphore(n.first(), PERMITS));
+            wait.map_or_else(|| r.try_acquire(k), |w| r.acquire(k, w))
+                .map(Grant::Permits)
+        }
+        Side::Set { reversed } => {
+            let mut names: Vec<&str> = n.all().iter().map(String::as_str).collect();
+            if reversed {
+                names.reverse();
+            }
+            let r = with!(c.lock_all(&names));
+            wait.map_or_else(|| r.try_acquire(), |w| r.acquire(w))
+                .map(Grant::Set)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the behaviours look at in Redis
+// ---------------------------------------------------------------------------------------------
+
+/// A client whose waiters re-check only after `FAR`.
+fn rechecks_far_apart(t: &Shared) -> Client {
+    Client::builder(t.url())
+        .recheck_interval(FAR)
         .build()
+        .unwrap()
+}
+
+/// Whether a request of `side` waits now: queued on the server (`count` entries), or on
+/// Redlock, where waiters do not queue, the lock marked as wanted on every master.
+fn waiting(t: &Shared, side: Side, n: &Names, count: i64) -> bool {
+    if t.topology() == Topology::Redlock {
+        let wanted = companion(n.first(), ":wanted");
+        return t
+            .conns_for(n.first())
+            .iter_mut()
+            .all(|con| support::exists(con, &wanted));
+    }
+    let mut con = t.conn_for(n.first());
+    let queued: i64 = queues(side, n).iter().map(|q| llen(&mut con, q)).sum();
+    queued == count
+}
+
+fn wait_until_waiting(t: &Shared, side: Side, n: &Names, count: i64) {
+    assert!(
+        eventually(SURELY, || waiting(t, side, n, count)),
+        "{count} waiter(s) of {side:?} never showed"
+    );
+}
+
+/// The keys of the test's names left in Redis, on every server that holds them: none may be,
+/// but fencing counters (they never expire, by design) and, on Redlock, the waiters' marks,
+/// which expire by themselves (never a lock key).
+fn leftovers(t: &Shared, n: &Names) -> Vec<String> {
+    let redlock = t.topology() == Topology::Redlock;
+    let mut left = Vec::new();
+    for mut con in t.conns_for(n.first()) {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("*{}*", n.base))
+            .query(&mut con)
+            .unwrap();
+        for key in keys {
+            let expiring_mark = redlock && !n.all().contains(&key) && pttl(&mut con, &key) > 0;
+            if !key.ends_with(":fence") && !expiring_mark {
+                left.push(key);
+            }
+        }
+    }
+    left
+}
+
+fn assert_nothing_left(t: &Shared, n: &Names) {
+    assert_eq!(leftovers(t, n), Vec::<String>::new(), "left in Redis");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The behaviours
+// ---------------------------------------------------------------------------------------------
+
+/// Refused while a rival holds; while it holds, the rival (and what else the kind excludes) is
+/// refused and what it shares with is let in; and nothing is left once all is released.
+fn try_is_refused_while_held(t: &Shared, k: Kind) {
+    let c = Client::open(t.url()).unwrap();
+    let n = Names::new(k, "held");
+    let none = Opts::default();
+    let rival = take(&c, k.rival(), &n, None, none).unwrap();
+    let e = take(&c, k.own(), &n, None, none).unwrap_err();
+    assert!(e.is_held(), "{e}");
+    rival.release().unwrap();
+
+    let own = take(&c, k.own(), &n, None, none).unwrap();
+    assert!(own.is_held());
+    for side in [vec![k.rival()], k.also_refused()].concat() {
+        match take(&c, side, &n, None, none) {
+            Err(e) => assert!(e.is_held(), "{side:?}: {e}"),
+            Ok(_) => panic!("{side:?} got in beside a holder of {k:?}"),
+        }
+    }
+    if let Some(side) = k.compatible() {
+        let beside = take(&c, side, &n, None, none).expect("a request that shares was refused");
+        assert!(beside.is_held() && own.is_held());
+        beside.release().unwrap();
+    }
+    own.release().unwrap();
+    take(&c, k.rival(), &n, None, none)
+        .expect("not free after the release")
+        .release()
         .unwrap();
-    let other = Client::open(&t.url()).unwrap();
-    let first = fixed.try_acquire(&name).unwrap();
-    assert!(other.try_acquire(&name).unwrap_err().is_held());
-    thread::sleep(Duration::from_millis(400));
+    assert_nothing_left(t, &n);
+}
+
+/// A waiter is woken by the holder's release, not by a re-check: the holder's lease and the
+/// waiter's re-check interval are both `FAR`, the waiter is granted within `WAKE_BOUND`.
+fn a_waiter_is_woken_by_the_release(t: &Shared, k: Kind) {
+    let c = rechecks_far_apart(t);
+    let n = Arc::new(Names::new(k, "woken"));
+    let holder_client = Client::open(t.url()).unwrap();
+    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiter = {
+        let (c, n) = (c.clone(), n.clone());
+        thread::spawn(move || {
+            let got = take(&c, k.own(), &n, Some(SURELY), Opts::default());
+            tx.send(Instant::now()).unwrap();
+            got
+        })
+    };
+    wait_until_waiting(t, k.own(), &n, 1);
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        rx.try_recv().is_err(),
+        "the waiter got in beside the holder"
+    );
+    let released = Instant::now();
+    holder.release().unwrap();
+    let granted = rx.recv_timeout(SURELY).expect("the waiter never returned");
+    let grant = waiter.join().unwrap().expect("the waiter was not granted");
+    let after = granted.saturating_duration_since(released);
+    assert!(after < WAKE_BOUND, "granted {after:?} after the release");
+    assert!(grant.is_held());
+    grant.release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
+/// A wait for a held lock ends with `is_wait_timeout` at its bound, not before and not much
+/// after, and leaves nothing: the holder keeps its grant, and its release hands nothing on.
+fn a_wait_times_out(t: &Shared, k: Kind) {
+    let c = rechecks_far_apart(t);
+    let n = Names::new(k, "timeout");
+    let holder_client = Client::open(t.url()).unwrap();
+    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
+    let wait = Duration::from_millis(300);
+    let started = Instant::now();
+    let e = take(&c, k.own(), &n, Some(wait), Opts::default()).unwrap_err();
+    let took = started.elapsed();
+    assert!(e.is_wait_timeout(), "{e}");
+    assert!(took >= wait, "gave up after {took:?}");
+    assert!(took < wait + Duration::from_secs(3), "overran: {took:?}");
+    if t.topology() != Topology::Redlock {
+        assert!(waiting(t, k.own(), &n, 0), "the queue entry stayed");
+    }
+    assert!(holder.is_held());
+    holder.release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
+/// A cancelled wait returns `is_cancelled` at once (its re-check is `FAR` away), leaves no
+/// queue entry, and takes nothing: the holder keeps its grant, and its release hands nothing
+/// on.
+fn a_cancelled_wait_leaves_nothing_behind(t: &Shared, k: Kind) {
+    let c = rechecks_far_apart(t);
+    let n = Arc::new(Names::new(k, "cancel"));
+    let holder_client = Client::open(t.url()).unwrap();
+    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
+    let cancel = Cancel::new();
+    let waiter = {
+        let (c, n, cancel) = (c.clone(), n.clone(), cancel.clone());
+        thread::spawn(move || {
+            let o = Opts {
+                cancel: Some(&cancel),
+                ..Opts::default()
+            };
+            take(&c, k.own(), &n, Some(FAR), o).map(drop)
+        })
+    };
+    wait_until_waiting(t, k.own(), &n, 1);
+    thread::sleep(Duration::from_millis(100));
+    let cancelled = Instant::now();
+    cancel.cancel();
+    let e = waiter.join().unwrap().unwrap_err();
+    let took = cancelled.elapsed();
+    assert!(e.is_cancelled(), "{e}");
+    assert!(took < WAKE_BOUND, "returned {took:?} after the cancel");
+    if t.topology() != Topology::Redlock {
+        assert!(waiting(t, k.own(), &n, 0), "the queue entry stayed");
+    }
+    assert!(holder.is_held());
+    holder.release().unwrap();
+    assert_nothing_left(t, &n);
+    // Cancelled stays cancelled: a later wait with it fails at once, and takes nothing.
+    let o = Opts {
+        cancel: Some(&cancel),
+        ..Opts::default()
+    };
+    let again = Instant::now();
+    let e = take(&c, k.own(), &n, Some(FAR), o).unwrap_err();
+    assert!(e.is_cancelled(), "{e}");
+    assert!(again.elapsed() < WAKE_BOUND);
+    assert_nothing_left(t, &n);
+}
+
+/// Auto-renewal keeps a grant held, and its keys' leases short, over four leases.
+fn renewal_keeps_a_grant_past_its_lease(t: &Shared, k: Kind) {
+    let c = Client::open(t.url()).unwrap();
+    let other = Client::open(t.url()).unwrap();
+    let n = Names::new(k, "renewal");
+    let grant = take(&c, k.own(), &n, None, Opts::lease(SHORT_LEASE, true)).unwrap();
+    thread::sleep(SHORT_LEASE * 4);
+    assert!(
+        grant.is_held() && !grant.is_lost(),
+        "renewal did not keep it"
+    );
+    let e = take(&other, k.rival(), &n, None, Opts::default()).unwrap_err();
+    assert!(e.is_held(), "{e}");
+    let limit = SHORT_LEASE.as_millis() as i64;
+    for mut con in t.conns_for(n.first()) {
+        for name in n.all() {
+            let left = pttl(&mut con, name);
+            assert!(left > 0 && left <= limit, "{name}: lease left {left} ms");
+        }
+    }
+    assert!(c.stats().renewals >= 2, "{:?}", c.stats());
+    grant.release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
+/// A grant that is not renewed runs out with its lease: a rival takes over, and the first
+/// holder's late release reports `is_not_held` and leaves the new holder alone.
+fn an_unrenewed_grant_runs_out_and_is_taken_over(t: &Shared, k: Kind) {
+    let c = Client::open(t.url()).unwrap();
+    let other = Client::open(t.url()).unwrap();
+    let n = Names::new(k, "expiry");
+    let first = take(&c, k.own(), &n, None, Opts::lease(SHORT_LEASE, false)).unwrap();
+    let e = take(&other, k.rival(), &n, None, Opts::default()).unwrap_err();
+    assert!(e.is_held(), "{e}");
+    thread::sleep(SHORT_LEASE + Duration::from_millis(150));
     assert!(!first.is_held(), "the holder's view follows its lease");
-    let second = other.try_acquire(&name).expect("free after its lease");
-    assert!(first.release().unwrap_err().is_not_held());
+    let second = take(&other, k.rival(), &n, None, Opts::default())
+        .expect("not free after its lease ran out");
+    let e = first.release().unwrap_err();
+    assert!(e.is_not_held(), "{e}");
     assert!(second.is_held());
+    let e = take(&c, k.own(), &n, None, Opts::default()).unwrap_err();
+    assert!(
+        e.is_held(),
+        "the late release freed the new holder's grant: {e}"
+    );
     second.release().unwrap();
+    assert_nothing_left(t, &n);
 }
 
-/// An auto-renewed lock outlives its lease many times over.
-fn renewal(t: &dyn Setup) {
-    let name = unique_name("renewal");
-    let c = Client::builder(&t.url())
-        .lease(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    let other = Client::open(&t.url()).unwrap();
-    let lock = c.try_acquire(&name).unwrap();
-    thread::sleep(Duration::from_millis(1200));
-    assert!(lock.is_held());
-    assert!(other.try_acquire(&name).unwrap_err().is_held());
-    let mut conns = t.conns_for(&name);
-    for con in &mut conns {
-        let left = pttl(con, &name);
-        assert!(left > 0 && left <= 300, "renewed lease {left} ms");
-    }
-    lock.release().unwrap();
-    for con in &mut conns {
-        assert!(!exists(con, &name));
-    }
-}
-
-/// A lock whose key is deleted behind its holder's back is found lost by renewal: the holder is
-/// told (on_lost), its handle says so, and its release reports it.
-fn lost_lock_detection(t: &dyn Setup) {
-    let name = unique_name("lost");
-    let c = Client::builder(&t.url())
-        .lease(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    let lock = c.try_acquire(&name).unwrap();
+/// A grant whose keys are deleted behind its back is found lost by renewal: its handle says
+/// so, `on_lost` is told, and its release reports `is_not_held` (and frees what is left).
+fn a_deleted_key_is_reported_lost(t: &Shared, k: Kind) {
+    let c = Client::open(t.url()).unwrap();
+    let n = Names::new(k, "lost");
+    let grant = take(&c, k.own(), &n, None, Opts::lease(SHORT_LEASE, true)).unwrap();
     let told = Arc::new(Mutex::new(None));
     let told2 = told.clone();
-    lock.on_lost(move |e| *told2.lock().unwrap() = Some(e.to_string()));
-    for mut con in t.conns_for(&name) {
-        let _: i64 = redis::cmd("DEL").arg(&name).query(&mut con).unwrap();
+    grant.on_lost(move |e| *told2.lock().unwrap() = Some(e.kind()));
+    for mut con in t.conns_for(n.first()) {
+        let _: i64 = redis::cmd("DEL")
+            .arg(grant_key(k, &n))
+            .query(&mut con)
+            .unwrap();
     }
     assert!(
-        eventually(Duration::from_secs(5), || lock.is_lost()),
-        "renewal never noticed the lost key"
+        eventually(SURELY, || grant.is_lost()),
+        "renewal never noticed the lost grant"
     );
-    assert!(told.lock().unwrap().is_some(), "on_lost was not called");
-    assert!(lock.release().unwrap_err().is_not_held());
+    assert!(!grant.is_held());
+    assert_eq!(grant.remaining(), Duration::ZERO);
+    let e = grant.extend(Duration::from_secs(1)).unwrap_err();
+    assert!(e.is_not_held(), "{e}");
+    // Counted once the lock is marked lost (and its `on_lost` called): not at the same instant.
+    assert!(
+        eventually(SURELY, || c.stats().lost_locks == 1),
+        "{:?}",
+        c.stats()
+    );
+    assert!(
+        eventually(SURELY, || told.lock().unwrap().is_some()),
+        "on_lost was not called"
+    );
+    assert_eq!(*told.lock().unwrap(), Some(ErrorKind::NotHeld));
+    let e = grant.release().unwrap_err();
+    assert!(e.is_not_held(), "{e}");
+    // What the grant held besides the deleted key (a reader's marker, a set's other name) is
+    // free within its lease at the latest: once renewal has found the grant lost, neither
+    // renewal nor the release touches it.
+    assert!(
+        eventually(SHORT_LEASE + Duration::from_secs(2), || leftovers(t, &n)
+            .is_empty()),
+        "left in Redis: {:?}",
+        leftovers(t, &n)
+    );
+    take(&c, k.own(), &n, None, Opts::default())
+        .expect("not free after the loss")
+        .release()
+        .unwrap();
 }
 
-/// Waiters are handed the lock in the order they came, one per release (with Redlock, which
-/// has no order across masters: [`woken_by_releases`]).
-fn waiting_and_handoff(t: &dyn Setup) {
-    if !t.fifo() {
-        return woken_by_releases(t);
+/// A release frees the grant at once: its keys are gone, the same client takes it again, then
+/// a rival.
+fn release_then_acquire_again(t: &Shared, k: Kind) {
+    let c = Client::open(t.url()).unwrap();
+    let other = Client::open(t.url()).unwrap();
+    let n = Names::new(k, "again");
+    for _ in 0..2 {
+        let grant = take(&c, k.own(), &n, None, Opts::default()).unwrap();
+        assert!(grant.is_held());
+        grant.release().unwrap();
+        assert_nothing_left(t, &n);
     }
-    let name = unique_name("handoff");
-    let c = Client::open(&t.url()).unwrap();
-    let holder = c.try_acquire(&name).unwrap();
+    let rival = take(&other, k.rival(), &n, None, Opts::default()).expect("not free");
+    assert!(rival.is_held());
+    rival.release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
+/// Fencing tokens grow with every grant of each name: grants one after another, the rival's
+/// (which shares the counter), a takeover after a lease ran out, and a handoff to a waiter.
+fn fencing_tokens_increase(t: &Shared, k: Kind) {
+    let fenced = |t: &Shared| -> Client {
+        Client::builder(t.url())
+            .fencing(true)
+            .recheck_interval(FAR)
+            .build()
+            .unwrap()
+    };
+    let (c, other) = (fenced(t), fenced(t));
+    let n = Arc::new(Names::new(k, "fence"));
+    let none = Opts::default();
+    let mut seen: Vec<Vec<u64>> = Vec::new();
+    for side in [k.own(), k.own(), k.rival()] {
+        let grant = take(&c, side, &n, None, none).unwrap();
+        seen.push(grant.fences(&n));
+        grant.release().unwrap();
+    }
+    // A takeover: the first grant runs out, a rival of another client gets in.
+    let stale = take(&c, k.own(), &n, None, Opts::lease(SHORT_LEASE, false)).unwrap();
+    seen.push(stale.fences(&n));
+    let mut taker = None;
+    assert!(eventually(SURELY, || {
+        taker = take(&other, k.rival(), &n, None, none).ok();
+        taker.is_some()
+    }));
+    let taker = taker.unwrap();
+    seen.push(taker.fences(&n));
+    assert!(stale.release().unwrap_err().is_not_held());
+    // A handoff: a waiter is handed the grant by the taker's release.
+    let waiter = {
+        let (c, n) = (c.clone(), n.clone());
+        thread::spawn(move || take(&c, k.own(), &n, Some(SURELY), Opts::default()))
+    };
+    wait_until_waiting(t, k.own(), &n, 1);
+    taker.release().unwrap();
+    let handed = waiter
+        .join()
+        .unwrap()
+        .expect("the waiter was not handed the grant");
+    seen.push(handed.fences(&n));
+    handed.release().unwrap();
+    let mut con = t.conn_for(n.first());
+    for (i, name) in n.all().iter().enumerate() {
+        let tokens: Vec<u64> = seen.iter().map(|f| f[i]).collect();
+        assert!(
+            tokens[0] >= 1 && tokens.windows(2).all(|w| w[0] < w[1]),
+            "{name}: tokens not strictly increasing: {tokens:?}"
+        );
+        let counter = get(&mut con, &companion(name, ":fence"));
+        assert_eq!(
+            counter,
+            Some(tokens[tokens.len() - 1].to_string()),
+            "{name}"
+        );
+    }
+    let unfenced = take(&Client::open(t.url()).unwrap(), k.own(), &n, None, none).unwrap();
+    let plain = match &unfenced {
+        Grant::Lock(g) => g.fencing_token().is_none(),
+        Grant::Read(g) => g.fencing_token().is_none(),
+        Grant::Write(g) => g.fencing_token().is_none(),
+        Grant::Set(g) => g.fencing_tokens().is_none(),
+        Grant::Permits(_) => true,
+    };
+    assert!(plain, "a grant without fencing has a token");
+    unfenced.release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
+/// Waiters are granted in the order they came, one after the other; their re-checks do not
+/// change their places.
+fn waiters_are_served_in_arrival_order(t: &Shared, k: Kind) {
+    let c = Client::builder(t.url())
+        .recheck_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let n = Arc::new(Names::new(k, "fifo"));
+    let holder_client = Client::open(t.url()).unwrap();
+    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let queue = format!("{{{name}}}:q");
-    let mut con = t.conn_for(&name);
-    let waiters: Vec<_> = (0..4)
+    let waiters: Vec<_> = (0..3)
         .map(|i| {
-            let (c, name, order) = (c.clone(), name.clone(), order.clone());
+            let (c, names, order) = (c.clone(), n.clone(), order.clone());
             let w = thread::spawn(move || {
-                let lock = c.acquire(&name, Duration::from_secs(30)).unwrap();
+                let grant = take(&c, k.own(), &names, Some(SURELY), Opts::default())
+                    .unwrap_or_else(|e| panic!("waiter {i}: {e}"));
                 order.lock().unwrap().push(i);
                 thread::sleep(Duration::from_millis(20));
-                lock.release().unwrap();
+                grant.release().unwrap();
             });
             // The next waiter comes once this one is queued.
-            assert!(eventually(Duration::from_secs(10), || {
-                redis::cmd("LLEN")
-                    .arg(&queue)
-                    .query::<i64>(&mut con)
-                    .unwrap()
-                    == i + 1
-            }));
+            wait_until_waiting(t, k.own(), &n, i + 1);
             w
         })
         .collect();
+    // Each waiter re-checks a few times meanwhile.
+    thread::sleep(Duration::from_millis(700));
+    assert!(order.lock().unwrap().is_empty());
     holder.release().unwrap();
     for w in waiters {
         w.join().unwrap();
     }
-    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
-    assert!(!exists(&mut con, &name));
-    assert!(!exists(&mut con, &queue));
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
+    assert_nothing_left(t, &n);
 }
 
-/// Waiters that do not queue are each woken by a release, and get the lock in turn: their
-/// re-check interval, and the holders' leases, are longer than the wait bound, so a waiter that
-/// a release did not wake would time out.
-fn woken_by_releases(t: &dyn Setup) {
-    let name = unique_name("woken");
-    let c = Client::builder(&t.url())
-        .recheck_interval(Duration::from_secs(120))
-        .lease(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let holder = c.try_acquire(&name).unwrap();
-    let served = Arc::new(Mutex::new(Vec::new()));
-    let inside = Arc::new(AtomicU64::new(0));
-    let waiters: Vec<_> = (0..4)
-        .map(|i| {
-            let (c, name, served, inside) =
-                (c.clone(), name.clone(), served.clone(), inside.clone());
-            thread::spawn(move || {
-                let lock = c
-                    .acquire(&name, Duration::from_secs(20))
-                    .unwrap_or_else(|e| panic!("waiter {i}: {e}"));
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
-                served.lock().unwrap().push(i);
-                thread::sleep(Duration::from_millis(20));
-                inside.fetch_sub(1, Ordering::SeqCst);
-                lock.release().unwrap();
-            })
-        })
-        .collect();
-    // The waiters mark the lock as wanted before they block.
-    let wanted = format!("{{{name}}}:wanted");
-    let mut conns = t.conns_for(&name);
-    assert!(eventually(Duration::from_secs(10), || conns
-        .iter_mut()
-        .all(|con| exists(con, &wanted))));
-    thread::sleep(Duration::from_millis(200));
-    holder.release().unwrap();
-    for w in waiters {
-        w.join().unwrap();
-    }
-    let mut served = served.lock().unwrap().clone();
-    served.sort();
-    assert_eq!(served, vec![0, 1, 2, 3]);
-    for con in &mut conns {
-        assert!(!exists(con, &name));
-    }
-}
-
-/// The classic `SET key token NX PX` + compare-and-delete on the same name (on every master,
-/// with Redlock, where the lock is the majority's) excludes, and is excluded by, the library.
-fn interop_with_plain_set_nx(t: &dyn Setup) {
+/// The classic `SET name token NX PX` and compare-and-delete, on every master with Redlock
+/// (where the lock is the majority's), excludes and is excluded by grants of the kind. For a
+/// set, the plain client holds one of its names.
+fn interop_with_a_plain_set_nx_client(t: &Shared, k: Kind) {
     const PLAIN: &str = "plain-client-token";
-    let name = unique_name("interop");
-    let c = Client::open(&t.url()).unwrap();
-    let mut conns = t.conns_for(&name);
+    let c = Client::open(t.url()).unwrap();
+    let n = Arc::new(Names::new(k, "interop"));
+    let mut conns = t.conns_for(n.first());
     // The plain client's SET NX PX on every server; whether it got a majority.
-    let set = |conns: &mut [redis::Connection]| -> bool {
+    let set = |conns: &mut [redis::Connection], name: &str| -> bool {
         let mut granted = 0;
         for con in conns.iter_mut() {
             let set: Option<String> = redis::cmd("SET")
-                .arg(&name)
+                .arg(name)
                 .arg(PLAIN)
                 .arg("NX")
                 .arg("PX")
-                .arg(5000)
+                .arg(10_000)
                 .query(con)
                 .unwrap();
             granted += usize::from(set.is_some());
@@ -388,71 +836,450 @@ fn interop_with_plain_set_nx(t: &dyn Setup) {
         granted > conns.len() / 2
     };
     // Its compare-and-delete on every server.
-    let release = |conns: &mut [redis::Connection]| {
+    let release = |conns: &mut [redis::Connection], name: &str| {
         for con in conns.iter_mut() {
-            if get(con, &name).as_deref() == Some(PLAIN) {
-                let _: i64 = redis::cmd("DEL").arg(&name).query(con).unwrap();
+            if get(con, name).as_deref() == Some(PLAIN) {
+                let _: i64 = redis::cmd("DEL").arg(name).query(con).unwrap();
             }
         }
     };
-    assert!(set(&mut conns));
-    assert!(c.try_acquire(&name).unwrap_err().is_held());
-    // A waiter gets it once the plain client deletes its key.
+    let plain_name = n.all().last().unwrap().clone();
+    assert!(set(&mut conns, &plain_name));
+    let e = take(&c, k.own(), &n, None, Opts::default()).unwrap_err();
+    assert!(e.is_held(), "{e}");
+    // A waiter gets in once the plain client has deleted its key (at a re-check: a plain DEL
+    // wakes nobody).
     let waiter = {
-        let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || {
-            c.acquire(&name, Duration::from_secs(10))
-                .map(|l| l.release())
-        })
+        let (c, n) = (c.clone(), n.clone());
+        thread::spawn(move || take(&c, k.own(), &n, Some(SURELY), Opts::default()))
     };
     thread::sleep(Duration::from_millis(100));
-    release(&mut conns);
-    waiter.join().unwrap().unwrap().unwrap();
-    let lock = c.try_acquire(&name).unwrap();
-    assert!(!set(&mut conns), "the plain client got a held lock");
-    release(&mut conns);
-    let started = Instant::now();
-    lock.release().unwrap();
-    assert!(set(&mut conns), "not free after release");
-    assert!(started.elapsed() < Duration::from_secs(5));
-    release(&mut conns);
+    release(&mut conns, &plain_name);
+    let grant = waiter.join().unwrap().expect("the waiter never got in");
+    for name in n.all() {
+        assert!(
+            !set(&mut conns, name),
+            "the plain client got {name} while held"
+        );
+        release(&mut conns, name);
+    }
+    grant.release().unwrap();
+    for name in n.all() {
+        assert!(set(&mut conns, name), "{name} not free after the release");
+        release(&mut conns, name);
+    }
+    assert_nothing_left(t, &n);
 }
 
-/// The behaviours, as tests of one topology.
-macro_rules! suite {
-    ($topology:ident, $start:expr) => {
-        mod $topology {
-            use super::*;
+/// Read and write locks, semaphores and sets are refused on Redlock, with or without a wait,
+/// and write nothing.
+fn is_refused_on_redlock(t: &Shared, k: Kind) {
+    let c = Client::open(t.url()).unwrap();
+    let n = Names::new(k, "refused");
+    for wait in [None, Some(Duration::from_secs(1))] {
+        let e = match take(&c, k.own(), &n, wait, Opts::default()) {
+            Err(e) => e,
+            Ok(_) => panic!("{k:?} granted on Redlock"),
+        };
+        assert!(e.is_invalid_argument(), "{e}");
+        let shown = e.to_string();
+        assert!(shown.contains(k.described()), "{shown}");
+        assert!(shown.contains("not supported on Redlock"), "{shown}");
+    }
+    for mut con in t.conns_for(n.first()) {
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("*{}*", n.base))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(keys, Vec::<String>::new());
+    }
+}
 
+// ---------------------------------------------------------------------------------------------
+// Behaviours with a second process
+// ---------------------------------------------------------------------------------------------
+
+/// Starts this test binary again to run the child role `test` (a test of this file, and the
+/// role's name) for kind `k` on the test's names, with `more` environment.
+fn start_child(
+    test: &str,
+    t: &Shared,
+    k: Kind,
+    n: &Names,
+    more: &[(&str, String)],
+) -> ChildProcess {
+    let mut envs = vec![
+        ("REDISLOCK_TEST_URL", t.url().to_string()),
+        ("REDISLOCK_TEST_KIND", k.name().to_string()),
+        ("REDISLOCK_TEST_NAME", n.base.clone()),
+    ];
+    envs.extend_from_slice(more);
+    ChildProcess::start(test, test, &envs)
+}
+
+/// A child role's side of [`start_child`].
+struct InChild {
+    role: Role,
+    url: String,
+    k: Kind,
+    n: Names,
+}
+
+/// `Some` in a process started by [`start_child`] to run `test`.
+fn in_child(test: &str) -> Option<InChild> {
+    let role = child_role(test)?;
+    let k = Kind::from_name(&role.var("REDISLOCK_TEST_KIND"));
+    Some(InChild {
+        url: role.var("REDISLOCK_TEST_URL"),
+        n: Names::of(k, role.var("REDISLOCK_TEST_NAME")),
+        k,
+        role,
+    })
+}
+
+const RACE_THREADS: u64 = 16;
+const RACE_ROUNDS: u64 = 6;
+
+/// The protected resource of the race, outside Redis: a counter in a file that holders
+/// excluding everyone increment with a non-atomic read and write, and the weight of the
+/// holders inside, counted under a file mutex, which no more than the kind's capacity may be.
+struct Resource {
+    dir: PathBuf,
+}
+
+impl Resource {
+    fn at(dir: &Path) -> Resource {
+        Resource {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Runs `f` on the weight inside, under a mutex of every process (a file created with
+    /// `create_new`).
+    fn inside<R>(&self, f: impl FnOnce(&mut u64) -> R) -> R {
+        let mutex = self.dir.join("mutex");
+        while fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&mutex)
+            .is_err()
+        {
+            thread::yield_now();
+        }
+        let path = self.dir.join("inside");
+        let mut inside: u64 = fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0);
+        let r = f(&mut inside);
+        fs::write(&path, inside.to_string()).unwrap();
+        fs::remove_file(&mutex).unwrap();
+        r
+    }
+
+    /// Enters with `weight`; false if that makes more than `capacity` inside.
+    fn enter(&self, weight: u64, capacity: u64) -> bool {
+        self.inside(|v| {
+            *v += weight;
+            *v <= capacity
+        })
+    }
+
+    fn leave(&self, weight: u64) {
+        self.inside(|v| *v -= weight);
+    }
+
+    /// One increment of the counter, its read and write apart by a millisecond if `widen`.
+    fn increment(&self, widen: bool) {
+        let path = self.dir.join("counter");
+        let v = self.counter();
+        if widen {
+            thread::sleep(Duration::from_millis(1));
+        }
+        fs::write(path, (v + 1).to_string()).unwrap();
+    }
+
+    fn counter(&self) -> u64 {
+        fs::read_to_string(self.dir.join("counter"))
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+/// `RACE_THREADS` threads take `RACE_ROUNDS` turns each at the resource under grants of the
+/// kind; returns the overlaps seen (more inside than the kind allows).
+fn race(c: &Client, k: Kind, n: &Names, resource: &Resource) -> u64 {
+    let overlaps = AtomicU64::new(0);
+    thread::scope(|s| {
+        for thread in 0..RACE_THREADS {
+            let overlaps = &overlaps;
+            s.spawn(move || {
+                for round in 0..RACE_ROUNDS {
+                    let i = thread * RACE_ROUNDS + round;
+                    let side = k.racer(i);
+                    let grant = take(c, side, n, Some(Duration::from_secs(120)), Opts::default())
+                        .unwrap_or_else(|e| panic!("{side:?}: {e}"));
+                    assert!(grant.is_held());
+                    let weight = k.weight(side);
+                    if !resource.enter(weight, k.capacity()) {
+                        overlaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if weight == k.capacity() {
+                        resource.increment(i.is_multiple_of(4));
+                    } else if i.is_multiple_of(4) {
+                        thread::sleep(Duration::from_millis(1));
+                    }
+                    resource.leave(weight);
+                    grant
+                        .release()
+                        .unwrap_or_else(|e| panic!("release of {side:?}: {e}"));
+                }
+            });
+        }
+    });
+    overlaps.load(Ordering::Relaxed)
+}
+
+/// How many of one process's turns exclude everyone (and increment the counter).
+fn exclusive_turns(k: Kind) -> u64 {
+    (0..RACE_THREADS * RACE_ROUNDS)
+        .filter(|i| k.weight(k.racer(*i)) == k.capacity())
+        .count() as u64
+}
+
+/// Mutual exclusion: two processes of `RACE_THREADS` threads each (one with renewed grants, the
+/// other with fixed leases) race for the resource. Nobody is ever inside beside a holder that
+/// excludes them, no increment is lost, and nothing is left in Redis.
+fn mutual_exclusion_under_a_race(t: &Shared, k: Kind) {
+    let dir = std::env::temp_dir().join(unique_name("redislock-race"));
+    fs::create_dir_all(&dir).unwrap();
+    let n = Names::new(k, "race");
+    let dir_env = [("REDISLOCK_TEST_DIR", dir.display().to_string())];
+    let mut child = start_child("child_racer", t, k, &n, &dir_env);
+    child.wait_ready(SURELY);
+    let c = Client::open(t.url()).unwrap();
+    let resource = Resource::at(&dir);
+    // Both halves start together, so that they really contend.
+    child.go();
+    let overlaps = race(&c, k, &n, &resource);
+    child.wait_ok(Duration::from_secs(300));
+    let child_overlaps = child.reported("overlaps");
+    assert_eq!(overlaps, 0, "the parent saw overlapping holders");
+    assert_eq!(
+        child_overlaps.as_deref(),
+        Some("0"),
+        "the child saw overlapping holders"
+    );
+    assert_eq!(
+        resource.counter(),
+        2 * exclusive_turns(k),
+        "lost increments: the grants did not exclude"
+    );
+    assert_nothing_left(t, &n);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// Child role of `mutual_exclusion_under_a_race`, for every kind and topology: races with
+/// fixed leases.
+#[test]
+#[ignore = "child role, run by ChildProcess"]
+fn child_racer() {
+    let Some(InChild { role, url, k, n }) = in_child("child_racer") else {
+        return;
+    };
+    let c = Client::builder(&url)
+        .auto_renew(false)
+        .lease(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let resource = Resource::at(Path::new(&role.var("REDISLOCK_TEST_DIR")));
+    role.ready("");
+    role.wait_go(SURELY);
+    let overlaps = race(&c, k, &n, &resource);
+    role.report("overlaps", &overlaps.to_string());
+}
+
+/// A holder process killed with `kill -9` (no release, no more renewal) keeps its grant while
+/// it lives, past its lease; once killed, the grant is free within its lease.
+fn a_killed_holder_frees_it_within_its_lease(t: &Shared, k: Kind) {
+    let n = Names::new(k, "killed");
+    let mut child = start_child("child_holder", t, k, &n, &[]);
+    child.wait_ready(SURELY);
+    let c = Client::open(t.url()).unwrap();
+    let refused = || match take(&c, k.rival(), &n, None, Opts::default()) {
+        Err(e) => e.is_held(),
+        Ok(_) => false,
+    };
+    assert!(refused(), "the child's grant did not keep the rival out");
+    thread::sleep(KILLED_LEASE + KILLED_LEASE / 2);
+    assert!(refused(), "the living holder's grant ran out");
+    let killed = child.kill9();
+    let mut grant = None;
+    assert!(
+        eventually(SURELY, || {
+            grant = take(&c, k.rival(), &n, None, Opts::default()).ok();
+            grant.is_some()
+        }),
+        "the killed holder's grant never came free"
+    );
+    let freed = killed.elapsed();
+    assert!(
+        freed <= KILLED_LEASE + Duration::from_secs(2),
+        "free {freed:?} after the kill, with a lease of {KILLED_LEASE:?}"
+    );
+    grant.unwrap().release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
+/// Child role of `a_killed_holder_frees_it_within_its_lease`: holds a renewed grant until it is
+/// killed.
+#[test]
+#[ignore = "child role, run by ChildProcess"]
+fn child_holder() {
+    let Some(InChild { role, url, k, n }) = in_child("child_holder") else {
+        return;
+    };
+    let c = Client::builder(&url).lease(KILLED_LEASE).build().unwrap();
+    let _grant = take(&c, k.own(), &n, None, Opts::default()).unwrap();
+    role.ready("");
+    role.hold();
+}
+
+/// A grant inherited across `fork` is not the forked child's: there it is not held, extend and
+/// release (a writer's downgrade) say `is_forked`, and the client works (the parent's grant
+/// keeps the child's rival out, a grant of another name comes and goes). In the parent the
+/// grant is still held, and renewed, past its lease. Run in a child process of its own, so that
+/// the fork copies no thread of the test harness.
+fn a_grant_inherited_across_fork_is_not_the_childs(t: &Shared, k: Kind) {
+    let n = Names::new(k, "fork");
+    let mut child = start_child("child_forker", t, k, &n, &[]);
+    child.wait_ok(Duration::from_secs(120));
+    assert_eq!(child.reported("fork").as_deref(), Some("checked"));
+    assert_nothing_left(t, &n);
+}
+
+/// Child role of `a_grant_inherited_across_fork_is_not_the_childs`.
+#[test]
+#[ignore = "child role, run by ChildProcess"]
+fn child_forker() {
+    let Some(InChild { role, url, k, n }) = in_child("child_forker") else {
+        return;
+    };
+    let another = Names::of(k, format!("{}-another", n.base));
+    let c = Client::builder(&url)
+        .lease(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let none = Opts::default();
+    let grant = take(&c, k.own(), &n, None, none).unwrap();
+    let forked = |r: Result<(), Error>| r.is_err_and(|e| e.is_forked());
+    let (grant, agrees) = fork_and_check(grant, |grant| {
+        !grant.is_held()
+            && forked(grant.extend(Duration::from_secs(1)))
+            && take(&c, k.rival(), &n, None, none).is_err_and(|e| e.is_held())
+            && take(&c, k.own(), &another, None, none).is_ok_and(|g| g.release().is_ok())
+            && forked(match grant {
+                Grant::Write(w) => w.downgrade().map(drop),
+                grant => grant.release(),
+            })
+    });
+    assert!(agrees, "the forked child found something wrong");
+    thread::sleep(Duration::from_millis(800));
+    assert!(grant.is_held(), "the parent's grant was not kept");
+    grant.release().unwrap();
+    role.report("fork", "checked");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests: topology × kind × behaviour
+// ---------------------------------------------------------------------------------------------
+
+/// One test per behaviour, of one kind on one topology.
+macro_rules! behaviours {
+    ($topology:expr, $kind:expr; $($behaviour:ident),* $(,)?) => {
+        $(
             #[test]
-            fn mutual_exclusion_16_threads_2_processes() {
-                mutual_exclusion(&$start);
+            fn $behaviour() {
+                crate::$behaviour(Shared::get($topology), $kind);
             }
-            #[test]
-            fn lease_expiry_and_takeover() {
-                super::lease_expiry_and_takeover(&$start);
-            }
-            #[test]
-            fn renewal_keeps_a_lock_past_its_lease() {
-                renewal(&$start);
-            }
-            #[test]
-            fn lost_lock_is_detected() {
-                lost_lock_detection(&$start);
-            }
-            #[test]
-            fn waiters_are_handed_the_lock_by_releases() {
-                waiting_and_handoff(&$start);
-            }
-            #[test]
-            fn interop_with_plain_set_nx_px() {
-                interop_with_plain_set_nx(&$start);
-            }
+        )*
+    };
+}
+
+/// The behaviours every kind has, and `$extra` ones, of one kind on one topology.
+macro_rules! kind {
+    ($module:ident, $topology:expr, $kind:expr; $($extra:ident),* $(,)?) => {
+        mod $module {
+            use super::*;
+            behaviours!(
+                $topology, $kind;
+                mutual_exclusion_under_a_race,
+                try_is_refused_while_held,
+                a_waiter_is_woken_by_the_release,
+                a_wait_times_out,
+                a_cancelled_wait_leaves_nothing_behind,
+                renewal_keeps_a_grant_past_its_lease,
+                an_unrenewed_grant_runs_out_and_is_taken_over,
+                a_deleted_key_is_reported_lost,
+                release_then_acquire_again,
+                a_killed_holder_frees_it_within_its_lease,
+                a_grant_inherited_across_fork_is_not_the_childs,
+                $($extra),*
+            );
         }
     };
 }
 
-suite!(single, RedisServer::start());
-suite!(sentinel, SentinelGroup::start());
-suite!(cluster, Cluster::start());
-suite!(redlock, RedlockMasters::start(3));
+/// Every kind on a topology that offers them all.
+macro_rules! topology {
+    ($module:ident, $topology:expr) => {
+        mod $module {
+            use super::*;
+            kind!(exclusive, $topology, Kind::Exclusive;
+                fencing_tokens_increase,
+                waiters_are_served_in_arrival_order,
+                interop_with_a_plain_set_nx_client);
+            kind!(read, $topology, Kind::Read;
+                fencing_tokens_increase,
+                interop_with_a_plain_set_nx_client);
+            kind!(write, $topology, Kind::Write;
+                fencing_tokens_increase,
+                waiters_are_served_in_arrival_order,
+                interop_with_a_plain_set_nx_client);
+            kind!(semaphore, $topology, Kind::Semaphore;
+                waiters_are_served_in_arrival_order);
+            kind!(set, $topology, Kind::Set;
+                fencing_tokens_increase,
+                interop_with_a_plain_set_nx_client);
+        }
+    };
+}
+
+topology!(single, Topology::Single);
+topology!(sentinel, Topology::Sentinel);
+topology!(cluster, Topology::Cluster);
+
+/// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`; no arrival order:
+/// waiters do not queue across masters); every other kind is refused.
+mod redlock {
+    use super::*;
+    kind!(exclusive, Topology::Redlock, Kind::Exclusive;
+        interop_with_a_plain_set_nx_client);
+    mod read {
+        use super::*;
+        behaviours!(Topology::Redlock, Kind::Read; is_refused_on_redlock);
+    }
+    mod write {
+        use super::*;
+        behaviours!(Topology::Redlock, Kind::Write; is_refused_on_redlock);
+    }
+    mod semaphore {
+        use super::*;
+        behaviours!(Topology::Redlock, Kind::Semaphore; is_refused_on_redlock);
+    }
+    mod set {
+        use super::*;
+        behaviours!(Topology::Redlock, Kind::Set; is_refused_on_redlock);
+    }
+}

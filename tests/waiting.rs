@@ -1,5 +1,7 @@
-//! Waiting for a held lock: the wait bound, wake-up by release without polling, arrival-order
-//! handoff, holders that vanish, and foreign releases with a plain DEL.
+//! Waiting for an exclusive lock, beyond what every kind shares (`topologies.rs`: woken by a
+//! release, the wait bound, cancel, arrival order): a zero wait, wake-up by release without
+//! polling, no barging, holders that vanish, foreign releases with a plain DEL, odd names, more
+//! waiters than waiter connections, and renewal next to blocked waiters.
 
 mod support;
 
@@ -8,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind};
-use support::{RedisServer, eventually, exists, get, unique_name};
+use support::{RedisServer, eventually, get, unique_name};
 
 /// The waiter queue of a lock whose key has no hash tag.
 fn queue_key(name: &str) -> String {
@@ -25,55 +27,6 @@ fn wait_queued(con: &mut redis::Connection, name: &str, n: i64) {
         eventually(Duration::from_secs(10), || queued(con, name) == n),
         "expected {n} queued waiters, have {}",
         queued(con, name)
-    );
-}
-
-#[test]
-fn wait_bound_is_honoured() {
-    let srv = RedisServer::start();
-    let name = unique_name("bound");
-    let holder = Client::open(&srv.url()).unwrap();
-    let waiter = Client::open(&srv.url()).unwrap();
-    let h = holder.try_acquire(&name).unwrap();
-    let wait = Duration::from_millis(300);
-    let t = Instant::now();
-    let e = waiter.acquire(&name, wait).unwrap_err();
-    let took = t.elapsed();
-    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
-    assert!(e.is_wait_timeout());
-    assert!(took >= wait, "gave up early: {took:?}");
-    assert!(took < wait + Duration::from_secs(1), "overran: {took:?}");
-    // The timed-out waiter left the queue and did not touch the holder's lock.
-    let mut con = srv.conn();
-    assert_eq!(queued(&mut con, &name), 0);
-    assert!(h.is_held());
-    h.release().unwrap();
-    assert_eq!(
-        get(&mut con, &name),
-        None,
-        "a timed-out waiter was handed the lock"
-    );
-}
-
-#[test]
-fn wait_bound_is_honoured_with_long_recheck_interval() {
-    // The re-check interval (10 s) must not stretch a shorter wait bound.
-    let srv = RedisServer::start();
-    let name = unique_name("bound-recheck");
-    let holder = Client::open(&srv.url()).unwrap();
-    let waiter = Client::builder(&srv.url())
-        .recheck_interval(Duration::from_secs(10))
-        .build()
-        .unwrap();
-    let _h = holder.try_acquire(&name).unwrap();
-    let wait = Duration::from_millis(700);
-    let t = Instant::now();
-    let e = waiter.acquire(&name, wait).unwrap_err();
-    let took = t.elapsed();
-    assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
-    assert!(
-        took >= wait && took < wait + Duration::from_secs(1),
-        "{took:?}"
     );
 }
 
@@ -135,39 +88,6 @@ fn release_wakes_the_waiter_without_polling() {
     assert!(evalsha <= 6, "EVALSHA calls: {evalsha}");
     // The waiter's SET NX, its ENQUEUE's SET of its liveness key, the handover's SET.
     assert!(set <= 3, "SET calls: {set}");
-    assert_eq!(get(&mut con, &name), None);
-}
-
-#[test]
-fn waiters_get_the_lock_in_arrival_order() {
-    let srv = RedisServer::start();
-    let name = unique_name("fifo");
-    let c = Client::open(&srv.url()).unwrap();
-    let order = Mutex::new(Vec::new());
-    let mut con = srv.conn();
-    let h = c.try_acquire(&name).unwrap();
-    thread::scope(|s| {
-        let mut handles = Vec::new();
-        for i in 0..4 {
-            let (c, order, name) = (&c, &order, &name);
-            handles.push(s.spawn(move || {
-                let l = c.acquire(name, Duration::from_secs(30)).unwrap();
-                order.lock().unwrap().push(i);
-                thread::sleep(Duration::from_millis(30));
-                l.release().unwrap();
-            }));
-            // Waiter i must be queued before waiter i+1 arrives.
-            wait_queued(&mut con, name, i + 1);
-        }
-        // Let the waiters sit through a few re-checks: their places must not change.
-        thread::sleep(Duration::from_millis(1200));
-        h.release().unwrap();
-        for hd in handles {
-            hd.join().unwrap();
-        }
-    });
-    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3]);
-    assert_eq!(queued(&mut con, &name), 0);
     assert_eq!(get(&mut con, &name), None);
 }
 
@@ -265,38 +185,6 @@ fn foreign_del_does_not_strand_a_waiter() {
         l.release().unwrap();
     });
     assert_eq!(get(&mut con, &name), None);
-}
-
-#[test]
-fn several_waiters_across_clients_all_get_it_once() {
-    // Every waiter gets the lock exactly once, with at most one holder at a time.
-    let srv = RedisServer::start();
-    let name = unique_name("many");
-    let clients: Vec<Client> = (0..3).map(|_| Client::open(&srv.url()).unwrap()).collect();
-    let held = Mutex::new(0u32);
-    let grants = Mutex::new(0u32);
-    thread::scope(|s| {
-        for i in 0..12 {
-            let c = &clients[i % 3];
-            let (held, grants, name) = (&held, &grants, &name);
-            s.spawn(move || {
-                let l = c.acquire(name, Duration::from_secs(60)).unwrap();
-                {
-                    let mut h = held.lock().unwrap();
-                    *h += 1;
-                    assert_eq!(*h, 1, "two holders at once");
-                }
-                thread::sleep(Duration::from_millis(10));
-                *held.lock().unwrap() -= 1;
-                *grants.lock().unwrap() += 1;
-                l.release().unwrap();
-            });
-        }
-    });
-    assert_eq!(*grants.lock().unwrap(), 12);
-    let mut con = srv.conn();
-    assert_eq!(get(&mut con, &name), None);
-    assert_eq!(queued(&mut con, &name), 0);
 }
 
 #[test]
@@ -404,53 +292,4 @@ fn blocked_waiters_do_not_starve_release_and_renewal() {
     assert_eq!(*done.lock().unwrap(), 4);
     assert!(c.stats().renewals >= 3);
     assert_eq!(get(&mut con, &name), None);
-}
-
-#[test]
-fn a_cancelled_waiter_returns_at_once_and_leaves_nothing_behind() {
-    let srv = RedisServer::start();
-    let name = unique_name("cancel");
-    let client = Client::open(&srv.url()).unwrap();
-    let holder = client.try_acquire(&name).unwrap();
-    let cancel = redislock::Cancel::new();
-    let mut con = srv.conn();
-    let (waited, result) = thread::scope(|s| {
-        let waiter = s.spawn(|| {
-            let t = Instant::now();
-            let r = client
-                .lock(&name)
-                .cancel_on(&cancel)
-                .acquire(Duration::from_secs(30));
-            (t.elapsed(), r)
-        });
-        wait_queued(&mut con, &name, 1);
-        thread::sleep(Duration::from_millis(100));
-        cancel.cancel();
-        waiter.join().unwrap()
-    });
-    let e = result.unwrap_err();
-    assert!(e.is_cancelled(), "{e}");
-    assert_eq!(e.kind(), ErrorKind::Cancelled);
-    // Woken by the cancel, not by a re-check (1 s) or the wait bound (30 s).
-    assert!(waited < Duration::from_millis(900), "{waited:?}");
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{name}*"))
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(keys, vec![name.clone()], "only the held lock's key is left");
-    // The holder's release hands the lock to nobody.
-    holder.release().unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("*{name}*"))
-        .query(&mut con)
-        .unwrap();
-    assert!(keys.is_empty(), "{keys:?}");
-    // Cancelled stays cancelled: a later acquire fails at once, without touching Redis.
-    let e = client
-        .lock(&name)
-        .cancel_on(&cancel)
-        .acquire(Duration::from_secs(30))
-        .unwrap_err();
-    assert!(e.is_cancelled());
-    assert!(!exists(&mut con, &name));
 }

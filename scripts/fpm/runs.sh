@@ -1,7 +1,8 @@
 # shellcheck shell=bash disable=SC2016 # (PHP code in single quotes)
 # Sourced by scripts/fpm.sh once the stack is up (scripts/fpm/stack.sh): the shop's data in
 # Redis, waiting for an idle pool, the thread sampler (tests/fpm/threads.php), wrk with
-# tests/fpm/wrk.lua, and `run`, one measured load run and the checks after it.
+# tests/fpm/wrk.lua, `run`, one measured load run and the checks after it, and `die_case`, one
+# request that ends while holding the stock's lock and the purchase after it.
 # ---- helpers for the runs
 DATA_KEYS_RE='^fpm:(stock|sold|negative)$'
 seed() { rcli set fpm:stock "$1" >/dev/null; rcli del fpm:sold fpm:negative >/dev/null; }
@@ -83,4 +84,25 @@ run() {
     log "keys left after $variant: $(keys_left | head -5 | tr '\n' ' ')"
     drop_keys_left
   fi
+}
+
+# die_case VIA HOW NEXT_WAIT_MS [QUERY]: die.php?how=HOW&via=VIA&QUERY ends a request while it holds
+# the stock's lock; then a look at Redis, and at once one purchase on stock-client.php that waits
+# up to NEXT_WAIT_MS for the lock. One line:
+#   die via=V how=H status=.. keys_left=.. next_status=.. next=.. next_ms=..
+# (next_ms: how long that purchase took, its wait for the lock included). Keys left are dropped.
+die_case() {
+  local via=$1 how=$2 wait_ms=$3 query=${4:-} name status left next_status next_s next_ms max_time
+  name="die-$via-$how"
+  max_time=$(( wait_ms / 1000 + 20 ))
+  status=$(curl -s -o "$DIR/$name.body" -w '%{http_code}' --max-time 30 \
+    "$BASE/die.php?how=$how&via=$via${query:+&$query}" || true)
+  left=$(keys_left | wc -l)
+  [ "$left" -eq 0 ] || log "keys left after die.php?how=$how&via=$via: $(keys_left | head -5 | tr '\n' ' ')"
+  read -r next_status next_s < <(curl -s -o "$DIR/$name.next" -w '%{http_code} %{time_total}\n' \
+    --max-time "$max_time" "$BASE/stock-client.php?wait_ms=$wait_ms" || true)
+  next_ms=$(php -r 'echo (int) round((float) $argv[1] * 1000);' "${next_s:-0}")
+  printf 'die via=%s how=%s status=%s keys_left=%s next_status=%s next=%s next_ms=%s\n' \
+    "$via" "$how" "$status" "$left" "${next_status:-000}" "$(tr -d '\n' 2>/dev/null < "$DIR/$name.next" || true)" "$next_ms"
+  drop_keys_left
 }

@@ -1,15 +1,14 @@
 //! `redislock_lock`: a held (or formerly held) lock.
 
 use std::ffi::{c_char, c_void};
-use std::ops::Deref;
 use std::time::Duration;
 
 use super::client::redislock_client;
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
 use super::result::redislock_result::{self, REDISLOCK_OK};
-use crate::kinds::{self, Kind};
-use crate::{Error, Lock, MultiLock};
+use crate::Error;
+use crate::api::guard::AnyLock;
 
 /// A lock acquired through a client or a request: an exclusive lock, a read or write lock,
 /// permits of a semaphore, or a set of locks; the functions below work on each (those that do
@@ -21,64 +20,9 @@ pub struct redislock_lock {
     _private: [u8; 0],
 }
 
+/// The Rust value behind a `redislock_lock`: a grant of any kind.
 impl BoxHandle for redislock_lock {
-    type Inner = Held;
-}
-
-/// The Rust value behind a `redislock_lock`: a grant of any kind held as a plain [`Lock`] (its
-/// kind says which scripts release and extend it), and for a set the fencing token of each
-/// name, which the `Lock` does not keep.
-pub(crate) struct Held {
-    lock: Lock,
-    set_fences: Option<Box<[u64]>>,
-}
-
-impl Held {
-    /// A held set of locks.
-    pub(crate) fn set(set: MultiLock) -> Held {
-        let (lock, fences) = set.into_parts();
-        Held {
-            lock,
-            set_fences: fences.map(Vec::into_boxed_slice),
-        }
-    }
-
-    /// What kind of lock it is, for messages: "a read lock"...
-    fn what(&self) -> &'static str {
-        match self.lock.state.kind {
-            Kind::Exclusive => "an exclusive lock",
-            Kind::Read => "a read lock",
-            Kind::Write => "a write lock",
-            Kind::Permits(_) => "permits of a semaphore",
-            Kind::Set(_) => "a set of locks",
-        }
-    }
-
-    /// The error of a call that does not apply to this kind of lock.
-    fn does_not_apply(&self, what: &str) -> Error {
-        Error::invalid_argument(format!(
-            "{what} does not apply to {} (lock {})",
-            self.what(),
-            self.lock.state.keys.shown()
-        ))
-    }
-}
-
-impl From<Lock> for Held {
-    fn from(lock: Lock) -> Held {
-        Held {
-            lock,
-            set_fences: None,
-        }
-    }
-}
-
-impl Deref for Held {
-    type Target = Lock;
-
-    fn deref(&self) -> &Lock {
-        &self.lock
-    }
+    type Inner = AnyLock;
 }
 
 /// One attempt to acquire the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of
@@ -101,7 +45,7 @@ pub extern "C" fn redislock_lock_try_acquire(
         let lock = try_rust!(client.try_acquire(name));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(Held::from(lock))) };
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(AnyLock::from(lock))) };
         REDISLOCK_OK
     }
 }
@@ -128,7 +72,7 @@ pub extern "C" fn redislock_lock_acquire(
         let lock = try_rust!(client.acquire(name, Duration::from_millis(wait_ms)));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
-        unsafe { write_out(lock_out, into_handle::<redislock_lock>(Held::from(lock))) };
+        unsafe { write_out(lock_out, into_handle::<redislock_lock>(AnyLock::from(lock))) };
         REDISLOCK_OK
     }
 }
@@ -141,7 +85,7 @@ pub extern "C" fn redislock_lock_acquire(
 pub extern "C" fn redislock_lock_release(lock: *mut redislock_lock) -> redislock_result {
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
-        try_rust!(lock.state.release());
+        try_rust!(lock.release());
         REDISLOCK_OK
     }
 }
@@ -195,13 +139,10 @@ pub extern "C" fn redislock_lock_fencing_token(
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
         try_out!(token_out);
-        if matches!(lock.state.kind, Kind::Set(_) | Kind::Permits(_)) {
-            return last_error::fail(&lock.does_not_apply("one fencing token"));
-        }
-        let Some(token) = lock.fencing_token() else {
+        let Some(token) = try_rust!(lock.fencing_token()) else {
             return last_error::fail(&Error::invalid_argument(format!(
                 "lock {} was acquired without fencing: it has no fencing token",
-                lock.state.keys.shown()
+                lock.shown()
             )));
         };
         // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
@@ -225,28 +166,11 @@ pub extern "C" fn redislock_lock_fencing_token_at(
     ffi_panic_boundary! {
         let held = try_ref!(lock);
         try_out!(token_out);
-        let shown = held.state.keys.shown();
-        let token = match (&held.state.kind, &held.set_fences) {
-            (Kind::Permits(_), _) => {
-                return last_error::fail(&held.does_not_apply("a fencing token"));
-            }
-            (Kind::Set(names), _) if index >= names.len() => {
-                return last_error::fail(&Error::invalid_argument(format!(
-                    "the set of lock {shown} has {} names: index {index} is out of range",
-                    names.len()
-                )));
-            }
-            (Kind::Set(_), fences) => fences.as_ref().map(|f| f[index]),
-            _ if index != 0 => {
-                return last_error::fail(&Error::invalid_argument(format!(
-                    "lock {shown} is one name: its only index is 0, not {index}"
-                )));
-            }
-            _ => held.fencing_token(),
-        };
+        let token = try_rust!(held.fencing_token_at(index));
         let Some(token) = token else {
             return last_error::fail(&Error::invalid_argument(format!(
-                "lock {shown} was acquired without fencing: it has no fencing token"
+                "lock {} was acquired without fencing: it has no fencing token",
+                held.shown()
             )));
         };
         // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
@@ -272,13 +196,10 @@ pub extern "C" fn redislock_lock_downgrade(
     ffi_panic_boundary! {
         let held = try_ref!(lock);
         try_out!(read_out);
-        if !matches!(held.state.kind, Kind::Write) {
-            return last_error::fail(&held.does_not_apply("downgrade"));
-        }
-        let read = try_rust!(kinds::downgrade(held));
+        let read = try_rust!(held.downgrade());
         // SAFETY: `read_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
-        unsafe { write_out(read_out, into_handle::<redislock_lock>(Held::from(read))) };
+        unsafe { write_out(read_out, into_handle::<redislock_lock>(read)) };
         REDISLOCK_OK
     }
 }
@@ -297,8 +218,8 @@ pub extern "C" fn redislock_lock_owner_token(
 ) -> usize {
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
-        if !matches!(lock.state.kind, Kind::Exclusive) {
-            last_error::fail(&lock.does_not_apply("an owner token"));
+        if let Err(e) = lock.only_exclusive("an owner token") {
+            last_error::fail(&e);
             return last_error::write_text("", buf, buf_len);
         }
         last_error::write_text(lock.owner_token(), buf, buf_len)
@@ -314,10 +235,8 @@ pub extern "C" fn redislock_lock_owner_token(
 pub extern "C" fn redislock_lock_detach(lock: *mut redislock_lock) -> redislock_result {
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
-        if !matches!(lock.state.kind, Kind::Exclusive) {
-            return last_error::fail(&lock.does_not_apply("detach"));
-        }
-        try_rust!(lock.state.detach());
+        try_rust!(lock.only_exclusive("detach"));
+        try_rust!(lock.detach());
         REDISLOCK_OK
     }
 }
@@ -361,7 +280,7 @@ pub extern "C" fn redislock_lock_on_lost(
     ffi_panic_boundary! {
         let lock = try_ref!(lock);
         match callback {
-            None => *lock.state.on_lost.lock() = None,
+            None => lock.forget_on_lost(),
             Some(callback) => {
                 let call = LostCall { callback, user_data, name: lock.name().to_vec() };
                 lock.on_lost(move |e| {

@@ -25,8 +25,9 @@ use super::cancel::redislock_cancel;
 use super::client::redislock_client;
 use super::handle::{BoxHandle, free_handle, handle_ref, into_handle, write_out};
 use super::last_error;
-use super::lock::{Held, redislock_lock};
+use super::lock::redislock_lock;
 use super::result::redislock_result::{self, REDISLOCK_OK};
+use crate::api::guard::AnyLock;
 use crate::{
     Cancel, Client, Error, LockRequest, MAX_SET_NAMES, MultiLockRequest, RwLockRequest,
     SemaphoreRequest,
@@ -281,7 +282,7 @@ impl Request {
     }
 
     /// Acquires what the request takes: waiting up to `wait`, or one attempt for `None`.
-    fn acquire(&self, wait: Option<Duration>) -> Result<Held, Error> {
+    fn acquire(&self, wait: Option<Duration>) -> Result<AnyLock, Error> {
         let write = matches!(
             self.target,
             Target::Name {
@@ -296,14 +297,14 @@ impl Request {
         Ok(match (self.rust_request(), wait) {
             (RustRequest::Lock(r), Some(w)) => r.acquire(w)?.into(),
             (RustRequest::Lock(r), None) => r.try_acquire()?.into(),
-            (RustRequest::Rw(r), Some(w)) if write => r.write(w)?.into_lock().into(),
-            (RustRequest::Rw(r), None) if write => r.try_write()?.into_lock().into(),
-            (RustRequest::Rw(r), Some(w)) => r.read(w)?.into_lock().into(),
-            (RustRequest::Rw(r), None) => r.try_read()?.into_lock().into(),
-            (RustRequest::Semaphore(r), Some(w)) => r.acquire(take, w)?.into_lock().into(),
-            (RustRequest::Semaphore(r), None) => r.try_acquire(take)?.into_lock().into(),
-            (RustRequest::Set(r), Some(w)) => Held::set(r.acquire(w)?),
-            (RustRequest::Set(r), None) => Held::set(r.try_acquire()?),
+            (RustRequest::Rw(r), Some(w)) if write => r.write(w)?.into(),
+            (RustRequest::Rw(r), None) if write => r.try_write()?.into(),
+            (RustRequest::Rw(r), Some(w)) => r.read(w)?.into(),
+            (RustRequest::Rw(r), None) => r.try_read()?.into(),
+            (RustRequest::Semaphore(r), Some(w)) => r.acquire(take, w)?.into(),
+            (RustRequest::Semaphore(r), None) => r.try_acquire(take)?.into(),
+            (RustRequest::Set(r), Some(w)) => r.acquire(w)?.into(),
+            (RustRequest::Set(r), None) => r.try_acquire()?.into(),
         })
     }
 }
@@ -651,7 +652,7 @@ pub extern "C" fn redislock_request_restore(
         let RustRequest::Lock(lock_request) = request.rust_request() else {
             return last_error::fail(&request.does_not_apply("restore"));
         };
-        let lock = Held::from(try_rust!(lock_request.restore(&owner)));
+        let lock = AnyLock::from(try_rust!(lock_request.restore(&owner)));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };

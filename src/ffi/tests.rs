@@ -272,19 +272,31 @@ fn fuzz_target_knows_every_code() {
 }
 
 #[test]
-fn readme_lists_every_code() {
-    let readme = repo_file("README.md");
+fn crate_docs_list_every_code() {
+    // The error reference is the crate documentation's "Errors" section: the `//!` block at the
+    // top of src/lib.rs.
+    let docs: String = repo_file("src/lib.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let c_api = repo_file("docs/c-api.md");
     for (name, n) in rust_codes().into_iter().filter(|c| c.1 != 0) {
+        let listed = format!("`{name}` ({n})");
         assert!(
-            readme.contains(&format!("`{name}` ({n})")),
-            "README.md does not list `{name}` ({n})"
+            docs.contains(&listed),
+            "the crate docs (src/lib.rs) do not list {listed}"
+        );
+        assert!(
+            c_api.contains(&listed),
+            "docs/c-api.md does not list {listed}"
         );
     }
     for &kind in ErrorKind::ALL {
         let code = redislock_result::from_kind(kind);
         assert!(
-            readme.contains(&format!("| `{kind:?}` | `{code:?}` ({}) |", code as u32)),
-            "README.md's error table lacks {kind:?}"
+            docs.contains(&format!("| `{kind:?}` | `{code:?}` ({}) |", code as u32)),
+            "the crate docs' error table (src/lib.rs) lacks {kind:?}"
         );
     }
 }

@@ -95,41 +95,47 @@ impl Cluster {
             .iter()
             .find_map(|n| n.try_conn().ok())
             .expect("no node answers");
-        let slot: i64 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut con)
-            .expect("CLUSTER KEYSLOT failed");
-        let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query(&mut con)
-            .expect("CLUSTER SLOTS failed");
-        // Each entry: [first, last, [host, port, id, ...], replicas...].
-        let port = slots
-            .iter()
-            .find_map(|entry| {
-                use redis::Value as V;
-                let V::Array(fields) = entry else {
-                    return None;
-                };
-                match (fields.first(), fields.get(1), fields.get(2)) {
-                    (Some(V::Int(lo)), Some(V::Int(hi)), Some(V::Array(master)))
-                        if (*lo..=*hi).contains(&slot) =>
-                    {
-                        match master.get(1) {
-                            Some(V::Int(p)) => Some(*p as u16),
-                            other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
-                        }
-                    }
-                    _ => None,
-                }
-            })
-            .expect("slot not served");
+        let port = slot_master_port(&mut con, key);
         self.nodes
             .iter()
             .find(|n| n.port() == port)
             .expect("the cluster names a node that is not one of ours")
     }
+}
+
+/// The port of the master serving `key`'s hash slot, as the node on `con` sees it (CLUSTER
+/// KEYSLOT and CLUSTER SLOTS).
+pub(crate) fn slot_master_port(con: &mut redis::Connection, key: &str) -> u16 {
+    let slot: i64 = redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(key)
+        .query(con)
+        .expect("CLUSTER KEYSLOT failed");
+    let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query(con)
+        .expect("CLUSTER SLOTS failed");
+    // Each entry: [first, last, [host, port, id, ...], replicas...].
+    slots
+        .iter()
+        .find_map(|entry| {
+            use redis::Value as V;
+            let V::Array(fields) = entry else {
+                return None;
+            };
+            match (fields.first(), fields.get(1), fields.get(2)) {
+                (Some(V::Int(lo)), Some(V::Int(hi)), Some(V::Array(master)))
+                    if (*lo..=*hi).contains(&slot) =>
+                {
+                    match master.get(1) {
+                        Some(V::Int(p)) => Some(*p as u16),
+                        other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
+                    }
+                }
+                _ => None,
+            }
+        })
+        .expect("slot not served")
 }
 
 /// `cluster_state` from `CLUSTER INFO`.

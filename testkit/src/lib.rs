@@ -11,9 +11,16 @@
 //!   a replica each, and waits for `cluster_state:ok`; [`RedlockMasters`] starts independent
 //!   masters for Redlock. Every node is a [`RedisServer`], so any node can be killed, paused and
 //!   restarted.
-//! * [`spawn_self`] / [`child_env`] / [`wait_child`] let a test run a second OS process.
-//! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`] and
-//!   [`eventually`] are the small helpers every test file wants.
+//! * [`Setup`] holds a set-up of any [`Topology`]; [`Shared::get`] gives the tests of a run one
+//!   set-up of a topology to share across their processes (started once, by a keeper process;
+//!   see `shared.rs`), for tests that harm nothing of it.
+//! * [`ChildProcess`] runs the test binary again in a child role ([`child_role`] is the child's
+//!   side), to hold a lock in another process, kill it with `kill -9`, stop and continue it;
+//!   [`fork_and_check`] forks the test process to check what a forked child inherits. The
+//!   lower-level [`spawn_self`] / [`child_env`] / [`wait_child`] are what they are made of.
+//! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`],
+//!   [`llen`], [`wait_for_len`], [`leftover_keys`] and [`eventually`] are the small helpers
+//!   every test file wants.
 //! * The binary `redislock-testkit` starts a set-up from the command line for the runners in
 //!   other languages: `scripts/c-tests.sh`, the PHP tests (`bindings/php/tests/Support/
 //!   RedisServer.php`, told where it is by `REDISLOCK_TESTKIT`) and `scripts/soak.sh`. It prints
@@ -26,21 +33,27 @@
 //! SIGKILL` on Linux, so even if the test process dies without unwinding no `redis-server` is
 //! left behind.
 
+mod child;
 mod cluster;
 mod masters;
 mod process;
 mod sentinel;
 mod server;
+mod setup;
+mod shared;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, output_text};
 pub use cluster::Cluster;
 pub use masters::RedlockMasters;
-pub use process::{child_env, spawn_self, wait_child, wait_child_ok};
+pub use process::{child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok};
 pub use sentinel::SentinelGroup;
-pub use server::RedisServer;
+pub use server::{RedisServer, free_port};
+pub use setup::{Setup, Topology};
+pub use shared::{IDLE, KEEPER_TEST, Shared, keep_shared_setup};
 
 /// Environment variable naming the `redis-server` binary to use.
 pub const REDIS_SERVER_ENV: &str = "REDISLOCK_TEST_REDIS_SERVER";
@@ -96,6 +109,29 @@ pub fn exists(con: &mut redis::Connection, key: &str) -> bool {
 /// PTTL of `key` (-2: no key, -1: no expiry).
 pub fn pttl(con: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(con).unwrap()
+}
+
+/// LLEN of `key` (0 when there is no such list).
+pub fn llen(con: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("LLEN").arg(key).query(con).unwrap()
+}
+
+/// Waits until the list `key` (a waiter queue, say) holds `n` entries; panics after `limit`.
+pub fn wait_for_len(con: &mut redis::Connection, key: &str, n: i64, limit: Duration) {
+    assert!(
+        eventually(limit, || llen(con, key) == n),
+        "{key} never reached {n} entries (has {})",
+        llen(con, key)
+    );
+}
+
+/// Every key of the server but those in `except`: what a test left behind (on a server of its
+/// own).
+pub fn leftover_keys(con: &mut redis::Connection, except: &[&str]) -> Vec<String> {
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(con).unwrap();
+    keys.into_iter()
+        .filter(|k| !except.contains(&k.as_str()))
+        .collect()
 }
 
 /// Polls `cond` every 5 ms until it holds (true) or `limit` passes (false).

@@ -13,11 +13,13 @@ use crate::POLL;
 type SpawnJob = (Command, mpsc::Sender<io::Result<Child>>);
 
 /// Spawns `cmd` from a helper thread that lives as long as the process, with
-/// the parent-death signal set to SIGKILL (Linux). `PR_SET_PDEATHSIG` fires
+/// the parent-death signal set to SIGKILL (Linux): the child dies with the test
+/// process, also when it dies without unwinding. Every server of the kit is
+/// started so; tests use it for servers of their own. `PR_SET_PDEATHSIG` fires
 /// when the *thread* that forked the child exits, so forking from the
 /// short-lived test threads would kill servers as soon as e.g. a helper
 /// thread that called `restart()` finishes; the dedicated thread avoids that.
-pub(crate) fn spawn_anchored(mut cmd: Command) -> io::Result<Child> {
+pub fn spawn_anchored(mut cmd: Command) -> io::Result<Child> {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::process::CommandExt;

@@ -77,15 +77,7 @@ impl SentinelGroup {
 
     /// The port of the master as the first sentinel that answers reports it.
     pub fn master_port(&self) -> Option<u16> {
-        self.sentinels.iter().find_map(|s| {
-            let mut con = s.try_conn().ok()?;
-            let addr: Option<(String, String)> = redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(MASTER_NAME)
-                .query(&mut con)
-                .ok()?;
-            addr?.1.parse().ok()
-        })
+        master_port_of(self.sentinels.iter().map(RedisServer::try_conn))
     }
 
     /// The data node that is the master now (as the sentinels report it).
@@ -129,6 +121,21 @@ impl SentinelGroup {
             .filter(|l| l.starts_with("slave") && l.contains("state=online"))
             .count()
     }
+}
+
+/// The port of the master as the first of these sentinel connections that answers reports it.
+pub(crate) fn master_port_of(
+    sentinels: impl IntoIterator<Item = redis::RedisResult<redis::Connection>>,
+) -> Option<u16> {
+    sentinels.into_iter().find_map(|con| {
+        let mut con = con.ok()?;
+        let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(MASTER_NAME)
+            .query(&mut con)
+            .ok()?;
+        addr?.1.parse().ok()
+    })
 }
 
 /// `ROLE`'s first element: "master", "slave" or "sentinel".

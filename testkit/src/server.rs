@@ -246,11 +246,7 @@ impl RedisServer {
 
     /// Like [`conn_url`](Self::conn_url) but returns the error.
     pub fn try_conn_url(&self, url: &str) -> redis::RedisResult<redis::Connection> {
-        let client = redis::Client::open(url)?;
-        let con = client.get_connection_with_timeout(CONN_TIMEOUT)?;
-        con.set_read_timeout(Some(CONN_TIMEOUT))?;
-        con.set_write_timeout(Some(CONN_TIMEOUT))?;
-        Ok(con)
+        connect(url)
     }
 
     /// Number of calls of `command` (case-insensitive, e.g. `"evalsha"`,
@@ -394,6 +390,15 @@ impl Config {
     }
 }
 
+/// A connection to `url` with the kit's connect, read and write timeouts.
+pub(crate) fn connect(url: &str) -> redis::RedisResult<redis::Connection> {
+    let client = redis::Client::open(url)?;
+    let con = client.get_connection_with_timeout(CONN_TIMEOUT)?;
+    con.set_read_timeout(Some(CONN_TIMEOUT))?;
+    con.set_write_timeout(Some(CONN_TIMEOUT))?;
+    Ok(con)
+}
+
 fn exited(status: ExitStatus, port: u16, tail: String) -> LaunchError {
     if tail.contains("Address already in use") {
         LaunchError::PortBusy(tail)
@@ -436,8 +441,8 @@ fn make_temp_dir() -> PathBuf {
 }
 
 /// A currently free loopback port (never 6379). Someone may grab it before
-/// redis-server binds it; `start_with` retries in that case.
-fn free_port() -> u16 {
+/// a server binds it; `start_with` retries in that case.
+pub fn free_port() -> u16 {
     loop {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("cannot bind 127.0.0.1:0");
         let port = l.local_addr().expect("local_addr").port();

@@ -18,14 +18,14 @@ use Redislock\Exception\LockException;
  *   `opcache.preload`, and this class finds it with `FFI::scope("REDISLOCK")`.
  * - Otherwise (CLI, `ffi.enable=1`): `FFI::cdef()` with the declarations of
  *   `redislock_php.h` and the library named by the environment variable `REDISLOCK_LIB` (a path
- *   or a name), else the library's versioned name `libredislock.so.0.2` (its SONAME) resolved by
+ *   or a name), else the library's versioned name `libredislock.so.0.3` (its SONAME) resolved by
  *   the dynamic loader, as `scripts/install.sh` installs it, else the unversioned
- *   `libredislock.so` (an installation by hand) if its version is 0.2.x.
+ *   `libredislock.so` (an installation by hand) if its version is 0.3.x.
  *
  * The header is looked up as described in {@see Library::headerPath()}.
  *
  * ```php
- * echo Redislock\Library::version(); // "0.2.0"
+ * echo Redislock\Library::version(); // "0.3.0"
  * ```
  */
 final class Library
@@ -37,11 +37,11 @@ final class Library
      * by the dynamic loader. For 0.x versions the minor version is the compatibility unit
      * (build.rs). Keep it in step with Cargo.toml's version (tests/install.rs checks it).
      */
-    public const DEFAULT_LIB = 'libredislock.so.0.2';
+    public const DEFAULT_LIB = 'libredislock.so.0.3';
     /** Tried when DEFAULT_LIB is not found, and used only if its version matches ABI_VERSION. */
     public const FALLBACK_LIB = 'libredislock.so';
-    /** The library versions this package works with: `0.2.x`. */
-    public const ABI_VERSION = '0.2';
+    /** The library versions this package works with: `0.3.x`. */
+    public const ABI_VERSION = '0.3';
     /** Environment variable naming the shared library (path or soname). */
     public const LIB_ENV = 'REDISLOCK_LIB';
     /** Environment variable naming the PHP header (`redislock_php.h`). */
@@ -185,7 +185,7 @@ final class Library
         return self::$ffi !== null;
     }
 
-    /** The library's version string, for example `"0.2.0"`. */
+    /** The library's version string, for example `"0.3.0"`. */
     public static function version(): string
     {
         // A static string: PHP copies it and never frees the original.
@@ -259,12 +259,18 @@ final class Library
      * the library with `FFI::scope("REDISLOCK")`. When `$REDISLOCK_LIB` is set, a copy of the
      * header with its `FFI_LIB` line pointing there is loaded instead. Creates no client: a
      * client must never be made in the preloading master process.
+     *
+     * @throws LibraryException when the library cannot be bound; its message says what was
+     *                          tried and what to do (see {@see Library::preloadFailure()})
      */
     public static function preload(): void
     {
         $header = self::headerPath();
         $lib = getenv(self::LIB_ENV);
-        if (is_string($lib) && $lib !== '') {
+        $fromEnv = is_string($lib) && $lib !== '';
+        $load = $header;
+        $copy = null;
+        if ($fromEnv) {
             $text = (string) file_get_contents($header);
             $text = (string) preg_replace(
                 '/^#define FFI_LIB .*$/m',
@@ -276,17 +282,82 @@ final class Library
             if ($copy === false || file_put_contents($copy, $text) === false) {
                 throw new LibraryException('cannot write a temporary copy of redislock_php.h');
             }
-            try {
-                $ffi = FFI::load($copy);
-            } finally {
+            $load = $copy;
+        } else {
+            $lib = preg_match('/^#define FFI_LIB "([^"]*)"/m', (string) file_get_contents($header), $m) === 1
+                ? $m[1]
+                : '';
+        }
+        error_clear_last();
+        try {
+            // @: PHP's warning ("FFI: Failed pre-loading ...") goes into the exception below.
+            $ffi = @FFI::load($load);
+        } catch (\FFI\Exception $e) {
+            if (str_contains($e->getMessage(), 'opcache.preload_user')) {
+                throw self::preloadUserFailure($header, $e->getMessage());
+            }
+            throw self::preloadFailure($header, $lib, $fromEnv, $e->getMessage());
+        } finally {
+            if ($copy !== null) {
                 @unlink($copy);
             }
-        } else {
-            $ffi = FFI::load($header);
         }
         if ($ffi === null) {
-            throw new LibraryException(sprintf('FFI::load(%s) failed', $header));
+            throw self::preloadFailure($header, $lib, $fromEnv, error_get_last()['message'] ?? 'FFI::load() failed');
         }
+    }
+
+    /**
+     * The error of a preload that could not load the library `$lib` (from `$REDISLOCK_LIB` if
+     * `$fromEnv`, else the header's `FFI_LIB`): what was tried, why it failed, and what to do.
+     * The preload script runs in the PHP-FPM master as it starts, before any pool exists, so
+     * the usual mistake is `REDISLOCK_LIB` set only in a pool's `env[]`. PHP-FPM cuts a logged
+     * message at its `log_limit` (1024 bytes by default), so this one says the most useful
+     * things first, in few words.
+     */
+    private static function preloadFailure(string $header, string $lib, bool $fromEnv, string $php): LibraryException
+    {
+        if (!str_contains($lib, '/')) {
+            $why = 'is not found by the dynamic loader';
+        } elseif (!file_exists($lib)) {
+            $why = 'does not exist';
+        } elseif (!is_readable($lib)) {
+            $why = sprintf('is not readable by uid %d', function_exists('posix_geteuid') ? posix_geteuid() : -1);
+        } else {
+            $why = 'cannot be loaded';
+        }
+        $service = sprintf('php%d.%d-fpm', PHP_MAJOR_VERSION, PHP_MINOR_VERSION);
+
+        return new LibraryException(sprintf(
+            'cannot load libredislock in the opcache.preload script: %s. opcache.preload runs in '
+                . 'the PHP-FPM master as it starts, before any pool exists: a pool\'s env[%s] never '
+                . 'reaches it. Set %2$s=/path/to/libredislock.so in the master\'s environment '
+                . '(systemd: systemctl edit %s, [Service] Environment=%2$s=...; SysV init: export it '
+                . 'in /etc/default/%3$s), or install the library (scripts/install.sh, ldconfig), or '
+                . 'bind it with ffi.preload (package README, "PHP-FPM") [PHP: %s]',
+            $fromEnv
+                ? sprintf('%s=%s (this process\'s environment) %s', self::LIB_ENV, $lib, $why)
+                : sprintf('%s is not set in this process and %s (FFI_LIB of %s) %s', self::LIB_ENV, $lib, $header, $why),
+            self::LIB_ENV,
+            $service,
+            $php
+        ));
+    }
+
+    /** PHP refuses `FFI::load()` in a preload script run with `opcache.preload_user` (a root master). */
+    private static function preloadUserFailure(string $header, string $php): LibraryException
+    {
+        return new LibraryException(sprintf(
+            'cannot load libredislock in the opcache.preload script: with opcache.preload_user (a '
+                . 'PHP-FPM master running as root) PHP refuses FFI::load(). Bind the library with '
+                . 'ffi.preload=%s in php.ini, keeping opcache.preload for the classes; that header\'s '
+                . 'FFI_LIB must name a library the dynamic loader finds (scripts/install.sh, '
+                . 'ldconfig) or an absolute path (in a copy of the header); %s is not used then '
+                . '(package README, "PHP-FPM") [PHP: %s]',
+            $header,
+            self::LIB_ENV,
+            $php
+        ));
     }
 
     /**

@@ -59,6 +59,8 @@ final class Lock
     private bool $releasedAtRequestEnd = false;
     /** Detached: the request's end leaves it alone. */
     private bool $detached = false;
+    /** Detached by the end of the request instead of released ({@see Lock::keepAfterRequest()}). */
+    private bool $keptAfterRequest = false;
 
     /**
      * The locks taken in this request, so that the request's end can release those still held.
@@ -276,6 +278,19 @@ final class Lock
     }
 
     /**
+     * Makes the end of the request detach this lock instead of releasing it: renewal stops and
+     * the key is left to its lease, for whoever has the owner token. Until then the lock is held
+     * (and renewed) as any other. For {@see Laravel\RedislockLock}, whose locks outlive their
+     * request as Laravel's own do.
+     *
+     * @internal
+     */
+    public function keepAfterRequest(): void
+    {
+        $this->keptAfterRequest = true;
+    }
+
+    /**
      * For {@see Client::withLock()}: releases unless the callback released the lock itself.
      *
      * @internal
@@ -299,7 +314,8 @@ final class Lock
 
     /**
      * At the end of the request: releases every lock of it that is still held and not
-     * detached; after a fatal error also frees their handles (no destructor runs then).
+     * detached (detaches those {@see Lock::keepAfterRequest() kept after the request}); after a
+     * fatal error also frees their handles (no destructor runs then).
      *
      * @internal called by {@see RequestEnd}
      */
@@ -313,8 +329,13 @@ final class Lock
                 continue;
             }
             if ($lock->ffi->redislock_lock_is_held($lock->handle)) {
-                $lock->ffi->redislock_lock_release($lock->handle);
-                $lock->releasedAtRequestEnd = true;
+                if ($lock->keptAfterRequest) {
+                    $lock->ffi->redislock_lock_detach($lock->handle);
+                    $lock->detached = true;
+                } else {
+                    $lock->ffi->redislock_lock_release($lock->handle);
+                    $lock->releasedAtRequestEnd = true;
+                }
             }
             if ($fatal) {
                 $lock->__destruct();

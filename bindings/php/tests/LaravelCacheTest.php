@@ -71,6 +71,81 @@ final class LaravelCacheTest extends RedislockTestCase
     }
 
     /**
+     * The tests of Laravel 8's own `RedisCacheLockTest` (tests/Integration/Cache), run through
+     * `Cache::lock()` on the redislock store as Laravel runs them on its redis store: a drop-in
+     * must pass them. (`lock('foo', 1)` and `sleep(2)` there are 0.2 s and 0.4 s here.)
+     */
+    public function testLaravelsRedisCacheLockTestPasses(): void
+    {
+        // testRedisLockCanHaveASeparateConnection
+        $this->app();
+        \Illuminate\Container\Container::getInstance()->make('config')
+            ->set('cache.stores.redislock.lock_connection', 'default');
+        $this->assertSame('default', Cache::lock('foo')->getConnectionName());
+
+        // testRedisLocksCanBeAcquiredAndReleased
+        Cache::lock('foo')->forceRelease();
+        $lock = Cache::lock('foo', 10);
+        $this->assertTrue($lock->get());
+        $this->assertFalse(Cache::lock('foo', 10)->get());
+        $lock->release();
+        $lock = Cache::lock('foo', 10);
+        $this->assertTrue($lock->get());
+        $this->assertFalse(Cache::lock('foo', 10)->get());
+        Cache::lock('foo')->release(); // another owner: releases nothing
+        $this->assertFalse(Cache::lock('foo', 10)->get());
+        $lock->release();
+
+        // testRedisLocksCanBlockForSeconds
+        Cache::lock('foo')->forceRelease();
+        $this->assertSame('taylor', Cache::lock('foo', 10)->block(1, function () {
+            return 'taylor';
+        }));
+        Cache::lock('foo')->forceRelease();
+        $this->assertTrue(Cache::lock('foo', 10)->block(1));
+
+        // testConcurrentRedisLocksAreReleasedSafely
+        Cache::lock('foo')->forceRelease();
+        $firstLock = Cache::lock('foo', 0.2);
+        $this->assertTrue($firstLock->get());
+        usleep(400000);
+        $secondLock = Cache::lock('foo', 10);
+        $this->assertTrue($secondLock->get());
+        $firstLock->release();
+        $this->assertFalse(Cache::lock('foo')->get());
+
+        // testRedisLocksWithFailedBlockCallbackAreReleased
+        Cache::lock('foo')->forceRelease();
+        $firstLock = Cache::lock('foo', 10);
+        try {
+            $firstLock->block(1, function () {
+                throw new \Exception('failed');
+            });
+        } catch (\Exception $e) {
+            // the lock is released however the exception is handled
+        }
+        $secondLock = Cache::lock('foo', 1);
+        $this->assertTrue($secondLock->get());
+
+        // testRedisLocksCanBeReleasedUsingOwnerToken
+        Cache::lock('foo')->forceRelease();
+        $firstLock = Cache::lock('foo', 10);
+        $this->assertTrue($firstLock->get());
+        $owner = $firstLock->owner();
+        $secondLock = Cache::restoreLock('foo', $owner);
+        $secondLock->release();
+        $this->assertTrue(Cache::lock('foo')->get());
+
+        // testOwnerStatusCanBeCheckedAfterRestoringLock
+        Cache::lock('foo')->forceRelease();
+        $firstLock = Cache::lock('foo', 10);
+        $this->assertTrue($firstLock->get());
+        $secondLock = Cache::restoreLock('foo', $firstLock->owner());
+        $this->assertTrue($secondLock->isOwnedByCurrentProcess());
+        Cache::lock('foo')->forceRelease();
+    }
+
+    /**
      * With the same keys (the client's key_prefix = the redis connection's prefix + the cache
      * prefix + ":"), Laravel's own RedisStore locks and redislock's exclude each other: an
      * application can switch store while the old code still runs.

@@ -45,6 +45,52 @@ final class LaravelLockProviderTest extends RedislockTestCase
         $this->assertInstanceOf(RedislockLock::class, $locks->restoreLock('contract', $lock->owner()));
     }
 
+    /**
+     * Code written for Laravel's `RedisLock` finds every public method it has beyond the `Lock`
+     * contract (getConnectionName(), betweenBlockedAttemptsSleepFor(), acquire(), ...), taking
+     * the same arguments.
+     */
+    public function testEveryPublicMethodOfLaravelsRedisLockIsOffered(): void
+    {
+        $ours = new \ReflectionClass(RedislockLock::class);
+        $theirs = new \ReflectionClass(\Illuminate\Cache\RedisLock::class);
+        $checked = [];
+        foreach ($theirs->getMethods(\ReflectionMethod::IS_PUBLIC) as $method) {
+            if ($method->isConstructor()) {
+                continue;
+            }
+            $name = $method->getName();
+            $this->assertTrue($ours->hasMethod($name), "no $name()");
+            $mine = $ours->getMethod($name);
+            $this->assertTrue($mine->isPublic(), "$name() is not public");
+            $this->assertSame($method->isStatic(), $mine->isStatic(), $name);
+            $this->assertLessThanOrEqual($method->getNumberOfParameters(), $mine->getNumberOfRequiredParameters(), $name);
+            $this->assertGreaterThanOrEqual($method->getNumberOfParameters(), $mine->getNumberOfParameters(), $name);
+            $checked[] = $name;
+        }
+        $this->assertContains('getConnectionName', $checked);
+        $this->assertContains('betweenBlockedAttemptsSleepFor', $checked);
+    }
+
+    public function testGetConnectionNameIsTheNameGivenToTheProvider(): void
+    {
+        $this->assertNull($this->locks()->lock('named', 10)->getConnectionName());
+        $named = new LockProvider($this->client(), 'locks');
+        $this->assertSame('locks', $named->connectionName());
+        $this->assertSame('locks', $named->lock('named', 10)->getConnectionName());
+        $this->assertSame('locks', $named->restoreLock('named', str_repeat('a', 32))->getConnectionName());
+    }
+
+    public function testBetweenBlockedAttemptsSleepForIsAcceptedAndChangesNothing(): void
+    {
+        $lock = $this->locks()->lock('sleep-for', 10);
+        $this->assertSame($lock, $lock->betweenBlockedAttemptsSleepFor(5000));
+        $start = hrtime(true);
+        $this->assertSame('ran', $lock->block(1, fn (): string => 'ran'));
+        $this->assertLessThan(2500, self::msSince($start));
+        $this->assertSame(0, $this->redis()->exists($this->key('sleep-for')));
+    }
+
     public function testGetTakesTheLockForItsSecondsAndReleaseFreesIt(): void
     {
         $locks = $this->locks();
@@ -296,6 +342,43 @@ final class LaravelLockProviderTest extends RedislockTestCase
         $this->assertSame('released', $this->runScript(['release', 'renewed-job'], $owner));
     }
 
+    /** @return array<string, array{0: string, 1: string, 2: int}> */
+    public static function callbackDeaths(): array
+    {
+        $cases = [];
+        foreach (['get', 'block'] as $take) {
+            foreach (['fatal' => 255, 'memory' => 255, 'timeout' => 255, 'exit' => 0] as $how => $exitCode) {
+                foreach (['60' => '60', '0' => '0'] as $label => $seconds) {
+                    $cases["$take, $how, seconds $label"] = ["$take:$how", $seconds, $exitCode];
+                }
+            }
+        }
+
+        return $cases;
+    }
+
+    /**
+     * A lock taken for a callback exists only for the callback: a "request" (a separate PHP
+     * process) that dies inside the callback, where no `finally` runs, leaves nothing behind.
+     * The lease is 60 s, both for `$seconds = 60` and for a renewed lock (`$seconds = 0`, the
+     * client's lease_ms here), so the key is gone because it was released, not because it
+     * expired. The same request taking the lock without a callback (testRestoreLockReleases
+     * WhatAnotherProcessTook, take-fatal) leaves it held.
+     *
+     * @dataProvider callbackDeaths
+     */
+    public function testALockTakenForACallbackIsReleasedWhenTheRequestDiesInIt(
+        string $action,
+        string $seconds,
+        int $exitCode
+    ): void {
+        $name = 'callback-' . str_replace(':', '-', $action) . "-$seconds";
+        $out = strtok($this->runScript([$action, $name, $seconds, '60000'], '', $exitCode), "\n");
+        $this->assertMatchesRegularExpression('/^owner [0-9a-f]{32}$/', $out, 'the callback did not run');
+        $this->assertSame(0, $this->redis()->exists($this->key($name)), "$action: the lock outlived the request");
+        $this->assertTrue($this->locks()->lock($name, 10)->get(), 'the next "request" did not get the lock');
+    }
+
     public function testRestoreLockInThisProcess(): void
     {
         $locks = $this->locks();
@@ -464,6 +547,7 @@ final class LaravelLockProviderTest extends RedislockTestCase
         if ($exitCode === 0) {
             $this->assertSame('', $err);
         }
+        $this->assertStringNotContainsString('the callback returned', $out);
 
         return trim($out);
     }

@@ -35,47 +35,13 @@ use std::panic::{self, AssertUnwindSafe};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock_testkit::{Cluster, RedisServer, RedlockMasters, SentinelGroup};
+use redislock_testkit::{Cluster, RedisServer, RedlockMasters, SentinelGroup, Setup};
 
 /// How long `term` waits for a server to exit after SIGTERM.
 const TERM_TIMEOUT: Duration = Duration::from_secs(5);
 
 const USAGE: &str =
     "usage: redislock-testkit single [REDIS-SERVER-ARG...] | sentinel | cluster | redlock [N]";
-
-enum Setup {
-    Single(RedisServer),
-    Sentinel(SentinelGroup),
-    Cluster(Cluster),
-    Redlock(RedlockMasters),
-}
-
-impl Setup {
-    fn url(&self) -> String {
-        match self {
-            Setup::Single(s) => s.url(),
-            Setup::Sentinel(g) => g.url(),
-            Setup::Cluster(c) => c.url(),
-            Setup::Redlock(m) => m.url(),
-        }
-    }
-
-    fn nodes(&self) -> &[RedisServer] {
-        match self {
-            Setup::Single(s) => std::slice::from_ref(s),
-            Setup::Sentinel(g) => g.nodes(),
-            Setup::Cluster(c) => c.nodes(),
-            Setup::Redlock(m) => m.masters(),
-        }
-    }
-
-    fn sentinels(&self) -> &[RedisServer] {
-        match self {
-            Setup::Sentinel(g) => g.sentinels(),
-            _ => &[],
-        }
-    }
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

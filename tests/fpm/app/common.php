@@ -70,3 +70,36 @@ function respond(int $status, string $body): never
     echo $body;
     exit;
 }
+
+/**
+ * Laravel 8's Cache facade (Debian's php-illuminate-*), with the package's `redislock` cache
+ * store registered by Cache::extend() as bindings/php/README.md shows, as the default store, on
+ * the test's Redis; cached values in an array store. Lock names are the Redis keys (no
+ * lock_prefix), so Cache::lock(STOCK_LOCK) is the lock stock-client.php takes.
+ */
+function app_laravel(): void
+{
+    foreach (['Cache', 'Config', 'Container'] as $component) {
+        require_once "/usr/share/php/Illuminate/$component/autoload.php";
+    }
+    $app = new Illuminate\Container\Container();
+    Illuminate\Container\Container::setInstance($app);
+    $app->instance('config', new Illuminate\Config\Repository(['cache' => [
+        'default' => 'redislock',
+        'prefix' => 'fpm',
+        'stores' => [
+            'array' => ['driver' => 'array'],
+            'redislock' => ['driver' => 'redislock', 'url' => app_url(), 'store' => 'array'],
+        ],
+    ]]));
+    $app->instance('cache', new Illuminate\Cache\CacheManager($app));
+    Illuminate\Support\Facades\Facade::setFacadeApplication($app);
+    Illuminate\Support\Facades\Cache::extend('redislock', function ($app, array $config) {
+        $client = Redislock\Client::fromOptions($config['url'], ['key_prefix' => $config['lock_prefix'] ?? '']);
+
+        return $this->repository(new Redislock\Laravel\RedislockStore(
+            $this->store($config['store'])->getStore(),
+            new Redislock\Laravel\LockProvider($client, $config['lock_connection'] ?? null)
+        ));
+    });
+}

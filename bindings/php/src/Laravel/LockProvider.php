@@ -30,11 +30,17 @@ use Redislock\Client;
 final class LockProvider implements LockProviderContract
 {
     private Client $client;
+    private ?string $connectionName;
 
-    /** Lock names are the Redis keys behind `$client`'s key_prefix. */
-    public function __construct(Client $client)
+    /**
+     * Lock names are the Redis keys behind `$client`'s key_prefix. `$connectionName` is what
+     * the locks' `getConnectionName()` returns (Laravel's `RedisLock` gives the name of its Redis
+     * connection there): a label only, since the locks go through `$client`.
+     */
+    public function __construct(Client $client, ?string $connectionName = null)
     {
         $this->client = $client;
+        $this->connectionName = $connectionName;
     }
 
     /**
@@ -50,7 +56,13 @@ final class LockProvider implements LockProviderContract
      */
     public function lock($name, $seconds = 0, #[\SensitiveParameter] $owner = null): RedislockLock
     {
-        return new RedislockLock($this->client, (string) $name, $seconds, $owner === null ? null : (string) $owner);
+        return new RedislockLock(
+            $this->client,
+            (string) $name,
+            $seconds,
+            $owner === null ? null : (string) $owner,
+            $this->connectionName
+        );
     }
 
     /**
@@ -70,5 +82,11 @@ final class LockProvider implements LockProviderContract
     public function client(): Client
     {
         return $this->client;
+    }
+
+    /** The name the locks' `getConnectionName()` returns, null if none was given. */
+    public function connectionName(): ?string
+    {
+        return $this->connectionName;
     }
 }

@@ -32,10 +32,15 @@ use Redislock\Lock;
  * - `block()` waits with the library's blocking acquire: the holder's release hands the lock to
  *   the oldest waiter and wakes it (no sleep-and-retry loop; `betweenBlockedAttemptsSleepFor()`
  *   has no effect).
- * - Like Laravel's locks, a lock outlives this object and the request: when the object is
- *   destroyed, or the request ends, while it still holds the lock, the lock is left in Redis (a
- *   `$seconds = 0` lock is no longer renewed and ends with its current lease) for whoever has
- *   the owner to release, e.g. a queued job through `restoreLock($name, $owner)`.
+ * - A lock taken for a callback (`get($callback)`, `block($seconds, $callback)`) exists only
+ *   for the callback: released when it returns or throws, and, when the request dies inside it
+ *   (a fatal error, `max_execution_time`, memory exhausted, `exit()`), at the end of the request
+ *   by the package's request-end handler, as {@see \Redislock\Client} locks are.
+ * - Like Laravel's locks, a lock taken without a callback outlives this object and the request:
+ *   when the object is destroyed, or the request ends, while it still holds the lock, the lock
+ *   is left in Redis (a `$seconds = 0` lock is no longer renewed and ends with its current
+ *   lease) for whoever has the owner to release, e.g. a queued job through
+ *   `restoreLock($name, $owner)`.
  * - The owner (from {@see owner()}, 32 random hex characters unless given) is a bearer secret:
  *   whoever has it can release the lock. It appears in no exception message or stack trace of
  *   this class.
@@ -52,21 +57,15 @@ final class RedislockLock extends LaravelLock
     private Client $client;
     /** The library's lock while this object holds it (taken by acquire(), block() or get()). */
     private ?Lock $held = null;
+    /** See {@see getConnectionName()}. */
+    private ?string $connectionName;
 
     /**
-     * Locks of this request that hold their lock, so that the request's end can let them go
-     * before the package releases the request's remaining locks.
-     *
-     * @var \WeakMap<RedislockLock, true>|null
-     */
-    private static ?\WeakMap $holding = null;
-    private static bool $watched = false;
-
-    /**
-     * @param int|float   $seconds the lock's lifetime; 0 for a lock renewed while held
-     * @param string|null $owner   the owner to take (or release) the lock with: 16 to 256
-     *                             printable ASCII characters without spaces; null for 128
-     *                             random bits from the OS (32 hex characters)
+     * @param int|float   $seconds        the lock's lifetime; 0 for a lock renewed while held
+     * @param string|null $owner          the owner to take (or release) the lock with: 16 to 256
+     *                                    printable ASCII characters without spaces; null for
+     *                                    128 random bits from the OS (32 hex characters)
+     * @param string|null $connectionName what {@see getConnectionName()} returns
      *
      * @throws InvalidArgumentException for an owner the library cannot take
      */
@@ -74,7 +73,8 @@ final class RedislockLock extends LaravelLock
         Client $client,
         string $name,
         $seconds = 0,
-        #[\SensitiveParameter] ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null,
+        ?string $connectionName = null
     ) {
         if ($owner === null) {
             $owner = bin2hex(random_bytes(16));
@@ -88,34 +88,52 @@ final class RedislockLock extends LaravelLock
         // Laravel's own locks: a positive lifetime expires, anything else is "no expiry".
         parent::__construct($name, $seconds > 0 ? $seconds + 0 : 0, $owner);
         $this->client = $client;
+        $this->connectionName = $connectionName;
     }
 
     /**
-     * One attempt to take the lock: true when taken, false when someone holds it.
+     * One attempt to take the lock: true when taken, false when someone holds it. The lock
+     * outlives this object and the request (see the class comment).
      *
      * @throws LockException for connection and Redis errors
      */
     public function acquire()
     {
-        try {
-            $lock = self::scrubbed(fn (): Lock => $this->client->tryAcquire(
-                $this->name,
-                $this->leaseMs(),
-                $this->seconds === 0,
-                null,
-                $this->owner
-            ));
-        } catch (LockHeldException $e) {
+        return $this->tryTake(false);
+    }
+
+    /**
+     * One attempt to take the lock. With a callback: runs it under the lock and releases the
+     * lock when it returns or throws, or at the end of the request if the request dies inside
+     * it; returns the callback's value, or false when the lock is held. Without: as
+     * {@see acquire()}.
+     *
+     * @param callable|null $callback
+     *
+     * @return mixed
+     *
+     * @throws LockException for connection and Redis errors
+     */
+    public function get($callback = null)
+    {
+        if (!is_callable($callback)) {
+            return $this->tryTake(false);
+        }
+        if (!$this->tryTake(true)) {
             return false;
         }
-        $this->hold($lock);
-
-        return true;
+        try {
+            return $callback();
+        } finally {
+            $this->release();
+        }
     }
 
     /**
      * Takes the lock, waiting up to `$seconds` for it, then runs `$callback` (if given) and
-     * releases the lock, also when the callback throws. Returns the callback's value, or true.
+     * releases the lock, also when the callback throws, and at the end of the request if the
+     * request dies inside the callback. Returns the callback's value, or true (the lock then
+     * outlives this object and the request, as with {@see acquire()}).
      * The wait does not poll: the holder's release wakes the oldest waiter and hands it the lock.
      *
      * @param int|float $seconds
@@ -138,7 +156,7 @@ final class RedislockLock extends LaravelLock
         } catch (WaitTimeoutException $e) {
             throw new LockTimeoutException($e->getMessage());
         }
-        $this->hold($lock);
+        $this->hold($lock, is_callable($callback));
 
         if (is_callable($callback)) {
             try {
@@ -166,11 +184,11 @@ final class RedislockLock extends LaravelLock
             try {
                 $held->release();
             } catch (NotHeldException $e) {
-                $this->forget();
+                $this->held = null;
 
                 return false;
             }
-            $this->forget();
+            $this->held = null;
 
             return true;
         }
@@ -228,6 +246,36 @@ final class RedislockLock extends LaravelLock
         return $this->isOwnedByCurrentProcess() ? $this->owner : null;
     }
 
+    /**
+     * The name given to the {@see LockProvider} for its locks' connection (the README's
+     * `Cache::extend()` registration passes the store's `lock_connection`), else null.
+     *
+     * Laravel's `RedisLock` returns the name of the Redis connection (config/database.php) its
+     * commands go through. This lock uses no Laravel Redis connection: its commands go through
+     * the redislock {@see Client} (its own connections to the store's `url`), so the name is a
+     * label only, and `Redis::connection()` of it is not where the lock lives.
+     *
+     * @return string|null
+     */
+    public function getConnectionName()
+    {
+        return $this->connectionName;
+    }
+
+    /**
+     * Laravel's pause between two attempts of `block()`: accepted for compatibility, with no
+     * effect, since `block()` here does not retry but waits to be woken by the holder's release.
+     * Returns this lock.
+     *
+     * @param int $milliseconds
+     *
+     * @return $this
+     */
+    public function betweenBlockedAttemptsSleepFor($milliseconds)
+    {
+        return parent::betweenBlockedAttemptsSleepFor($milliseconds);
+    }
+
     /** The lock's name, without the client's key prefix. */
     public function name(): string
     {
@@ -249,63 +297,55 @@ final class RedislockLock extends LaravelLock
         return $this->seconds > 0 ? (int) ceil($this->seconds * 1000) : null;
     }
 
-    private function hold(Lock $lock): void
+    /** One attempt; `$forCallback`: see {@see hold()}. */
+    private function tryTake(bool $forCallback): bool
     {
-        $this->letGo(); // a handle left from an earlier grant that has expired since
-        $this->held = $lock;
-        self::$holding ??= new \WeakMap();
-        self::$holding[$this] = true;
-        if (!self::$watched) {
-            self::$watched = true;
-            // Registered after the package's own request-end handler, which runs last.
-            register_shutdown_function([self::class, 'endOfRequest']);
+        try {
+            $lock = self::scrubbed(fn (): Lock => $this->client->tryAcquire(
+                $this->name,
+                $this->leaseMs(),
+                $this->seconds === 0,
+                null,
+                $this->owner
+            ));
+        } catch (LockHeldException $e) {
+            return false;
         }
+        $this->hold($lock, $forCallback);
+
+        return true;
     }
 
-    /** Drops the handle of a lock that was released. */
-    private function forget(): void
+    /**
+     * Keeps the library's lock. Taken for a callback, it is left as it is: the package's
+     * request-end handler releases it if the request ends inside the callback, as it does every
+     * lock of the request. Otherwise the request's end detaches it (left to its lease), so that
+     * it outlives the request as Laravel's locks do.
+     */
+    private function hold(Lock $lock, bool $forCallback): void
     {
-        $this->held = null;
-        if (self::$holding !== null) {
-            unset(self::$holding[$this]);
+        $this->letGo(); // a handle left from an earlier grant that has expired since
+        if (!$forCallback) {
+            $lock->keepAfterRequest();
         }
+        $this->held = $lock;
     }
 
     /**
      * Leaves the lock to its lease: stops renewing it and lets the handle go without releasing
-     * the key (`$free`: frees it now rather than by its destructor, which PHP skips after a
-     * fatal error). In a child process the handle is the parent's, which it leaves alone.
+     * the key. In a child process the handle is the parent's, which it leaves alone.
      */
-    private function letGo(bool $free = false): void
+    private function letGo(): void
     {
         $held = $this->held;
         if ($held === null) {
             return;
         }
-        $this->forget();
+        $this->held = null;
         try {
             $held->detach();
         } catch (LockException $e) {
-            // Released, lost or expired already, or the parent's (ForkedException).
-        }
-        if ($free) {
-            $held->__destruct();
-        }
-    }
-
-    /**
-     * The request ends: lets go of every lock still held through a Laravel lock, before the
-     * package's request-end handler would release them.
-     *
-     * @internal shutdown function
-     */
-    public static function endOfRequest(): void
-    {
-        $holding = self::$holding ?? [];
-        self::$holding = null;
-        self::$watched = false;
-        foreach ($holding as $lock => $_) {
-            $lock->letGo(true);
+            // Released, lost, expired or detached already, or the parent's (ForkedException).
         }
     }
 

@@ -17,9 +17,10 @@ use Illuminate\Contracts\Cache\Store;
  * Cache::extend('redislock', function ($app, array $config) {
  *     return $this->repository(new Redislock\Laravel\RedislockStore(
  *         $this->store($config['store'])->getStore(),
- *         new Redislock\Laravel\LockProvider(Redislock\Client::fromOptions($config['url'], [
- *             'key_prefix' => $this->getPrefix($config),
- *         ]))
+ *         new Redislock\Laravel\LockProvider(
+ *             Redislock\Client::fromOptions($config['url'], ['key_prefix' => $this->getPrefix($config)]),
+ *             $config['lock_connection'] ?? null   // the locks' getConnectionName()
+ *         )
  *     ));
  * });
  * ```

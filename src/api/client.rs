@@ -1,0 +1,301 @@
+//! The client: one per process (or per Redis server), shared by all threads.
+//!
+//! What a client needs at run time (connection pools and renewal threads) lives in a backend
+//! (see `backend.rs`) built lazily for the current process: the client's own, or for a
+//! persistent client the one the process shares among them. After `fork()` the child sees a
+//! different pid and builds a backend of its own: it never touches the parent's sockets, and
+//! never relies on threads that do not exist in the child.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+
+use crate::api::builder::ClientBuilder;
+use crate::api::guard::Lock;
+use crate::api::request::{
+    LockRequest, MultiLockRequest, Request, RwLockRequest, SemaphoreRequest,
+};
+use crate::base::config::Config;
+use crate::base::error::Error;
+use crate::base::keys::LockKeys;
+use crate::base::token::Token;
+use crate::base::url::mask_url;
+use crate::engine::backend::Owner;
+use crate::engine::renewal::Stats;
+
+/// How long a call waits for the client's backend; only a fork taken while another thread
+/// was rebuilding the backend could make it wait at all.
+const BACKEND_LOCK_WAIT: Duration = Duration::from_secs(5);
+
+/// A Redis lock client. Cheap to clone (clones share everything); `Send + Sync`, meant to be
+/// created once and shared by all threads.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+/// let sold = client.with_lock("stock:42", Duration::from_secs(5), |_lock| {
+///     // read the stock, check it, write it back: no other holder can interleave
+///     1
+/// })?;
+/// # Ok::<(), redislock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    cfg: Config,
+    info: redis::ConnectionInfo,
+    /// The backend this client uses in the current process (for a persistent client, the
+    /// process's shared one), built on first use.
+    backend: RwLock<Option<Arc<Owner>>>,
+}
+
+impl Client {
+    /// A client with default settings for the given URL: `redis://[user:password@]host:port/db`,
+    /// a Sentinel URL `redis-sentinel://[user:password@]h1:p1,h2:p2[/db]#master`, or a Redlock URL
+    /// `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` (see `docs/topologies.md`).
+    /// Connects lazily.
+    pub fn open(url: &str) -> Result<Client, Error> {
+        Client::builder(url).build()
+    }
+
+    /// A builder to configure a client; see [`ClientBuilder`] for every setting and default.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+
+    pub(crate) fn from_config(cfg: Config, info: redis::ConnectionInfo) -> Client {
+        Client {
+            shared: Arc::new(Shared {
+                cfg,
+                info,
+                backend: RwLock::new(None),
+            }),
+        }
+    }
+
+    /// One acquire attempt with the client's defaults: fails with [`Error::is_held`] at once
+    /// if another owner holds the lock.
+    pub fn try_acquire(&self, name: impl AsRef<[u8]>) -> Result<Lock, Error> {
+        self.lock(name.as_ref()).try_acquire()
+    }
+
+    /// Acquires with the client's defaults, waiting up to `wait` (fails with
+    /// [`Error::is_wait_timeout`]). The waiter is woken by the holder's release, without polling.
+    pub fn acquire(&self, name: impl AsRef<[u8]>, wait: Duration) -> Result<Lock, Error> {
+        self.lock(name.as_ref()).acquire(wait)
+    }
+
+    /// Runs `f` under the lock (waiting up to `wait` for it) and releases it afterwards.
+    /// Returns [`Error::is_not_held`] if the lock turned out to be lost before the release:
+    /// then `f`'s work may have overlapped with another holder's, and its result is dropped.
+    pub fn with_lock<R>(
+        &self,
+        name: impl AsRef<[u8]>,
+        wait: Duration,
+        f: impl FnOnce(&Lock) -> R,
+    ) -> Result<R, Error> {
+        self.lock(name.as_ref()).run(wait, f)
+    }
+
+    /// A request for the lock `name` that can override the client's lease, auto-renewal and
+    /// fencing defaults before acquiring.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client
+    ///     .lock("report:daily")
+    ///     .lease(Duration::from_secs(60))
+    ///     .auto_renew(false)
+    ///     .fencing(true)
+    ///     .acquire(Duration::from_millis(500))?;
+    /// let token = lock.fencing_token().unwrap();
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LockRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0)
+    }
+
+    /// The read/write lock `name`: many readers or one writer at a time, each holding its own
+    /// lease (renewed like an exclusive lock's). Options (lease, auto-renewal, fencing, cancel)
+    /// default to the client's, as for [`Client::lock`]; [`read`](RwLockRequest::read) and
+    /// [`write`](RwLockRequest::write) then acquire, and the request can be used again.
+    ///
+    /// The write side is the exclusive lock of the same name: an exclusive lock or a plain
+    /// `SET name token NX PX` client excludes, and is excluded by, both writers and readers.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let doc = client.rw_lock("doc:7");
+    /// let r = doc.read(Duration::from_secs(5))?; // other readers may hold it too
+    /// // ... read the document ...
+    /// r.release()?;
+    /// let w = doc.write(Duration::from_secs(5))?; // alone; waiting readers queue behind
+    /// // ... rewrite it, then let readers in without a gap:
+    /// let r = w.downgrade()?;
+    /// r.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn rw_lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> RwLockRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0)
+    }
+
+    /// The semaphore `name` with `permits` permits: up to that many may be held at once, taken
+    /// one or more at a time, each grant with its own lease and (by default) auto-renewal.
+    /// The first user of a name fixes its number of permits while anything is held or waiting;
+    /// a request that gives another number fails with [`Error::is_invalid_argument`], and so
+    /// does a name in use as a lock.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let pdf = client.semaphore("pdf-renderers", 3);
+    /// let permit = pdf.acquire(1, Duration::from_secs(10))?; // at most 3 renders at once
+    /// // ... render ...
+    /// permit.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn semaphore<'a, N: AsRef<[u8]> + ?Sized>(
+        &'a self,
+        name: &'a N,
+        permits: u32,
+    ) -> SemaphoreRequest<'a> {
+        Request::new(self, vec![name.as_ref()], permits).without_fencing()
+    }
+
+    /// A request for the exclusive locks of all `names` at once: granted all together or not
+    /// at all, released together. Each name is an ordinary exclusive lock of that name while
+    /// the set holds it. An empty set and a name given twice are
+    /// [invalid](Error::is_invalid_argument).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// // Move stock between two warehouses: both counters locked, or neither.
+    /// let both = client.lock_all(&["stock:berlin:42", "stock:paris:42"]);
+    /// let locks = both.acquire(Duration::from_secs(5))?;
+    /// // ... move the stock ...
+    /// locks.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn lock_all<'a, N: AsRef<[u8]>>(&'a self, names: &'a [N]) -> MultiLockRequest<'a> {
+        Request::new(self, names.iter().map(AsRef::as_ref).collect(), 0)
+    }
+
+    /// Releases the lock `name` whoever holds it (or hands it to the oldest waiter), as an
+    /// operator's last resort for a holder that is gone. Returns whether a holder was there.
+    /// The holder is not told; its next release or extend reports [`Error::is_not_held`].
+    pub fn force_release(&self, name: impl AsRef<[u8]>) -> Result<bool, Error> {
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        // The release script acts only for the token it is given: read the holder's, then
+        // release it. A new holder in between keeps its lock (and we report it as released by
+        // its own holder, which it soon will be).
+        for _ in 0..3 {
+            let Some(holder) = b.store.holder(&keys)? else {
+                return Ok(false);
+            };
+            let holder = String::from_utf8(holder).map_err(|_| {
+                Error::invalid_argument(format!(
+                    "lock {} is held with a token that is not text; release it with DEL",
+                    keys.shown()
+                ))
+            })?;
+            if b.store.release(&keys, &Token::from_held(holder))? {
+                return Ok(true);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the lock `name` is held now with `owner_token` (one round trip). The token is
+    /// compared here, not returned: no caller learns another holder's token.
+    pub fn is_owned_by(&self, name: impl AsRef<[u8]>, owner_token: &str) -> Result<bool, Error> {
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        let holder = b.store.holder(&keys)?;
+        Ok(holder.is_some_and(|h| crate::base::token::same(&h, owner_token.as_bytes())))
+    }
+
+    /// The lease locks get unless a request sets its own.
+    pub fn default_lease(&self) -> Duration {
+        self.shared.cfg.lease
+    }
+
+    /// Whether locks auto-renew unless a request says otherwise.
+    pub fn default_auto_renew(&self) -> bool {
+        self.shared.cfg.auto_renew
+    }
+
+    /// Whether locks get fencing tokens unless a request says otherwise.
+    pub fn default_fencing(&self) -> bool {
+        self.shared.cfg.fencing
+    }
+
+    /// Renewal counters of this client in this process.
+    pub fn stats(&self) -> Stats {
+        match self.shared.backend.try_read_for(BACKEND_LOCK_WAIT) {
+            Some(b) => match b.as_ref() {
+                Some(b) if b.pid == std::process::id() => b.renewer.stats(),
+                _ => Stats::default(),
+            },
+            None => Stats::default(),
+        }
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// The client's backend for this process, built (or for a persistent client, found) on
+    /// first use and again after a fork.
+    pub(crate) fn backend(&self) -> Result<Arc<Owner>, Error> {
+        let pid = std::process::id();
+        let stuck = || Error::internal("the client's state stayed locked (fork while rebuilding?)");
+        {
+            let current = self
+                .shared
+                .backend
+                .try_read_for(BACKEND_LOCK_WAIT)
+                .ok_or_else(stuck)?;
+            if let Some(b) = current.as_ref()
+                && b.pid == pid
+            {
+                return Ok(b.clone());
+            }
+        }
+        let mut current = self
+            .shared
+            .backend
+            .try_write_for(BACKEND_LOCK_WAIT)
+            .ok_or_else(stuck)?;
+        if let Some(b) = current.as_ref()
+            && b.pid == pid
+        {
+            return Ok(b.clone());
+        }
+        let (cfg, info) = (&self.shared.cfg, &self.shared.info);
+        let fresh = if cfg.persistent {
+            Owner::persistent(cfg, info)?
+        } else {
+            Owner::start(cfg, info)?
+        };
+        // An owner inherited across fork forgets the parent's backend when dropped.
+        *current = Some(fresh.clone());
+        Ok(fresh)
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &mask_url(&self.shared.cfg.url))
+            .finish_non_exhaustive()
+    }
+}

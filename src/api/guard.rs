@@ -1,0 +1,345 @@
+//! The guards: one type, [`Guard`], for a held lock of every kind.
+//!
+//! Every guard has the methods every held lock has — whether it is still held, its lease,
+//! extend, release, lost-lock reports — written once; what one kind alone offers is on that
+//! kind's guard only. The aliases [`Lock`], [`ReadLock`], [`WriteLock`], [`Permits`] and
+//! [`MultiLock`] name the guard of each kind.
+
+use std::fmt;
+use std::ops::Deref;
+use std::time::Duration;
+
+use crate::api::kind::{Exclusive, Kind, OneName, Read, Semaphore, Set, SetParts, Write};
+use crate::base::error::Error;
+use crate::engine::kinds::{Holding, rwlock};
+use crate::engine::lock::Held;
+
+/// A held lock of kind `K`. Dropping it releases the lock (best effort; errors are ignored), so
+/// keep it alive for as long as the protected work runs, and call [`release`](Guard::release)
+/// to learn whether the lock was still ours at the end.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+/// let lock = client.acquire("stock:42", Duration::from_secs(5))?;
+/// // ... read-modify-write the stock of item 42 ...
+/// assert!(lock.is_held());
+/// lock.release()?; // Err(NotHeld) if the lease ran out or the lock was lost meanwhile
+/// # Ok::<(), redislock::Error>(())
+/// ```
+#[must_use = "dropping the guard releases the lock at once"]
+#[clippy::has_significant_drop]
+pub struct Guard<K: Kind> {
+    held: Held,
+    parts: K::Parts,
+}
+
+/// A held exclusive lock.
+pub type Lock = Guard<Exclusive>;
+/// A held read lock.
+pub type ReadLock = Guard<Read>;
+/// A held write lock.
+pub type WriteLock = Guard<Write>;
+/// Permits of a semaphore held by one grant.
+pub type Permits = Guard<Semaphore>;
+/// A set of exclusive locks held together. If renewal finds any name lost, the whole set counts
+/// as lost.
+pub type MultiLock = Guard<Set>;
+
+impl<K: Kind> Guard<K> {
+    pub(crate) fn new(held: Held, parts: K::Parts) -> Guard<K> {
+        Guard { held, parts }
+    }
+
+    /// Whether the lock is still ours, as far as this process knows, without a round trip:
+    /// not released, not found lost by renewal, lease not run out, and this is the process
+    /// that acquired it.
+    pub fn is_held(&self) -> bool {
+        self.held.is_held()
+    }
+
+    /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
+    /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
+    pub fn is_lost(&self) -> bool {
+        self.held.is_lost()
+    }
+
+    /// How long the lock is surely still ours (zero when it is not held). Counted from before
+    /// the acquiring request was sent, less a clock-drift margin.
+    pub fn remaining(&self) -> Duration {
+        self.held.remaining()
+    }
+
+    /// The current lease.
+    pub fn lease(&self) -> Duration {
+        self.held.lease()
+    }
+
+    /// Whether a renewal thread keeps this lock alive.
+    pub fn auto_renews(&self) -> bool {
+        self.held.auto_renews()
+    }
+
+    /// Resets the lease to `lease` from now, if the lock is still ours. Auto-renewal continues
+    /// with the new lease. Fails with [`Error::is_not_held`] when the lock is gone.
+    pub fn extend(&self, lease: Duration) -> Result<(), Error> {
+        self.held.extend(lease)
+    }
+
+    /// Releases the lock (or hands it to the waiters that can now proceed). `Ok` means it was
+    /// still ours; [`Error::is_not_held`] means it had already expired, been lost or taken
+    /// over, so the protected work may have overlapped with another holder's.
+    ///
+    /// When the call fails for want of an answer (connection error, timeout), the lock may or
+    /// may not have been released; it is then no longer renewed, so it ends with its lease at
+    /// the latest.
+    pub fn release(self) -> Result<(), Error> {
+        self.held.release()
+    }
+
+    /// Calls `f` once if the lock is found lost: renewal found its key gone or held by another
+    /// owner, or could not reach Redis before the lease ran out (also when an extend or release
+    /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
+    /// thread that found it, usually a renewal thread: it must not block, and must not release
+    /// or extend this lock. A release or detach never calls it. When the lock is lost already,
+    /// `f` runs at once on this thread. A second call replaces the first callback.
+    ///
+    /// ```no_run
+    /// use std::sync::mpsc;
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.acquire("payments:batch", Duration::from_secs(5))?;
+    /// let (lost_tx, lost_rx) = mpsc::channel();
+    /// lock.on_lost(move |e| {
+    ///     let _ = lost_tx.send(e.to_string());
+    /// });
+    /// // ... between steps of the work: stop at once if the lock was lost
+    /// if let Ok(why) = lost_rx.try_recv() {
+    ///     eprintln!("stopping: {why}");
+    /// }
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
+        self.held.on_lost(f)
+    }
+}
+
+impl<K: OneName> Guard<K> {
+    /// The lock's name (without the client's key prefix).
+    pub fn name(&self) -> &[u8] {
+        self.held.name()
+    }
+}
+
+impl Guard<Exclusive> {
+    /// The fencing token of this grant, when the lock was acquired with fencing: strictly
+    /// larger than that of every earlier fenced grant of the same name. Pass it to the
+    /// protected resource, which should refuse writes carrying a smaller token than it has seen.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.held.fencing_token()
+    }
+
+    /// The lock's owner token: the random value its Redis key holds while the lock is ours.
+    /// It is a bearer secret (whoever knows it can release or extend the lock): hand it only to
+    /// the code that is to take the lock over, for example a queued job that
+    /// [restores](crate::LockRequest::restore) it, and never log it.
+    pub fn owner_token(&self) -> &str {
+        self.held.owner_token()
+    }
+
+    /// Lets the lock outlive this handle: it is no longer renewed, and dropping the handle does
+    /// not release it, so it ends with its lease unless someone holding its
+    /// [owner token](Self::owner_token) releases or extends it first. Returns that token.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.lock("import:42").lease(Duration::from_secs(600)).try_acquire()?;
+    /// let owner = lock.detach()?; // hand `owner` to the job that finishes the work
+    /// // ... later, in that job, maybe in another process:
+    /// client.lock("import:42").auto_renew(false).restore(&owner)?.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn detach(self) -> Result<String, Error> {
+        self.held.detach()
+    }
+}
+
+impl Guard<Read> {
+    /// The fencing token of this grant, when acquired with fencing: larger than that of the
+    /// writer before it, smaller than that of the writer after it.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.held.fencing_token()
+    }
+}
+
+impl Guard<Write> {
+    /// The fencing token of this grant, when acquired with fencing: larger than that of every
+    /// earlier grant of the name.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.held.fencing_token()
+    }
+
+    /// Turns the write lock into a read lock without a gap (one round trip): no writer can come
+    /// in between, and the readers waiting at the head of the queue are let in at once. The read
+    /// lock keeps the lease, auto-renewal and fencing token of the write lock.
+    ///
+    /// Fails with [`Error::is_not_held`] when the write lock was lost meanwhile. When the call
+    /// fails for want of an answer, the lock (write or read) is left to its lease.
+    pub fn downgrade(self) -> Result<ReadLock, Error> {
+        rwlock::downgrade(&self.held).map(|held| Guard::new(held, ()))
+    }
+}
+
+impl Guard<Semaphore> {
+    /// How many permits this grant holds.
+    pub fn count(&self) -> u32 {
+        self.parts
+    }
+}
+
+impl Guard<Set> {
+    pub(crate) fn set(held: Held, names: Vec<Vec<u8>>, fences: Option<Vec<u64>>) -> MultiLock {
+        Guard::new(held, SetParts { names, fences })
+    }
+
+    /// The names of the set, in the order they were given (without the client's key prefix).
+    pub fn names(&self) -> impl Iterator<Item = &[u8]> {
+        self.parts.names.iter().map(Vec::as_slice)
+    }
+
+    /// The fencing token of each name, in the order of [`names`](Self::names), when acquired
+    /// with fencing; each from its name's own counter.
+    pub fn fencing_tokens(&self) -> Option<&[u64]> {
+        self.parts.fences.as_deref()
+    }
+
+    /// The fencing token of one name of the set, when acquired with fencing.
+    pub fn fencing_token(&self, name: impl AsRef<[u8]>) -> Option<u64> {
+        let i = self.parts.names.iter().position(|n| n == name.as_ref())?;
+        self.parts.fences.as_ref().map(|f| f[i])
+    }
+}
+
+impl<K: Kind> fmt::Debug for Guard<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Guard")
+            .field("lock", &self.held)
+            .field("parts", &self.parts)
+            .finish()
+    }
+}
+
+/// A held lock of any kind, its kind known at run time: how the C boundary holds every grant.
+/// The calls that apply to one kind only check it.
+pub(crate) struct AnyLock {
+    held: Held,
+    /// For a set: the fencing token of each name.
+    set_fences: Option<Box<[u64]>>,
+}
+
+impl<K: Kind> From<Guard<K>> for AnyLock {
+    fn from(g: Guard<K>) -> AnyLock {
+        AnyLock {
+            held: g.held,
+            set_fences: K::set_fences(g.parts).map(Vec::into_boxed_slice),
+        }
+    }
+}
+
+impl Deref for AnyLock {
+    type Target = Held;
+
+    fn deref(&self) -> &Held {
+        &self.held
+    }
+}
+
+impl AnyLock {
+    /// Releases the grant, keeping the handle (which reports it released from then on).
+    pub(crate) fn release(&self) -> Result<(), Error> {
+        self.held.state.release()
+    }
+
+    /// Leaves an exclusive lock to its lease; the handle reports it detached from then on.
+    pub(crate) fn detach(&self) -> Result<(), Error> {
+        self.held.state.detach()
+    }
+
+    /// Drops the lost-lock callback, if one was set.
+    pub(crate) fn forget_on_lost(&self) {
+        *self.held.state.on_lost.lock() = None;
+    }
+
+    /// The lock as shown in messages.
+    pub(crate) fn shown(&self) -> String {
+        self.held.state.keys.shown()
+    }
+
+    /// What kind of lock it is, for messages: "a read lock"...
+    fn what(&self) -> &'static str {
+        match self.held.state.kind {
+            Holding::Exclusive => "an exclusive lock",
+            Holding::Read => "a read lock",
+            Holding::Write => "a write lock",
+            Holding::Permits(_) => "permits of a semaphore",
+            Holding::Set(_) => "a set of locks",
+        }
+    }
+
+    /// Ok for an exclusive lock; for any other kind, the error of a call (`what`) that applies
+    /// to exclusive locks only.
+    pub(crate) fn only_exclusive(&self, what: &str) -> Result<(), Error> {
+        match self.held.state.kind {
+            Holding::Exclusive => Ok(()),
+            _ => Err(self.does_not_apply(what)),
+        }
+    }
+
+    /// The one fencing token of a lock of one name (not permits, which have none, nor a set).
+    pub(crate) fn fencing_token(&self) -> Result<Option<u64>, Error> {
+        if matches!(self.held.state.kind, Holding::Set(_) | Holding::Permits(_)) {
+            return Err(self.does_not_apply("one fencing token"));
+        }
+        Ok(self.held.fencing_token())
+    }
+
+    /// The fencing token of name `index` of a set; index 0 of a lock of one name is its token.
+    pub(crate) fn fencing_token_at(&self, index: usize) -> Result<Option<u64>, Error> {
+        let shown = self.shown();
+        match (&self.held.state.kind, &self.set_fences) {
+            (Holding::Permits(_), _) => Err(self.does_not_apply("a fencing token")),
+            (Holding::Set(names), _) if index >= names.len() => {
+                Err(Error::invalid_argument(format!(
+                    "the set of lock {shown} has {} names: index {index} is out of range",
+                    names.len()
+                )))
+            }
+            (Holding::Set(_), fences) => Ok(fences.as_ref().map(|f| f[index])),
+            _ if index != 0 => Err(Error::invalid_argument(format!(
+                "lock {shown} is one name: its only index is 0, not {index}"
+            ))),
+            _ => Ok(self.held.fencing_token()),
+        }
+    }
+
+    /// [`WriteLock::downgrade`] of a write lock.
+    pub(crate) fn downgrade(&self) -> Result<AnyLock, Error> {
+        if !matches!(self.held.state.kind, Holding::Write) {
+            return Err(self.does_not_apply("downgrade"));
+        }
+        let read = rwlock::downgrade(&self.held)?;
+        Ok(AnyLock {
+            held: read,
+            set_fences: None,
+        })
+    }
+
+    fn does_not_apply(&self, what: &str) -> Error {
+        Error::invalid_argument(format!(
+            "{what} does not apply to {} (lock {})",
+            self.what(),
+            self.shown()
+        ))
+    }
+}

@@ -1,0 +1,114 @@
+//! The kinds of lock, as the type parameter of the one guard type ([`Guard`](crate::Guard)) and
+//! the one request type ([`Request`](crate::Request)).
+//!
+//! Every guard has the methods every held lock has (lease, extend, release, lost-lock reports);
+//! what one kind alone offers is on that kind's guard only (`downgrade` on a write lock, the
+//! names of a set). The names you use day to day are aliases: [`Lock`](crate::Lock) is
+//! `Guard<Exclusive>`, [`LockRequest`](crate::LockRequest) is `Request<Exclusive>`, and so on.
+
+use std::fmt;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A kind of held lock: the type parameter of [`Guard`](crate::Guard). Sealed.
+pub trait Kind: sealed::Sealed + Send + Sync + 'static {
+    /// What a guard of this kind keeps besides the grant.
+    #[doc(hidden)]
+    type Parts: fmt::Debug + Send + Sync;
+
+    /// A set's fencing tokens, from its parts.
+    #[doc(hidden)]
+    fn set_fences(_parts: Self::Parts) -> Option<Vec<u64>> {
+        None
+    }
+}
+
+/// A kind of lock on one name (every kind but a set): its guard has `name()`. Sealed.
+pub trait OneName: Kind {}
+
+/// A kind of request: the type parameter of [`Request`](crate::Request). Sealed.
+pub trait RequestKind: sealed::Sealed + 'static {}
+
+/// A kind whose grants can carry fencing tokens.
+pub trait Fenced: RequestKind {}
+
+/// An exclusive lock: one holder at a time ([`Lock`](crate::Lock),
+/// [`LockRequest`](crate::LockRequest)).
+#[derive(Debug)]
+pub enum Exclusive {}
+
+/// A read lock of a read/write lock: any number of readers at once
+/// ([`ReadLock`](crate::ReadLock)).
+#[derive(Debug)]
+pub enum Read {}
+
+/// The write lock of a read/write lock: one writer, no reader ([`WriteLock`](crate::WriteLock)).
+#[derive(Debug)]
+pub enum Write {}
+
+/// A read/write lock, as it is asked for: [`RwLockRequest`](crate::RwLockRequest) acquires
+/// either side.
+#[derive(Debug)]
+pub enum ReadWrite {}
+
+/// Permits of a semaphore ([`Permits`](crate::Permits),
+/// [`SemaphoreRequest`](crate::SemaphoreRequest)).
+#[derive(Debug)]
+pub enum Semaphore {}
+
+/// A set of exclusive locks taken all or none ([`MultiLock`](crate::MultiLock),
+/// [`MultiLockRequest`](crate::MultiLockRequest)).
+#[derive(Debug)]
+pub enum Set {}
+
+/// What a guard of a set keeps: its names and their fencing tokens.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct SetParts {
+    pub(crate) names: Vec<Vec<u8>>,
+    pub(crate) fences: Option<Vec<u64>>,
+}
+
+impl sealed::Sealed for Exclusive {}
+impl sealed::Sealed for Read {}
+impl sealed::Sealed for Write {}
+impl sealed::Sealed for ReadWrite {}
+impl sealed::Sealed for Semaphore {}
+impl sealed::Sealed for Set {}
+
+impl Kind for Exclusive {
+    type Parts = ();
+}
+impl Kind for Read {
+    type Parts = ();
+}
+impl Kind for Write {
+    type Parts = ();
+}
+impl Kind for Semaphore {
+    /// How many permits the grant holds.
+    type Parts = u32;
+}
+impl Kind for Set {
+    type Parts = SetParts;
+
+    fn set_fences(parts: SetParts) -> Option<Vec<u64>> {
+        parts.fences
+    }
+}
+
+impl OneName for Exclusive {}
+impl OneName for Read {}
+impl OneName for Write {}
+impl OneName for Semaphore {}
+
+impl RequestKind for Exclusive {}
+impl RequestKind for ReadWrite {}
+impl RequestKind for Semaphore {}
+impl RequestKind for Set {}
+
+impl Fenced for Exclusive {}
+impl Fenced for ReadWrite {}
+impl Fenced for Set {}

@@ -1,0 +1,8 @@
+//! The public API: the client, the requests and the guards, with the kinds of lock as their type
+//! parameter.
+
+pub(crate) mod builder;
+pub(crate) mod client;
+pub(crate) mod guard;
+pub mod kind;
+pub(crate) mod request;

@@ -1,0 +1,253 @@
+//! The requests: one type, [`Request`], for asking for a lock of every kind.
+//!
+//! A request names the lock and says how to take it (lease, auto-renewal, fencing, a cancel);
+//! every setter takes and returns the request, and every acquire borrows it, so one request can
+//! acquire again and again with the same settings. What one kind alone offers (an owner token,
+//! the read or the write side, a number of permits) is on that kind's request only. The aliases
+//! [`LockRequest`], [`RwLockRequest`], [`SemaphoreRequest`] and [`MultiLockRequest`] name the
+//! request of each kind.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::api::client::Client;
+use crate::api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, WriteLock};
+use crate::api::kind::{Exclusive, Fenced, ReadWrite, RequestKind, Semaphore, Set};
+use crate::base::error::Error;
+use crate::base::grant::LockOptions;
+use crate::base::keys::LockKeys;
+use crate::base::token::Token;
+use crate::engine::acquire;
+use crate::engine::cancel::Cancel;
+use crate::engine::kinds::{exclusive, multi, rwlock, semaphore};
+
+/// A request for a lock of kind `K`: its name(s) and how to take it. Made by
+/// [`Client::lock`], [`Client::rw_lock`], [`Client::semaphore`] and [`Client::lock_all`], with
+/// the client's defaults.
+#[derive(Debug)]
+#[must_use]
+pub struct Request<'a, K: RequestKind> {
+    client: &'a Client,
+    /// The names: one, or a set's.
+    names: Vec<&'a [u8]>,
+    opts: LockOptions,
+    cancel: Option<&'a Cancel>,
+    /// An exclusive lock's owner token, when the application names the owner.
+    owner: Option<&'a str>,
+    /// A semaphore's number of permits.
+    permits: u32,
+    kind: PhantomData<K>,
+}
+
+// By hand: a derived `Clone` would ask the kind (an empty enum) to be `Clone`.
+impl<K: RequestKind> Clone for Request<'_, K> {
+    fn clone(&self) -> Self {
+        Request {
+            names: self.names.clone(),
+            opts: self.opts.clone(),
+            ..*self
+        }
+    }
+}
+
+/// A request for an exclusive lock.
+pub type LockRequest<'a> = Request<'a, Exclusive>;
+/// A request for a read/write lock: [`read`](Request::read) or [`write`](Request::write).
+pub type RwLockRequest<'a> = Request<'a, ReadWrite>;
+/// A request for permits of a semaphore.
+pub type SemaphoreRequest<'a> = Request<'a, Semaphore>;
+/// A request for a set of exclusive locks, taken all or none.
+pub type MultiLockRequest<'a> = Request<'a, Set>;
+
+impl<'a, K: RequestKind> Request<'a, K> {
+    /// A request with the client's defaults (fencing off for semaphores, which have none).
+    pub(crate) fn new(client: &'a Client, names: Vec<&'a [u8]>, permits: u32) -> Self {
+        let cfg = client.config();
+        Request {
+            client,
+            names,
+            opts: LockOptions {
+                lease: cfg.lease,
+                auto_renew: cfg.auto_renew,
+                fencing: cfg.fencing,
+            },
+            cancel: None,
+            owner: None,
+            permits,
+            kind: PhantomData,
+        }
+    }
+
+    /// The request without fencing tokens (a semaphore's grants have none).
+    pub(crate) fn without_fencing(mut self) -> Self {
+        self.opts.fencing = false;
+        self
+    }
+
+    /// The lease of each grant (default: the client's `lease`).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.opts.lease = lease;
+        self
+    }
+
+    /// Whether a renewal thread keeps each grant alive (default: the client's `auto_renew`).
+    pub fn auto_renew(mut self, on: bool) -> Self {
+        self.opts.auto_renew = on;
+        self
+    }
+
+    /// Lets `cancel` end a waiting acquire from another thread: it then fails with
+    /// [`Error::is_cancelled`], leaving no queue entry and no lock behind (see [`Cancel`]).
+    pub fn cancel_on(mut self, cancel: &'a Cancel) -> Self {
+        self.cancel = Some(cancel);
+        self
+    }
+
+    /// The keys of the first (or only) name.
+    fn keys(&self) -> Result<LockKeys, Error> {
+        let name = self.names.first().copied().unwrap_or_default();
+        LockKeys::new(&self.client.config().key_prefix, name)
+    }
+}
+
+impl<'a, K: Fenced> Request<'a, K> {
+    /// Whether each grant gets a fencing token (default: the client's `fencing`): strictly
+    /// larger than that of every earlier fenced grant of the name. Readers and writers of a name
+    /// share one counter (with the exclusive lock of that name): a writer's token is larger than
+    /// that of every grant before it, and every reader's token is larger than that of the writer
+    /// before it; readers holding at once are not ordered among themselves.
+    pub fn fencing(mut self, on: bool) -> Self {
+        self.opts.fencing = on;
+        self
+    }
+}
+
+impl<'a> Request<'a, Exclusive> {
+    /// Acquire with this owner token instead of a fresh random one (default: random, 128
+    /// bits). For applications that name the owner themselves (Laravel's `$owner`); the token
+    /// must be 16 to 256 printable ASCII characters and as hard to guess as a password, since
+    /// whoever knows it can release the lock.
+    pub fn owner_token(mut self, token: &'a str) -> Self {
+        self.owner = Some(token);
+        self
+    }
+
+    /// One attempt: fails with [`Error::is_held`] at once if another owner holds the lock.
+    pub fn try_acquire(&self) -> Result<Lock, Error> {
+        self.take(None)
+    }
+
+    /// Waits up to `wait` for the lock (fails with [`Error::is_wait_timeout`]). The waiter is
+    /// woken by the holder's release, without polling.
+    pub fn acquire(&self, wait: Duration) -> Result<Lock, Error> {
+        self.take(Some(wait))
+    }
+
+    /// A handle for the lock held now with `owner_token` (from [`Lock::owner_token`] or
+    /// [`Lock::detach`], maybe in another process), to release or extend it: the lease is reset
+    /// to this request's lease, and the lock auto-renews if the request says so. Fails with
+    /// [`Error::is_not_held`] when the key does not hold that token. The handle has no fencing
+    /// token.
+    pub fn restore(&self, owner_token: &str) -> Result<Lock, Error> {
+        let token = Token::from_owner(owner_token)?;
+        let keys = self.keys()?;
+        let b = self.client.backend()?;
+        let held = acquire::restore(&b, keys, token, &self.opts)?;
+        Ok(Guard::new(held, ()))
+    }
+
+    /// Runs `f` under the lock (waiting up to `wait` for it) and releases it afterwards; see
+    /// [`Client::with_lock`].
+    pub fn run<R>(&self, wait: Duration, f: impl FnOnce(&Lock) -> R) -> Result<R, Error> {
+        let lock = self.acquire(wait)?;
+        let out = f(&lock);
+        lock.release()?;
+        Ok(out)
+    }
+
+    fn take(&self, wait: Option<Duration>) -> Result<Lock, Error> {
+        let owner = self.owner.map(Token::from_owner).transpose()?;
+        let keys = self.keys()?;
+        let b = self.client.backend()?;
+        let held = exclusive::acquire(&b, &keys, owner, &self.opts, wait, self.cancel)?;
+        Ok(Guard::new(held, ()))
+    }
+}
+
+impl Request<'_, ReadWrite> {
+    /// Waits up to `wait` for a read lock (fails with [`Error::is_wait_timeout`]). Granted at
+    /// once while readers hold the name and nobody waits; otherwise in arrival order.
+    pub fn read(&self, wait: Duration) -> Result<ReadLock, Error> {
+        self.take(false, Some(wait))
+            .map(|held| Guard::new(held, ()))
+    }
+
+    /// One attempt at a read lock: fails with [`Error::is_held`] when a writer holds the name
+    /// or anyone waits for it.
+    pub fn try_read(&self) -> Result<ReadLock, Error> {
+        self.take(false, None).map(|held| Guard::new(held, ()))
+    }
+
+    /// Waits up to `wait` for the write lock (fails with [`Error::is_wait_timeout`]).
+    pub fn write(&self, wait: Duration) -> Result<WriteLock, Error> {
+        self.take(true, Some(wait)).map(|held| Guard::new(held, ()))
+    }
+
+    /// One attempt at the write lock: fails with [`Error::is_held`] when anyone holds the name
+    /// or waits for it.
+    pub fn try_write(&self) -> Result<WriteLock, Error> {
+        self.take(true, None).map(|held| Guard::new(held, ()))
+    }
+
+    fn take(
+        &self,
+        write: bool,
+        wait: Option<Duration>,
+    ) -> Result<crate::engine::lock::Held, Error> {
+        let keys = self.keys()?;
+        let b = self.client.backend()?;
+        rwlock::acquire(&b, &keys, write, &self.opts, wait, self.cancel)
+    }
+}
+
+impl Request<'_, Semaphore> {
+    /// Waits up to `wait` for `k` permits (fails with [`Error::is_wait_timeout`]), served in
+    /// arrival order.
+    pub fn acquire(&self, k: u32, wait: Duration) -> Result<Permits, Error> {
+        self.take(k, Some(wait))
+    }
+
+    /// One attempt at `k` permits: fails with [`Error::is_held`] when fewer are free, or when
+    /// earlier requests wait.
+    pub fn try_acquire(&self, k: u32) -> Result<Permits, Error> {
+        self.take(k, None)
+    }
+
+    fn take(&self, k: u32, wait: Option<Duration>) -> Result<Permits, Error> {
+        let keys = self.keys()?;
+        semaphore::check(&keys, k, self.permits)?;
+        let b = self.client.backend()?;
+        let held = semaphore::acquire(&b, &keys, k, self.permits, &self.opts, wait, self.cancel)?;
+        Ok(Guard::new(held, k))
+    }
+}
+
+impl Request<'_, Set> {
+    /// Waits up to `wait` for every lock of the set (fails with [`Error::is_wait_timeout`]).
+    pub fn acquire(&self, wait: Duration) -> Result<MultiLock, Error> {
+        self.take(Some(wait))
+    }
+
+    /// One attempt: fails with [`Error::is_held`] when any name of the set is held.
+    pub fn try_acquire(&self) -> Result<MultiLock, Error> {
+        self.take(None)
+    }
+
+    fn take(&self, wait: Option<Duration>) -> Result<MultiLock, Error> {
+        let keys = multi::keys(&self.client.config().key_prefix, &self.names)?;
+        let b = self.client.backend()?;
+        let (held, fences) = multi::acquire(&b, &keys, &self.opts, wait, self.cancel)?;
+        let names = keys.iter().map(|k| k.name().to_vec()).collect();
+        Ok(Guard::set(held, names, fences))
+    }
+}

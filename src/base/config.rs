@@ -1,0 +1,292 @@
+//! A client's configuration, as the builder (`api/builder.rs`) fills it in, and its checks: once
+//! for the whole configuration when the client is built, and for each lock's lease and wait.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::base::error::Error;
+use crate::base::url::mask_url;
+
+/// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
+pub const MAX_LEASE: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The shortest lease an auto-renewed lock accepts: renewal runs every lease/3 and needs at
+/// least a few round trips of slack.
+pub const MIN_RENEWED_LEASE: Duration = Duration::from_millis(100);
+/// The longest wait bound accepted by an acquire (30 days).
+pub const MAX_WAIT: Duration = MAX_LEASE;
+/// The largest `pool_size` and `max_waiters`.
+const MAX_POOL_SIZE: u32 = 10_000;
+/// The largest `max_renewed_locks`.
+const MAX_RENEWED_LOCKS: usize = 1_000_000;
+
+/// Everything a client is configured with. Filled in by `ClientBuilder`.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub url: String,
+    /// `host:port/db` of the server, for messages (never the password).
+    pub server: String,
+    pub pool_size: u32,
+    pub max_waiters: u32,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub checkout_timeout: Duration,
+    pub lease: Duration,
+    pub auto_renew: bool,
+    pub fencing: bool,
+    pub key_prefix: Vec<u8>,
+    pub recheck_interval: Duration,
+    pub recheck_jitter: f64,
+    pub max_renewed_locks: usize,
+    /// PEM root certificate(s) trusted for `rediss://` instead of the system's.
+    pub tls_ca_pem: Option<Vec<u8>>,
+    /// Whether the client shares the process's backend for its server and connection settings.
+    pub persistent: bool,
+    /// How the servers are deployed, as the URL says.
+    pub deployment: Deployment,
+    /// Replicas that must acknowledge a lock write (WAIT) before it counts.
+    pub min_replicas: u32,
+    /// How long a lock write waits for those acknowledgements.
+    pub replica_timeout: Duration,
+}
+
+impl Config {
+    /// Whether a backend built for `self` serves a client configured with `other` exactly as
+    /// one of its own would: same server, credentials, TLS roots and connection settings. (Lock
+    /// defaults and the key prefix belong to each client, not to its backend.)
+    pub(crate) fn same_backend(&self, other: &Config) -> bool {
+        self.url == other.url
+            && self.pool_size == other.pool_size
+            && self.max_waiters == other.max_waiters
+            && self.connect_timeout == other.connect_timeout
+            && self.read_timeout == other.read_timeout
+            && self.write_timeout == other.write_timeout
+            && self.checkout_timeout == other.checkout_timeout
+            && self.recheck_interval == other.recheck_interval
+            && self.recheck_jitter == other.recheck_jitter
+            && self.max_renewed_locks == other.max_renewed_locks
+            && self.tls_ca_pem == other.tls_ca_pem
+            && self.min_replicas == other.min_replicas
+            && self.replica_timeout == other.replica_timeout
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("url", &mask_url(&self.url))
+            .field("pool_size", &self.pool_size)
+            .field("max_waiters", &self.max_waiters)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("write_timeout", &self.write_timeout)
+            .field("checkout_timeout", &self.checkout_timeout)
+            .field("lease", &self.lease)
+            .field("auto_renew", &self.auto_renew)
+            .field("fencing", &self.fencing)
+            .field("key_prefix", &String::from_utf8_lossy(&self.key_prefix))
+            .field("recheck_interval", &self.recheck_interval)
+            .field("recheck_jitter", &self.recheck_jitter)
+            .field("max_renewed_locks", &self.max_renewed_locks)
+            .field("persistent", &self.persistent)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
+            .field(
+                "tls_ca_pem",
+                &self
+                    .tls_ca_pem
+                    .as_ref()
+                    .map(|p| format!("{} bytes", p.len())),
+            )
+            .finish()
+    }
+}
+
+/// How the servers that hold the locks are deployed, as the client's URL says; each store
+/// parses its own URL form (`stores/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Deployment {
+    /// One server: the connection info is its own.
+    Single,
+    /// A Sentinel group: the connection info is the data nodes' at the first sentinel's address.
+    Sentinel(SentinelSpec),
+    /// A Redis Cluster: the connection info is the nodes' at the first listed address.
+    Cluster(ClusterSpec),
+    /// Independent masters for Redlock: the connection info is the first master's, and the
+    /// others' differ from it only in their address.
+    Redlock(RedlockSpec),
+}
+
+impl Deployment {
+    /// The servers, for messages: `host:port/db`, or what the URL lists (never a password).
+    pub(crate) fn server(&self, info: &redis::ConnectionInfo) -> String {
+        let db = info.redis_settings().db();
+        match self {
+            Deployment::Single => format!("{}/{db}", info.addr()),
+            Deployment::Cluster(spec) => format!("cluster {}", hosts(&spec.seeds)),
+            Deployment::Redlock(spec) => format!("redlock masters {}/{db}", hosts(&spec.masters)),
+            Deployment::Sentinel(spec) => format!(
+                "master {:?} of sentinels {}/{db}",
+                spec.master_name,
+                hosts(&spec.sentinels)
+            ),
+        }
+    }
+}
+
+/// A Sentinel URL's group: the sentinels to ask and the name of the master they monitor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentinelSpec {
+    pub sentinels: Vec<(String, u16)>,
+    pub master_name: String,
+}
+
+/// A Cluster URL's nodes, to ask for the cluster's slots first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClusterSpec {
+    pub seeds: Vec<(String, u16)>,
+}
+
+/// A Redlock URL's independent masters, in the URL's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RedlockSpec {
+    pub masters: Vec<(String, u16)>,
+}
+
+/// `host:port,host:port`, for messages.
+pub(crate) fn hosts(list: &[(String, u16)]) -> String {
+    let hosts: Vec<String> = list.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+    hosts.join(",")
+}
+
+impl Config {
+    /// Checks every setting once, when the client is built (the URL was parsed already).
+    pub(crate) fn check(&self, info: &redis::ConnectionInfo) -> Result<(), Error> {
+        let cfg = self;
+        let positive = |what: &str, d: Duration| {
+            if d < Duration::from_millis(1) || d > MAX_LEASE {
+                Err(Error::invalid_argument(format!(
+                    "{what} must be between 1 ms and 30 days, got {d:?}"
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        positive("connect_timeout", cfg.connect_timeout)?;
+        positive("read_timeout", cfg.read_timeout)?;
+        positive("write_timeout", cfg.write_timeout)?;
+        positive("checkout_timeout", cfg.checkout_timeout)?;
+        positive("recheck_interval", cfg.recheck_interval)?;
+        check_lease(cfg.lease, cfg.auto_renew)?;
+        if !(1..=MAX_POOL_SIZE).contains(&cfg.pool_size) {
+            return Err(Error::invalid_argument(format!(
+                "pool_size must be between 1 and {MAX_POOL_SIZE}, got {}",
+                cfg.pool_size
+            )));
+        }
+        if !(1..=MAX_POOL_SIZE).contains(&cfg.max_waiters) {
+            return Err(Error::invalid_argument(format!(
+                "max_waiters must be between 1 and {MAX_POOL_SIZE}, got {}",
+                cfg.max_waiters
+            )));
+        }
+        if !(0.0..=1.0).contains(&cfg.recheck_jitter) {
+            return Err(Error::invalid_argument(format!(
+                "recheck_jitter must be between 0 and 1, got {}",
+                cfg.recheck_jitter
+            )));
+        }
+        if cfg.min_replicas > 100 {
+            return Err(Error::invalid_argument(format!(
+                "min_replicas must be between 0 and 100, got {}",
+                cfg.min_replicas
+            )));
+        }
+        let replica_timeout_ok = cfg.replica_timeout >= Duration::from_millis(1)
+            && (cfg.min_replicas == 0 || cfg.replica_timeout < cfg.read_timeout);
+        if !replica_timeout_ok {
+            return Err(Error::invalid_argument(format!(
+                "replica_timeout must be at least 1 ms and less than read_timeout ({:?}), got {:?}",
+                cfg.read_timeout, cfg.replica_timeout
+            )));
+        }
+        if cfg.max_renewed_locks > MAX_RENEWED_LOCKS {
+            return Err(Error::invalid_argument(format!(
+                "max_renewed_locks must be between 0 and {MAX_RENEWED_LOCKS}, got {}",
+                cfg.max_renewed_locks
+            )));
+        }
+        if cfg.key_prefix.len() > crate::base::keys::MAX_NAME_LEN {
+            return Err(Error::invalid_argument(format!(
+                "key_prefix must be at most {} bytes long, got {} bytes",
+                crate::base::keys::MAX_NAME_LEN,
+                cfg.key_prefix.len()
+            )));
+        }
+        if cfg.tls_ca_pem.is_some() {
+            // Parses the certificates now, so a bad PEM is reported by build().
+            redis_client(cfg, info)?;
+        }
+        Ok(())
+    }
+}
+
+/// The redis-rs client for a configuration: with the configured TLS root certificates, if any.
+pub(crate) fn redis_client(
+    cfg: &Config,
+    info: &redis::ConnectionInfo,
+) -> Result<redis::Client, Error> {
+    match &cfg.tls_ca_pem {
+        None => redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e)),
+        #[cfg(feature = "tls")]
+        Some(pem) => {
+            if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+                return Err(Error::invalid_argument(
+                    "tls_root_cert_pem needs a rediss:// URL",
+                ));
+            }
+            if !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") {
+                return Err(Error::invalid_argument(
+                    "tls_root_cert_pem holds no PEM certificate",
+                ));
+            }
+            let certs = redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(pem.clone()),
+            };
+            redis::Client::build_with_tls(info.clone(), certs)
+                .map_err(|e| Error::invalid_argument(format!("TLS root certificate: {e}")))
+        }
+        #[cfg(not(feature = "tls"))]
+        Some(_) => Err(Error::invalid_argument(
+            "TLS needs redislock's `tls` feature",
+        )),
+    }
+}
+
+/// Checks a lease for a lock with or without auto-renewal. The message states the whole
+/// accepted range (the PHP package states the same one for a negative lease).
+pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error> {
+    if lease < Duration::from_millis(1) || lease > MAX_LEASE {
+        return Err(Error::invalid_argument(format!(
+            "lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed), got \
+             {lease:?}"
+        )));
+    }
+    if auto_renew && lease < MIN_RENEWED_LEASE {
+        return Err(Error::invalid_argument(format!(
+            "an auto-renewed lease must be between 100 ms and 30 days, got {lease:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the wait bound of an acquire.
+pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
+    if wait > MAX_WAIT {
+        return Err(Error::invalid_argument(format!(
+            "wait bound must be between 0 ms and 30 days, got {wait:?}"
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,347 @@
+//! Every Lua script the library runs, in one place: this list, and the scripts themselves under
+//! `src/base/scripts/`, one `.lua` file each with its KEYS, ARGV and replies in a comment at its top.
+//!
+//! Each script acts only while the lock key still holds the caller's token, so a program that
+//! uses the classic `SET key token NX PX` + compare-and-delete pattern on the same key excludes,
+//! and is excluded by, this library. Scripts are sent with EVALSHA; redis-rs loads a script and
+//! retries when the server answers NOSCRIPT (after a restart or `SCRIPT FLUSH`).
+//!
+//! Waiting is a queue with direct handoff: a waiter that finds the lock held enqueues itself
+//! (ENQUEUE) and blocks on its own signal list with BLPOP; RELEASE gives the lock straight to the
+//! oldest live waiter (sets the key to that waiter's token) and pushes the grant onto its signal
+//! list. Waiters are therefore served in arrival order and the releaser cannot barge back in.
+//! A fenced grant increments the counter before it sets the key: a script that fails midway
+//! keeps its earlier writes, and a failing INCR must not leave the key set with nobody holding it.
+//!
+//! The queue is a list of waiter entries `wid:lease:fence:token` in arrival order; what a handoff
+//! needs (the waiter's lease, fencing flag and token) is in the entry itself. Each waiter also
+//! has a liveness key with an expiry that the waiter refreshes on every re-check, so the entry of
+//! a waiter that died is skipped once that key has expired: RELEASE's `DEL` of it both tells
+//! whether the waiter is alive and cleans up, with no clock reading. The liveness key also tells
+//! ENQUEUE whether the waiter's entry is still queued (it is created with the entry and deleted
+//! when the entry is used up), so a re-check keeps its place. The queue's expiry is only ever
+//! extended, to at least that of every liveness key. A handoff therefore costs RELEASE six server
+//! calls (GET, LPOP, DEL, SET, RPUSH, PEXPIRE) and the waiter's ENQUEUE five (GET, SET NX,
+//! RPUSH, PTTL, PTTL), plus an INCR with fencing.
+//!
+//! Every key a script touches is passed in KEYS, with one exception: RELEASE finds the waiter it
+//! hands the lock to in the queue, so it makes that waiter's liveness key and signal list from
+//! the entry (they cannot be known before the script runs without a round trip more per
+//! handoff). They share the lock key's hash tag (`keys.rs`), so they live in the lock's Cluster
+//! slot, on the node that runs the script: Redis 7 runs scripts without a `#!lua` flags line
+//! in its compatible mode, which allows keys of the node's own slots not declared in KEYS
+//! (measured on a Redis 7.0 cluster: the handoff works on every node). The scripts are called by
+//! the stores (`stores/`) and by the kinds of lock (`engine/kinds/`).
+//!
+//! Lua has no include, so what several scripts share is written once, as a fragment under
+//! `src/base/scripts/lib/` (`local function`s, and for the read/write lock and the semaphore the
+//! common start of their scripts; a script must not set a global), and a script is its
+//! fragments and then its own file, concatenated at compile time. The design of read/write
+//! locks is described in `lib/rw.lua`, of semaphores in `lib/sem.lua`, of sets of names in
+//! `set_acquire.lua` and of Redlock in `quorum_acquire.lua`. `scripts/test.sh` runs luacheck
+//! (`.luacheckrc`) on the files and on each script as Redis receives it.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// The text of a script: its files under `src/base/scripts/`, concatenated in that order.
+macro_rules! lua {
+    ($($file:literal),+) => {
+        concat!($(include_str!(concat!("scripts/", $file))),+)
+    };
+}
+
+/// Declares each script as a `redis::Script` made from its files (`lua!`) on first use, and,
+/// for the tests below, lists them all in `ALL`.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $vis:vis static $name:ident = [$($file:literal),+];)+) => {
+        $(
+            $(#[$doc])*
+            $vis static $name: LazyLock<Script> = LazyLock::new(|| Script::new(lua!($($file),+)));
+        )+
+
+        /// Every script: its name, its files in order, and its text as Redis receives it.
+        #[cfg(test)]
+        const ALL: &[(&str, &[&str], &str)] =
+            &[$((stringify!($name), &[$($file),+], lua!($($file),+))),+];
+    };
+}
+
+scripts! {
+    // ---- Exclusive locks ----
+
+    /// ACQUIRE: take the lock if it is free, with an optional fencing token: `acquire.lua`.
+    pub(crate) static ACQUIRE = ["lib/fence.lua", "acquire.lua"];
+    /// ENQUEUE: a waiter takes the lock if it is free, else queues: `enqueue.lua`.
+    pub(crate) static ENQUEUE = ["lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "enqueue.lua"];
+    /// RELEASE: hand the lock to the oldest live waiter, or delete it: `release.lua`.
+    pub(crate) static RELEASE = [
+        "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "release.lua"
+    ];
+    /// CANCEL: a waiter whose wait bound ran out leaves the queue: `cancel.lua`.
+    pub(crate) static CANCEL = ["lib/fence.lua", "lib/signal.lua", "cancel.lua"];
+    /// SIGNAL_CANCEL: wakes a waiter that is being cancelled: `signal_cancel.lua`.
+    pub(crate) static SIGNAL_CANCEL = ["lib/signal.lua", "signal_cancel.lua"];
+    /// EXTEND: reset the lease of a lock we still hold: `extend.lua`.
+    pub(crate) static EXTEND = ["extend.lua"];
+
+    // ---- Read/write locks (`lib/rw.lua`) ----
+
+    /// RW_ENQUEUE: take the read or write lock if the queue lets us, else queue: `rw_enqueue.lua`.
+    pub(crate) static RW_ENQUEUE = [
+        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
+        "rw_enqueue.lua"
+    ];
+    /// RW_LEAVE: a waiter whose wait ended leaves the queue: `rw_leave.lua`.
+    pub(crate) static RW_LEAVE = [
+        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
+        "rw_leave.lua"
+    ];
+    /// RW_RELEASE: releases a read or write lock, grants what can proceed: `rw_release.lua`.
+    pub(crate) static RW_RELEASE = [
+        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
+        "rw_release.lua"
+    ];
+    /// RW_DOWNGRADE: a held write lock becomes a read lock without a gap: `rw_downgrade.lua`.
+    pub(crate) static RW_DOWNGRADE = [
+        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
+        "rw_downgrade.lua"
+    ];
+    /// RW_EXTEND_READ: resets one reader's lease: `rw_extend_read.lua`.
+    pub(crate) static RW_EXTEND_READ = ["lib/clock.lua", "rw_extend_read.lua"];
+
+    // ---- Semaphores (`lib/sem.lua`) ----
+
+    /// SEM_ENQUEUE: take k permits if the queue lets us, else queue: `sem_enqueue.lua`.
+    pub(crate) static SEM_ENQUEUE = [
+        "lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua", "sem_enqueue.lua"
+    ];
+    /// SEM_LEAVE: a waiter whose wait ended leaves the queue: `sem_leave.lua`.
+    pub(crate) static SEM_LEAVE = [
+        "lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua", "sem_leave.lua"
+    ];
+    /// SEM_RELEASE: gives k permits back, grants the waiters that now fit: `sem_release.lua`.
+    pub(crate) static SEM_RELEASE = [
+        "lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua", "sem_release.lua"
+    ];
+    /// SEM_EXTEND: resets the lease of k permits held with a token: `sem_extend.lua`.
+    pub(crate) static SEM_EXTEND = ["lib/clock.lua", "sem_extend.lua"];
+
+    // ---- Several exclusive locks at once (`set_acquire.lua`) ----
+
+    /// SET_ACQUIRE: takes every name of a set, or queues behind a held one: `set_acquire.lua`.
+    pub(crate) static SET_ACQUIRE = [
+        "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/handoff.lua", "set_acquire.lua"
+    ];
+    /// SET_RELEASE: releases (hands over) every name of a set still ours: `set_release.lua`.
+    pub(crate) static SET_RELEASE = [
+        "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "set_release.lua"
+    ];
+    /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
+    pub(crate) static SET_EXTEND = ["set_extend.lua"];
+
+    // ---- Redlock, one master at a time (`quorum_acquire.lua`) ----
+
+    /// QUORUM_ACQUIRE: a Redlock attempt on one master: `quorum_acquire.lua`.
+    pub(crate) static QUORUM_ACQUIRE = ["quorum_acquire.lua"];
+    /// QUORUM_RELEASE: delete our key on one master, tell if it is wanted: `quorum_release.lua`.
+    pub(crate) static QUORUM_RELEASE = ["quorum_release.lua"];
+    /// QUORUM_EXTEND: reset the lease of our key on one master: `quorum_extend.lua`.
+    pub(crate) static QUORUM_EXTEND = ["quorum_extend.lua"];
+    /// QUORUM_WAKE: wake one waiter blocked on the lock's wake list: `quorum_wake.lua`.
+    pub(crate) static QUORUM_WAKE = ["quorum_wake.lua"];
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::path::{Path, PathBuf};
+
+    use super::ALL;
+
+    fn scripts_dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src/base/scripts")
+    }
+
+    /// A file under `src/base/scripts/`, as it is on disk.
+    fn read(file: &str) -> String {
+        std::fs::read_to_string(scripts_dir().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))
+    }
+
+    /// The `.lua` files under `src/base/scripts/`, as paths relative to it (`lib/handoff.lua`).
+    fn lua_files() -> BTreeSet<String> {
+        fn walk(dir: &Path, prefix: &str, out: &mut BTreeSet<String>) {
+            for entry in std::fs::read_dir(dir).expect("src/base/scripts/") {
+                let path = entry.expect("src/base/scripts/ entry").path();
+                let name = path.file_name().unwrap().to_str().expect("a UTF-8 name");
+                if path.is_dir() {
+                    walk(&path, &format!("{prefix}{name}/"), out);
+                } else if name.ends_with(".lua") {
+                    out.insert(format!("{prefix}{name}"));
+                }
+            }
+        }
+        let mut files = BTreeSet::new();
+        walk(&scripts_dir(), "", &mut files);
+        files
+    }
+
+    fn is_fragment(file: &str) -> bool {
+        file.starts_with("lib/")
+    }
+
+    /// The functions the fragments define (`local function name(` at a line's start), with the
+    /// fragment that defines each.
+    fn fragment_functions() -> BTreeSet<(String, String)> {
+        let mut functions = BTreeSet::new();
+        for file in lua_files().iter().filter(|f| is_fragment(f)) {
+            for line in read(file).lines() {
+                if let Some(rest) = line.strip_prefix("local function ") {
+                    let name = rest.split('(').next().unwrap();
+                    functions.insert((name.to_string(), file.clone()));
+                }
+            }
+        }
+        functions
+    }
+
+    /// A script's lines without their comments (no string in the scripts holds `--`).
+    fn code_lines(text: &str) -> Vec<&str> {
+        text.lines()
+            .map(|l| l.split("--").next().unwrap())
+            .collect()
+    }
+
+    /// Whether `line` calls or defines the function `name` (not a longer name, nor a field such
+    /// as `string.name`).
+    fn calls(line: &str, name: &str) -> bool {
+        line.match_indices(&format!("{name}(")).any(|(at, _)| {
+            let before = line[..at].chars().next_back();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        })
+    }
+
+    /// Each script is fragments (`lib/`) and then one file of its own, named after it; every
+    /// `.lua` file is used, and a script's own file by that script only.
+    #[test]
+    fn every_file_is_used_and_each_script_has_a_file_of_its_own() {
+        let mut used = BTreeSet::new();
+        for &(name, files, _) in ALL {
+            let (own, fragments) = files.split_last().unwrap();
+            assert_eq!(
+                *own,
+                format!("{}.lua", name.to_lowercase()),
+                "{name}'s own file"
+            );
+            for fragment in fragments {
+                assert!(
+                    is_fragment(fragment),
+                    "{name}: {fragment} is not in lib/, or not last"
+                );
+                used.insert(fragment.to_string());
+            }
+            let distinct: BTreeSet<_> = files.iter().collect();
+            assert_eq!(distinct.len(), files.len(), "{name} names a file twice");
+            assert!(
+                used.insert(own.to_string()),
+                "{own} is the own file of two scripts"
+            );
+        }
+        let on_disk = lua_files();
+        let orphans: Vec<_> = on_disk.difference(&used).collect();
+        assert!(
+            orphans.is_empty(),
+            "files in src/base/scripts/ that no script uses: {orphans:?}"
+        );
+        let missing: Vec<_> = used.difference(&on_disk).collect();
+        assert!(
+            missing.is_empty(),
+            "files named in scripts.rs, not found: {missing:?}"
+        );
+    }
+
+    /// A script's own file starts with its contract: `-- NAME: what it does`, then its KEYS, its
+    /// ARGV and its reply, in one comment block.
+    #[test]
+    fn each_script_starts_with_its_contract() {
+        for &(name, files, _) in ALL {
+            let own = files.last().unwrap();
+            let text = read(own);
+            let head = format!("-- {name}: ");
+            assert!(text.starts_with(&head), "{own} must start with `{head}`");
+            let contract: Vec<_> = text.lines().take_while(|l| l.starts_with("--")).collect();
+            for part in ["KEYS", "ARGV", "Returns"] {
+                let named = contract.iter().any(|l| l.contains(part));
+                assert!(named, "{own}: the contract at its top names no {part}");
+            }
+        }
+    }
+
+    /// The files concatenate safely and stay within what Redis allows: each ends with one line
+    /// break (else its last line would run into the next file's first), defines no global
+    /// function (Redis 7 refuses globals), and has no tab, carriage return or trailing blank.
+    #[test]
+    fn files_are_plain_and_define_no_global_function() {
+        for file in lua_files() {
+            let text = read(&file);
+            let one_break = text.ends_with('\n') && !text.ends_with("\n\n");
+            assert!(one_break, "{file}: must end with one line break");
+            for (i, line) in text.lines().enumerate() {
+                let at = format!("{file}:{}", i + 1);
+                assert!(
+                    !line.contains(['\t', '\r']),
+                    "{at}: a tab or carriage return"
+                );
+                assert_eq!(line, line.trim_end(), "{at}: trailing blanks");
+                let global = line.trim_start().starts_with("function ");
+                assert!(
+                    !global,
+                    "{at}: a global function (make it `local function`)"
+                );
+            }
+        }
+    }
+
+    /// A script calls a fragment's function only after the fragment defined it: the fragments a
+    /// script needs are all in its list, in an order that works. And every fragment function is
+    /// called by some script (directly, or through another fragment's function).
+    #[test]
+    fn fragment_functions_are_defined_before_use_and_all_used() {
+        let functions = fragment_functions();
+        assert!(
+            functions.len() >= 5,
+            "too few fragment functions found: {functions:?}"
+        );
+        for (function, fragment) in &functions {
+            let mut called = false;
+            for &(name, _, text) in ALL {
+                let lines = code_lines(text);
+                let Some(first) = lines.iter().position(|l| calls(l, function)) else {
+                    continue;
+                };
+                assert!(
+                    lines[first].starts_with(&format!("local function {function}(")),
+                    "{name} calls {function} before it is defined (`{}`): is {fragment} \
+                     missing from its list, or after a fragment that needs it?",
+                    lines[first].trim()
+                );
+                called |= lines[first + 1..].iter().any(|l| calls(l, function));
+            }
+            assert!(called, "{function} (in {fragment}) is called by no script");
+        }
+    }
+
+    /// Writes each script as Redis receives it to `$LUACHECK_DIR/<name>.lua`, for luacheck
+    /// (`scripts/test.sh`).
+    #[test]
+    #[ignore = "run by scripts/test.sh, which lints what it writes"]
+    fn write_for_luacheck() {
+        let dir = std::env::var("LUACHECK_DIR").expect("LUACHECK_DIR: where to write the scripts");
+        std::fs::create_dir_all(&dir).unwrap();
+        for &(name, _, text) in ALL {
+            let path = Path::new(&dir).join(format!("{}.lua", name.to_lowercase()));
+            std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}

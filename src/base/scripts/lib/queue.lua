@@ -1,0 +1,38 @@
+-- A lock's queue of waiters (a list of entries in arrival order, each starting `wid:`), and each
+-- waiter's liveness key (`<base>:e:<wid>`, or `<base>:rw:e:<wid>`, `<base>:sem:e:<wid>`): it
+-- exists while the waiter's entry is queued and the waiter refreshes it on every re-check, so the
+-- entry of a waiter that died is skipped once its liveness key has expired. The queue's expiry is
+-- only ever extended, to at least that of every liveness key.
+
+-- Queues `entry` at the back (a first call, or a re-check that finds its entry used up), or
+-- keeps its place (a re-check): either way the waiter is alive for `ttl` ms more.
+local function join_queue(queue, alive, entry, ttl)
+  if redis.call('SET', alive, '1', 'PX', ttl, 'NX') then
+    redis.call('RPUSH', queue, entry)
+  else
+    redis.call('PEXPIRE', alive, ttl)
+  end
+  if redis.call('PTTL', queue) < ttl then redis.call('PEXPIRE', queue, 2 * ttl) end
+end
+
+-- Removes the waiter's entry, liveness key and signal list (it has the lock, or gave up).
+local function leave_queue(queue, entry, alive, sig)
+  redis.call('LREM', queue, 1, entry)
+  redis.call('DEL', alive, sig)
+end
+
+-- The first entry of `queue` whose waiter is alive, split by `pattern` (its first capture is the
+-- wid; the liveness key is `base .. 'e:' .. wid`), after dropping the entries before it that are
+-- dead or malformed; nil when there is none. The entry stays queued.
+local function live_head(queue, base, pattern)
+  while true do
+    local head = redis.call('LINDEX', queue, 0)
+    if not head then return nil end
+    local parts = {string.match(head, pattern)}
+    if not parts[1] or redis.call('EXISTS', base .. 'e:' .. parts[1]) == 0 then
+      redis.call('LPOP', queue)
+    else
+      return unpack(parts)
+    end
+  end
+end

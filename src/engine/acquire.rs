@@ -1,0 +1,245 @@
+//! The one acquire, for every kind of lock: one attempt, then, with a wait bound, the wait loop
+//! (`wait.rs`); a place among the renewed locks taken before the first round trip; replica
+//! acknowledgement with `min_replicas`; and the held lock's state, its renewal started. Also the
+//! handle of an exclusive lock restored by its owner token.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::base::config::{check_lease, check_wait};
+use crate::base::error::{Error, ErrorKind};
+use crate::base::grant::{Grant, LockOptions};
+use crate::base::keys::LockKeys;
+use crate::base::token::Token;
+use crate::engine::backend::{Backend, Owner};
+use crate::engine::cancel::Cancel;
+use crate::engine::hint;
+use crate::engine::kinds::{Holding, Kind};
+use crate::engine::lock::{Held, LockState};
+use crate::engine::renewal::Reservation;
+use crate::engine::wait;
+use crate::stores::Check;
+
+/// Checks an acquire's lease and wait bound, and whether it was cancelled already.
+pub(crate) fn check(
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+    shown: impl FnOnce() -> String,
+) -> Result<(), Error> {
+    check_lease(opts.lease, opts.auto_renew)?;
+    if let Some(w) = wait {
+        check_wait(w)?;
+    }
+    if cancel.is_some_and(Cancel::is_cancelled) {
+        return Err(Error::cancelled(&shown()));
+    }
+    Ok(())
+}
+
+/// Takes a grant of `kind`: one attempt when `wait` is `None` (fails with [`Error::is_held`]),
+/// else waits up to `wait` (fails with [`Error::is_wait_timeout`]; with `cancel`, a cancel ends
+/// the wait with [`Error::is_cancelled`]). Returns the held lock and the grant it was made from
+/// (a set's fencing tokens are there).
+///
+/// A place among the renewed locks is taken before the first round trip (so a refusal costs
+/// none) and given back while waiting. An acquire that may wait skips the attempt for a name
+/// found held lately in this process: its first wait round takes a free lock too. With
+/// `min_replicas` a grant counts once the replicas have it: a handoff lost before they had it
+/// (a failover) means waiting again, within the same bound.
+pub(crate) fn acquire(
+    owner: &Arc<Owner>,
+    kind: &dyn Kind,
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+) -> Result<(Held, Grant), Error> {
+    let b = owner.backend();
+    if opts.fencing {
+        b.store.check(Check::Fencing)?;
+    }
+    let mut place = reserve(owner, opts)?;
+    let started = Instant::now();
+    let waits = wait.is_some_and(|w| !w.is_zero());
+    // A Redlock refusal is an error that says what every master answered: kept for the error of
+    // a single attempt.
+    let mut refusal = None;
+    let first = if waits && hint::recently_contended(kind.keys().lock()) {
+        None
+    } else {
+        match try_once(b, kind, opts.lease) {
+            Ok(Some(grant)) => acknowledge(b, kind, opts.lease, grant)?,
+            Ok(None) => None,
+            Err(e) if e.is_held() => {
+                refusal = Some(e);
+                None
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let grant = match first {
+        Some(grant) => grant,
+        None if waits => {
+            drop(place.take());
+            let deadline = started + wait.unwrap_or_default();
+            let grant = loop {
+                let grant = wait::wait(b, kind, opts.lease, started, deadline, cancel)
+                    .map_err(|e| kind.explain(e))?;
+                match acknowledge(b, kind, opts.lease, grant)? {
+                    Some(grant) => break grant,
+                    None => log::info!(
+                        "{} was handed over but lost before its replicas had it; waiting again",
+                        kind.shown()
+                    ),
+                }
+            };
+            place = match reserve(owner, opts) {
+                Ok(place) => place,
+                Err(e) => {
+                    let _ = kind.holding().release(b, kind.keys(), kind.token());
+                    return Err(e);
+                }
+            };
+            grant
+        }
+        None => {
+            return Err(match wait {
+                Some(_) => Error::wait_timeout(&kind.shown(), started.elapsed()),
+                None => refusal.unwrap_or_else(|| Error::held(&kind.shown())),
+            });
+        }
+    };
+    let fence = opts.fencing.then_some(grant.fence);
+    let lock = hold(
+        owner,
+        kind.keys().clone(),
+        kind.token().clone(),
+        fence,
+        place,
+        opts,
+        grant.lease_from,
+        kind.holding(),
+    )?;
+    Ok((lock, grant))
+}
+
+/// One attempt. When it failed after it went out for want of an answer, it may have been
+/// applied: the grant is given back before the error is returned.
+fn try_once(b: &Backend, kind: &dyn Kind, lease: Duration) -> Result<Option<Grant>, Error> {
+    let store = &*b.store;
+    let mut sent = false;
+    let attempt = store.try_acquire(
+        kind.keys(),
+        kind.token(),
+        lease,
+        &mut sent,
+        &mut |c, retry| kind.try_once(c, retry, store),
+    );
+    attempt.map_err(|e| {
+        if sent && e.kind() != ErrorKind::Redis {
+            let _ = kind.holding().release(b, kind.keys(), kind.token());
+        }
+        kind.explain(e)
+    })
+}
+
+/// With `min_replicas`, a grant counts once the replicas have it: the grant (or the handoff,
+/// written by the releaser's connection) is followed by a write of ours (the lease reset) and
+/// WAIT, which cover it as replicas apply the stream in order. `None`: the grant was gone by
+/// then (lost in a failover). On an error the grant is given back.
+fn acknowledge(
+    b: &Backend,
+    kind: &dyn Kind,
+    lease: Duration,
+    grant: Grant,
+) -> Result<Option<Grant>, Error> {
+    if b.store.cfg().min_replicas == 0 || grant.acknowledged {
+        return Ok(Some(grant));
+    }
+    let sent = Instant::now();
+    let holding = kind.holding();
+    match holding.extend(b, kind.keys(), kind.token(), lease) {
+        Ok(true) => Ok(Some(Grant {
+            lease_from: sent,
+            acknowledged: true,
+            ..grant
+        })),
+        Ok(false) => Ok(None),
+        Err(e) => {
+            let _ = holding.release(b, kind.keys(), kind.token());
+            Err(e)
+        }
+    }
+}
+
+/// A handle for the exclusive lock that the key holds with `token` now: the lease is reset (the
+/// one round trip), and auto-renewal starts if the options ask for it. Fails with
+/// [`Error::is_not_held`] when the key does not hold that token.
+pub(crate) fn restore(
+    owner: &Arc<Owner>,
+    keys: LockKeys,
+    token: Token,
+    opts: &LockOptions,
+) -> Result<Held, Error> {
+    check_lease(opts.lease, opts.auto_renew)?;
+    let place = reserve(owner, opts)?;
+    let sent = Instant::now();
+    if !owner.store.extend(&keys, &token, opts.lease)? {
+        return Err(Error::not_held(
+            &keys.shown(),
+            "its key does not hold this owner token (released, expired or taken over)",
+        ));
+    }
+    hold(
+        owner,
+        keys,
+        token,
+        None,
+        place,
+        opts,
+        sent,
+        Holding::Exclusive,
+    )
+}
+
+/// Takes a place among the renewed locks when the options ask for auto-renewal.
+fn reserve(owner: &Owner, opts: &LockOptions) -> Result<Option<Reservation>, Error> {
+    if opts.auto_renew {
+        owner.renewer.reserve().map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The handle of a grant just made (or restored), its renewal started (`place`: its place among
+/// the renewed locks, `None` without auto-renewal).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn hold(
+    owner: &Arc<Owner>,
+    keys: LockKeys,
+    token: Token,
+    fence: Option<u64>,
+    place: Option<Reservation>,
+    opts: &LockOptions,
+    lease_from: Instant,
+    holding: Holding,
+) -> Result<Held, Error> {
+    let state = Arc::new(LockState::new(
+        owner.backend().clone(),
+        keys,
+        token,
+        fence,
+        place,
+        opts.lease,
+        lease_from,
+        holding,
+    ));
+    let lock = Held {
+        state: state.clone(),
+        _owner: owner.clone(),
+    };
+    if state.auto_renew {
+        owner.renewer.watch(state)?;
+    }
+    Ok(lock)
+}

@@ -1,0 +1,273 @@
+//! Read/write locks: any number of readers or one writer per name.
+//!
+//! The write lock of name N is the key N holding the writer's token, exactly like an exclusive
+//! lock, so a plain `SET N token NX PX` client excludes and is excluded by a writer. While
+//! readers hold N the key holds the marker `redislock readers` with the latest reader's expiry,
+//! so such a client is kept out by readers too. Each reader has a lease of its own (its score in
+//! `{N}:rw:r`), renewed on its own: one crashed reader holds the name only until its lease runs
+//! out. Waiters queue in arrival order; a release wakes exactly the waiters that can proceed
+//! (one writer, or every consecutive reader at the head of the queue), and a reader that arrives
+//! after a waiting writer queues behind it, so writers are not starved. See the scripts
+//! (`src/base/scripts/rw_*.lua`, `lib/rw.lua`) for the details.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{Connection, RedisResult};
+
+use super::{Holding, QueueKind, Signal, Waiter, fence_of, other_kind};
+use crate::base::error::Error;
+use crate::base::grant::LockOptions;
+use crate::base::keys::LockKeys;
+use crate::base::replication;
+use crate::base::scripts;
+use crate::base::token::{Token, random_hex};
+use crate::engine::acquire;
+use crate::engine::backend::{Backend, Owner};
+use crate::engine::cancel::Cancel;
+use crate::engine::lock::{Held, Phase};
+use crate::stores::Check;
+use crate::stores::wait::{Mode, Queue, Step};
+
+/// A read or write lock on `keys` (see [`acquire`](crate::engine::acquire::acquire)).
+pub(crate) fn acquire(
+    owner: &Arc<Owner>,
+    keys: &LockKeys,
+    write: bool,
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+) -> Result<Held, Error> {
+    acquire::check(opts, wait, cancel, || keys.shown())?;
+    let what = if write { "a write lock" } else { "a read lock" };
+    owner.store.check(Check::Kind {
+        what,
+        shown: &keys.shown(),
+    })?;
+    let token = Token::new(owner.pid)?;
+    let wid = random_hex::<8>(owner.pid)?;
+    let waiter = RwWaiter::new(keys, &token, &wid, write, opts);
+    acquire::acquire(owner, &waiter, opts, wait, cancel).map(|(held, _)| held)
+}
+
+/// One read or write waiter's keys and queue entry.
+struct RwWaiter<'a> {
+    keys: &'a LockKeys,
+    token: &'a Token,
+    write: bool,
+    fencing: bool,
+    lease_ms: u64,
+    /// `wid:kind:lease:fence:token`: what a release needs to grant it.
+    entry: String,
+    alive: Vec<u8>,
+    signals: [Vec<u8>; 1],
+}
+
+impl<'a> RwWaiter<'a> {
+    fn new(
+        keys: &'a LockKeys,
+        token: &'a Token,
+        wid: &str,
+        write: bool,
+        opts: &LockOptions,
+    ) -> RwWaiter<'a> {
+        let lease_ms = opts.lease.as_millis() as u64;
+        RwWaiter {
+            keys,
+            token,
+            write,
+            fencing: opts.fencing,
+            lease_ms,
+            entry: format!(
+                "{wid}:{}:{lease_ms}:{}:{}",
+                kind_arg(write),
+                u8::from(opts.fencing),
+                token.as_str()
+            ),
+            alive: keys.rw_alive(wid),
+            signals: [keys.rw_signal(wid)],
+        }
+    }
+
+    fn script_keys<'s>(
+        &'s self,
+        script: &'s redis::Script,
+        readers: &'s [u8],
+        queue: &'s [u8],
+        fence: &'s [u8],
+    ) -> redis::ScriptInvocation<'s> {
+        let mut call = script.prepare_invoke();
+        call.key(self.keys.lock())
+            .key(fence)
+            .key(readers)
+            .key(queue)
+            .key(&self.alive)
+            .key(&self.signals[0]);
+        call
+    }
+}
+
+fn kind_arg(write: bool) -> &'static str {
+    if write { "w" } else { "r" }
+}
+
+fn granted(reply: (i64, i64, i64)) -> Step {
+    let (ok, fence, left) = reply;
+    if ok == 1 {
+        Step::granted(fence.max(0) as u64, left)
+    } else {
+        Step::Queued { pttl: left }
+    }
+}
+
+impl QueueKind for RwWaiter<'_> {
+    fn holding(&self) -> Holding {
+        if self.write {
+            Holding::Write
+        } else {
+            Holding::Read
+        }
+    }
+
+    fn explain(&self, e: Error) -> Error {
+        let what = if self.write {
+            "a write lock"
+        } else {
+            "a read lock"
+        };
+        other_kind(e, &self.keys.shown(), what)
+    }
+}
+
+impl Queue for RwWaiter<'_> {
+    fn who(&self) -> (&LockKeys, &Token, &[Vec<u8>]) {
+        (self.keys, self.token, &self.signals)
+    }
+
+    fn step(&self, c: &mut Connection, mode: Mode, entry_ttl: Duration) -> RedisResult<Step> {
+        let (readers, queue, fence) = (
+            self.keys.rw_readers(),
+            self.keys.rw_queue(),
+            self.keys.fence(),
+        );
+        let mut call = self.script_keys(&scripts::RW_ENQUEUE, &readers, &queue, &fence);
+        call.arg(self.token.as_str())
+            .arg(self.lease_ms)
+            .arg(if self.fencing { "1" } else { "0" })
+            .arg(kind_arg(self.write))
+            .arg(&self.entry)
+            .arg(entry_ttl.as_millis() as u64)
+            .arg(mode.as_str());
+        Ok(granted(call.invoke(c)?))
+    }
+
+    fn leave(&self, c: &mut Connection) -> RedisResult<Step> {
+        let (readers, queue, fence) = (
+            self.keys.rw_readers(),
+            self.keys.rw_queue(),
+            self.keys.fence(),
+        );
+        let mut call = self.script_keys(&scripts::RW_LEAVE, &readers, &queue, &fence);
+        call.arg(self.token.as_str())
+            .arg(&self.entry)
+            .arg(kind_arg(self.write));
+        Ok(granted(call.invoke(c)?))
+    }
+}
+
+impl Waiter for RwWaiter<'_> {
+    fn signalled(&self, value: &[u8]) -> Signal {
+        match fence_of(value) {
+            Some(fence) => Signal::Granted(fence),
+            None => Signal::Refused(Error::internal(format!(
+                "unexpected value on the signal list of a waiter for {}",
+                self.keys.shown()
+            ))),
+        }
+    }
+}
+
+/// Releases a read or write lock held with `token`, granting the waiters that can now proceed.
+/// Returns whether it was still ours.
+pub(super) fn release(
+    b: &Backend,
+    keys: &LockKeys,
+    token: &Token,
+    write: bool,
+) -> Result<bool, Error> {
+    let released: i64 = b.store.run(keys, |c, _| {
+        scripts::RW_RELEASE
+            .key(keys.lock())
+            .key(keys.fence())
+            .key(keys.rw_readers())
+            .key(keys.rw_queue())
+            .arg(token.as_str())
+            .arg(kind_arg(write))
+            .invoke(c)
+    })?;
+    Ok(released == 1)
+}
+
+/// Turns a write lock into a read lock without a gap (the guards' `downgrade`). On success
+/// `lock` is no longer held (its release reports it not held, and dropping it does nothing) and
+/// the read lock is returned.
+pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
+    let s = &lock.state;
+    let shown = s.keys.shown();
+    if s.pid != std::process::id() {
+        return Err(Error::forked(&shown));
+    }
+    let (lease, place) = {
+        let mut st = s.status.lock();
+        if st.phase != Phase::Held {
+            return Err(Error::not_held(
+                &shown,
+                "it was released, detached or lost already",
+            ));
+        }
+        // From here the write lock's renewal stops, and dropping its handle does nothing.
+        st.phase = Phase::Detached;
+        (st.lease, st.reservation.take())
+    };
+    if s.auto_renew {
+        s.backend.renewer.forget(s.renew_id);
+        s.wake.notify_all();
+    }
+    let b = &s.backend;
+    let sent = Instant::now();
+    let downgraded: i64 = b.store.run(&s.keys, |c, _| {
+        let done: i64 = scripts::RW_DOWNGRADE
+            .key(s.keys.lock())
+            .key(s.keys.fence())
+            .key(s.keys.rw_readers())
+            .key(s.keys.rw_queue())
+            .arg(s.token.as_str())
+            .arg(lease.as_millis() as u64)
+            .invoke(c)?;
+        if done == 1 {
+            replication::wait(c, b.store.cfg())?;
+        }
+        Ok(done)
+    })?;
+    if downgraded != 1 {
+        const GONE: &str = "its lease ran out or another owner took it over";
+        s.status.lock().phase = Phase::Lost(GONE);
+        return Err(Error::not_held(&shown, GONE));
+    }
+    s.status.lock().phase = Phase::Released;
+    let opts = LockOptions {
+        lease,
+        auto_renew: s.auto_renew,
+        fencing: s.fence.is_some(),
+    };
+    acquire::hold(
+        &lock._owner,
+        s.keys.clone(),
+        s.token.clone(),
+        s.fence,
+        place,
+        &opts,
+        sent,
+        Holding::Read,
+    )
+}

@@ -1,0 +1,212 @@
+//! Semaphores: N permits per name, taken k at a time, each grant with its own lease.
+//!
+//! The semaphore named N keeps its holders in the key N, a sorted set of grants scored by their
+//! expiry (with the number of permits recorded beside them), so a crashed holder's permits come
+//! back when its lease runs out, and renewing a grant extends only its own lease. Waiting
+//! requests are served strictly in arrival order: a request for k permits waits until k are
+//! free, and later requests for fewer do not overtake it. The first user fixes N for as long as
+//! anything is held or waiting; a request that says another N is refused. See the scripts
+//! (`src/base/scripts/sem_*.lua`, `lib/sem.lua`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::{Connection, RedisResult};
+
+use super::{Holding, QueueKind, Signal, Waiter, fence_of, other_kind};
+use crate::base::error::Error;
+use crate::base::grant::LockOptions;
+use crate::base::keys::LockKeys;
+use crate::base::scripts;
+use crate::base::token::{Token, random_hex};
+use crate::engine::acquire;
+use crate::engine::backend::{Backend, Owner};
+use crate::engine::cancel::Cancel;
+use crate::engine::lock::Held;
+use crate::stores::Check;
+use crate::stores::wait::{Mode, Queue, Step};
+
+/// The most permits a semaphore may have. Every call of its scripts reads all its current
+/// grants (at most one per permit), so a bound keeps each call short.
+pub const MAX_PERMITS: u32 = 10_000;
+
+/// Checks a request for `k` of a semaphore's `n` permits.
+pub(crate) fn check(keys: &LockKeys, k: u32, n: u32) -> Result<(), Error> {
+    if n == 0 || n > MAX_PERMITS {
+        return Err(Error::invalid_argument(format!(
+            "semaphore {} must have 1 to {MAX_PERMITS} permits, got {n}",
+            keys.shown()
+        )));
+    }
+    if k == 0 || k > n {
+        return Err(Error::invalid_argument(format!(
+            "a request for {k} permits of semaphore {}, which has {n}: ask for 1 to {n}",
+            keys.shown()
+        )));
+    }
+    Ok(())
+}
+
+/// `k` of the `n` permits of the semaphore on `keys` (see
+/// [`acquire`](crate::engine::acquire::acquire)).
+pub(crate) fn acquire(
+    owner: &Arc<Owner>,
+    keys: &LockKeys,
+    k: u32,
+    n: u32,
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+) -> Result<Held, Error> {
+    acquire::check(opts, wait, cancel, || keys.shown())?;
+    owner.store.check(Check::Kind {
+        what: "a semaphore",
+        shown: &keys.shown(),
+    })?;
+    let token = Token::new(owner.pid)?;
+    let wid = random_hex::<8>(owner.pid)?;
+    let waiter = SemWaiter::new(keys, &token, &wid, k, n, opts.lease);
+    acquire::acquire(owner, &waiter, opts, wait, cancel).map(|(held, _)| held)
+}
+
+/// The scripts' `PERMITS <n>` reply: the semaphore exists with another number of permits.
+fn mismatch(e: Error, shown: &str, asked: u32) -> Error {
+    if e.redis_code() != Some("PERMITS") {
+        return e;
+    }
+    let msg = e.message();
+    let has = msg
+        .split_whitespace()
+        .find_map(|w| w.parse::<u64>().ok())
+        .map_or_else(|| "another number of".to_owned(), |n| n.to_string());
+    Error::invalid_argument(format!(
+        "semaphore {shown} has {has} permits, not {asked}: every user of a name must give the \
+         same number"
+    ))
+}
+
+/// One permit request's keys and queue entry.
+struct SemWaiter<'a> {
+    keys: &'a LockKeys,
+    token: &'a Token,
+    k: u32,
+    n: u32,
+    lease_ms: u64,
+    /// `wid:k:n:lease:token`: what a release needs to grant it.
+    entry: String,
+    alive: Vec<u8>,
+    signals: [Vec<u8>; 1],
+}
+
+impl<'a> SemWaiter<'a> {
+    fn new(
+        keys: &'a LockKeys,
+        token: &'a Token,
+        wid: &str,
+        k: u32,
+        n: u32,
+        lease: Duration,
+    ) -> SemWaiter<'a> {
+        let lease_ms = lease.as_millis() as u64;
+        SemWaiter {
+            keys,
+            token,
+            k,
+            n,
+            lease_ms,
+            entry: format!("{wid}:{k}:{n}:{lease_ms}:{}", token.as_str()),
+            alive: keys.sem_alive(wid),
+            signals: [keys.sem_signal(wid)],
+        }
+    }
+}
+
+fn granted(reply: (i64, i64, i64)) -> Step {
+    let (ok, _, left) = reply;
+    if ok == 1 {
+        Step::granted(0, left)
+    } else {
+        Step::Queued { pttl: left }
+    }
+}
+
+impl QueueKind for SemWaiter<'_> {
+    fn holding(&self) -> Holding {
+        Holding::Permits(self.k)
+    }
+
+    fn explain(&self, e: Error) -> Error {
+        let shown = self.keys.shown();
+        mismatch(other_kind(e, &shown, "a semaphore"), &shown, self.n)
+    }
+}
+
+impl SemWaiter<'_> {
+    /// A call of `script` with the keys and first arguments both of the waiter's scripts take.
+    fn call<'s>(&'s self, script: &'s redis::Script) -> redis::ScriptInvocation<'s> {
+        let mut call = script.prepare_invoke();
+        call.key(self.keys.lock())
+            .key(self.keys.sem_queue())
+            .key(&self.alive)
+            .key(&self.signals[0])
+            .arg(self.token.as_str())
+            .arg(self.k);
+        call
+    }
+}
+
+impl Queue for SemWaiter<'_> {
+    fn who(&self) -> (&LockKeys, &Token, &[Vec<u8>]) {
+        (self.keys, self.token, &self.signals)
+    }
+
+    fn step(&self, c: &mut Connection, mode: Mode, entry_ttl: Duration) -> RedisResult<Step> {
+        let mut call = self.call(&scripts::SEM_ENQUEUE);
+        call.arg(self.n)
+            .arg(self.lease_ms)
+            .arg(&self.entry)
+            .arg(entry_ttl.as_millis() as u64)
+            .arg(mode.as_str());
+        Ok(granted(call.invoke(c)?))
+    }
+
+    fn leave(&self, c: &mut Connection) -> RedisResult<Step> {
+        let mut call = self.call(&scripts::SEM_LEAVE);
+        call.arg(&self.entry);
+        Ok(granted(call.invoke(c)?))
+    }
+}
+
+impl Waiter for SemWaiter<'_> {
+    fn signalled(&self, value: &[u8]) -> Signal {
+        if value == b"mismatch" {
+            return Signal::Refused(Error::invalid_argument(format!(
+                "semaphore {} was set up again with another number of permits than {} while \
+                 this request waited",
+                self.keys.shown(),
+                self.n
+            )));
+        }
+        match fence_of(value) {
+            Some(_) => Signal::Granted(0),
+            None => Signal::Refused(Error::internal(format!(
+                "unexpected value on the signal list of a waiter for {}",
+                self.keys.shown()
+            ))),
+        }
+    }
+}
+
+/// Gives back `k` permits held with `token`, granting the waiting requests that now fit, in
+/// order. Returns whether they were still ours.
+pub(super) fn release(b: &Backend, keys: &LockKeys, token: &Token, k: u32) -> Result<bool, Error> {
+    let released: i64 = b.store.run(keys, |c, _| {
+        scripts::SEM_RELEASE
+            .key(keys.lock())
+            .key(keys.sem_queue())
+            .arg(token.as_str())
+            .arg(k)
+            .invoke(c)
+    })?;
+    Ok(released == 1)
+}

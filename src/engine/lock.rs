@@ -1,0 +1,414 @@
+//! The lock guard: release, extend, and the holder's local view of the lock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::base::config::check_lease;
+use crate::base::error::Error;
+use crate::base::grant::drift;
+use crate::base::keys::LockKeys;
+use crate::base::token::Token;
+use crate::engine::backend::{Backend, Owner};
+use crate::engine::kinds::Holding;
+use crate::engine::renewal::Reservation;
+
+/// Where a lock stands, as its holder sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Ours, as far as we know (the lease may still run out if it is not renewed).
+    Held,
+    /// Released by its holder.
+    Released,
+    /// Left to its lease by [`Lock::detach`]: neither renewed nor released through this handle.
+    Detached,
+    /// Found lost: the key was gone or held another token, or Redis stayed unreachable until
+    /// the lease ran out. The text says which.
+    Lost(&'static str),
+}
+
+/// The mutable part of a lock, guarded by `LockState::status`.
+pub(crate) struct Status {
+    pub phase: Phase,
+    pub lease: Duration,
+    /// Until when the key is surely still ours (a lease counted from before the request was sent,
+    /// less a clock-drift margin).
+    pub valid_until: Instant,
+    /// When the renewal thread next extends the lease.
+    pub next_renewal: Instant,
+    /// An auto-renewed lock's place among the client's `max_renewed_locks`, given back the
+    /// moment the lock is released or found lost.
+    pub reservation: Option<Reservation>,
+    /// A release of ours is on its way: a renewal that finds the key gone meanwhile has met
+    /// that release, not a loss.
+    pub releasing: bool,
+}
+
+/// Everything about one held lock, shared by the guard and its renewal thread.
+pub(crate) struct LockState {
+    pub backend: Arc<Backend>,
+    pub keys: LockKeys,
+    pub token: Token,
+    pub fence: Option<u64>,
+    pub auto_renew: bool,
+    /// The lock's id with the renewal timer (auto-renewed locks only).
+    pub renew_id: u64,
+    /// The process that acquired the lock; in any other (a forked child) the handle is inert.
+    pub pid: u32,
+    pub status: Mutex<Status>,
+    /// Wakes the renewal thread when the lock is released or extended.
+    pub wake: Condvar,
+    /// Called once when the lock is found lost ([`Lock::on_lost`]).
+    pub on_lost: Mutex<Option<LostCallback>>,
+    /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
+    /// locks), which decides the scripts that release and extend it.
+    pub kind: Holding,
+}
+
+/// What [`Lock::on_lost`] calls.
+pub(crate) type LostCallback = Box<dyn FnOnce(&Error) + Send>;
+
+/// What a release or extend that found the key without our token says.
+const GONE: &str = "its lease ran out or another owner took it over";
+
+impl LockState {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        backend: Arc<Backend>,
+        keys: LockKeys,
+        token: Token,
+        fence: Option<u64>,
+        reservation: Option<Reservation>,
+        lease: Duration,
+        granted_at: Instant,
+        kind: Holding,
+    ) -> LockState {
+        let auto_renew = reservation.is_some();
+        let renew_id = if auto_renew {
+            backend.renewer.next_id()
+        } else {
+            0
+        };
+        LockState {
+            pid: backend.pid,
+            backend,
+            keys,
+            token,
+            fence,
+            auto_renew,
+            renew_id,
+            status: Mutex::new(Status {
+                phase: Phase::Held,
+                lease,
+                valid_until: granted_at + lease.saturating_sub(drift(lease)),
+                next_renewal: granted_at + lease / 3,
+                reservation,
+                releasing: false,
+            }),
+            wake: Condvar::new(),
+            on_lost: Mutex::new(None),
+            kind,
+        }
+    }
+
+    fn check_process(&self) -> Result<(), Error> {
+        if self.pid == std::process::id() {
+            Ok(())
+        } else {
+            Err(Error::forked(&self.keys.shown()))
+        }
+    }
+
+    /// Why a lock that is not [`Phase::Held`] cannot be used.
+    fn not_held(&self, phase: Phase) -> Error {
+        let why = match phase {
+            Phase::Held => "it is held",
+            Phase::Released => "it was released already",
+            Phase::Detached => "it was detached from this handle",
+            Phase::Lost(why) => why,
+        };
+        Error::not_held(&self.keys.shown(), why)
+    }
+
+    /// The status, locked, while the lock is held; else why it is not.
+    fn held_status(&self) -> Result<MutexGuard<'_, Status>, Error> {
+        let st = self.status.lock();
+        if st.phase == Phase::Held {
+            return Ok(st);
+        }
+        let phase = st.phase;
+        drop(st);
+        Err(self.not_held(phase))
+    }
+
+    /// Releases the lock; a second call reports [`Error::is_not_held`]. The handle's state
+    /// changes only with the server's answer: after a connection error or timeout the lock is
+    /// still held as far as this handle knows (and still renewed), so the call can be repeated.
+    pub(crate) fn release(&self) -> Result<(), Error> {
+        self.check_process()?;
+        {
+            let mut st = self.held_status()?;
+            // The place among the renewed locks is given back before the release is sent: the
+            // waiter it hands the lock to may claim one the moment it wakes.
+            st.reservation = None;
+            st.releasing = true;
+        }
+        let released = match self.kind.release(&self.backend, &self.keys, &self.token) {
+            Ok(released) => released,
+            Err(e) => {
+                // Still ours as far as we know, and still renewed: take a place again if one is
+                // free (the bound may be exceeded by this one lock until it is released).
+                let mut st = self.status.lock();
+                st.releasing = false;
+                if self.auto_renew && st.phase == Phase::Held && st.reservation.is_none() {
+                    st.reservation = self.backend.renewer.reserve().ok();
+                }
+                return Err(e);
+            }
+        };
+        {
+            let mut st = self.status.lock();
+            if st.phase != Phase::Held {
+                // Another thread released or detached the lock meanwhile, or renewal found it lost.
+                let phase = st.phase;
+                drop(st);
+                return if released {
+                    Ok(())
+                } else {
+                    Err(self.not_held(phase))
+                };
+            }
+            if released {
+                st.phase = Phase::Released;
+                st.reservation = None;
+            } else {
+                self.mark_lost(st, GONE);
+            }
+        }
+        self.stop_renewal();
+        if released {
+            Ok(())
+        } else {
+            Err(Error::not_held(&self.keys.shown(), GONE))
+        }
+    }
+
+    /// Stops renewing and managing the lock; the key keeps our token until its lease runs out
+    /// (or someone releases it with the token).
+    pub(crate) fn detach(&self) -> Result<(), Error> {
+        self.check_process()?;
+        {
+            let mut st = self.held_status()?;
+            st.phase = Phase::Detached;
+            st.reservation = None;
+        }
+        self.stop_renewal();
+        Ok(())
+    }
+
+    /// Marks the lock lost unless it was released meanwhile; then, with the status unlocked,
+    /// logs it and calls the holder's [`Lock::on_lost`] callback on this thread.
+    pub(crate) fn mark_lost(&self, mut st: MutexGuard<'_, Status>, why: &'static str) {
+        if st.phase != Phase::Held {
+            return;
+        }
+        st.phase = Phase::Lost(why);
+        st.reservation = None;
+        drop(st);
+        log::warn!("lock {} lost: {why}", self.keys.shown());
+        let callback = self.on_lost.lock().take();
+        if let Some(callback) = callback {
+            let error = Error::not_held(&self.keys.shown(), why);
+            // A panicking callback must not take the renewal thread down with it.
+            let called =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| callback(&error)));
+            if called.is_err() {
+                log::error!(
+                    "the on_lost callback of lock {} panicked",
+                    self.keys.shown()
+                );
+            }
+        }
+    }
+
+    /// After release: the renewal timer forgets the lock, and its renewal thread (if it has one
+    /// already) wakes and ends at once.
+    fn stop_renewal(&self) {
+        if self.auto_renew {
+            self.backend.renewer.forget(self.renew_id);
+            self.wake.notify_all();
+        }
+    }
+}
+
+/// A held grant of any kind, as the engine hands it to the API's guards: its state (shared with
+/// its renewal) and the backend it runs on. Dropping it releases the grant (best effort).
+#[must_use = "dropping the handle releases the grant at once"]
+#[clippy::has_significant_drop]
+pub(crate) struct Held {
+    pub(crate) state: Arc<LockState>,
+    /// Keeps the client's connections and renewal threads running while the lock lives, also
+    /// after the client itself is dropped.
+    pub(crate) _owner: Arc<Owner>,
+}
+
+impl Held {
+    /// The lock's name (without the client's key prefix).
+    pub(crate) fn name(&self) -> &[u8] {
+        self.state.keys.name()
+    }
+
+    /// Whether the lock is still ours, as far as this process knows, without a round trip:
+    /// not released, not found lost by renewal, lease not run out, and this is the process
+    /// that acquired it.
+    pub(crate) fn is_held(&self) -> bool {
+        let st = self.state.status.lock();
+        st.phase == Phase::Held
+            && Instant::now() < st.valid_until
+            && self.state.check_process().is_ok()
+    }
+
+    /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
+    /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
+    pub(crate) fn is_lost(&self) -> bool {
+        matches!(self.state.status.lock().phase, Phase::Lost(_))
+    }
+
+    /// How long the lock is surely still ours (zero when it is not held). Counted from before
+    /// the acquiring request was sent, less a clock-drift margin.
+    pub(crate) fn remaining(&self) -> Duration {
+        if !self.is_held() {
+            return Duration::ZERO;
+        }
+        self.state
+            .status
+            .lock()
+            .valid_until
+            .saturating_duration_since(Instant::now())
+    }
+
+    /// The fencing token of this grant, when the lock was acquired with fencing: strictly
+    /// larger than that of every earlier fenced grant of the same name. Pass it to the
+    /// protected resource, which should refuse writes carrying a smaller token than it has seen.
+    pub(crate) fn fencing_token(&self) -> Option<u64> {
+        self.state.fence
+    }
+
+    /// The current lease.
+    pub(crate) fn lease(&self) -> Duration {
+        self.state.status.lock().lease
+    }
+
+    /// Whether a renewal thread keeps this lock alive.
+    pub(crate) fn auto_renews(&self) -> bool {
+        self.state.auto_renew
+    }
+
+    /// Resets the lease to `lease` from now, if the key still holds our token. Auto-renewal
+    /// continues with the new lease. Fails with [`Error::is_not_held`] when the lock is gone.
+    pub(crate) fn extend(&self, lease: Duration) -> Result<(), Error> {
+        let s = &self.state;
+        check_lease(lease, s.auto_renew)?;
+        s.check_process()?;
+        drop(s.held_status()?);
+        let sent = Instant::now();
+        let extended = s.kind.extend(&s.backend, &s.keys, &s.token, lease)?;
+        let mut st = s.status.lock();
+        if extended {
+            if st.phase != Phase::Held {
+                // Released, detached or found lost by another thread while the call was on its
+                // way: the handle's verdict stands (a lost lock stays lost).
+                let phase = st.phase;
+                drop(st);
+                return Err(s.not_held(phase));
+            }
+            st.lease = lease;
+            st.valid_until = sent + lease.saturating_sub(drift(lease));
+            st.next_renewal = sent + lease / 3;
+            let due = st.next_renewal;
+            drop(st);
+            if s.auto_renew {
+                s.backend.renewer.reschedule(s.renew_id, due);
+                s.wake.notify_all();
+            }
+            Ok(())
+        } else {
+            s.mark_lost(st, GONE);
+            Err(Error::not_held(&s.keys.shown(), GONE))
+        }
+    }
+
+    /// Releases the lock. `Ok` means it was still ours and is now free (or handed to the next
+    /// waiter); [`Error::is_not_held`] means it had already expired, been lost or taken over,
+    /// so the protected work may have overlapped with another holder's.
+    ///
+    /// When the call fails for want of an answer (connection error, timeout), the lock may or
+    /// may not have been released; it is then no longer renewed, so it ends with its lease at
+    /// the latest.
+    pub(crate) fn release(self) -> Result<(), Error> {
+        let result = self.state.release();
+        if result.is_err() && self.state.check_process().is_ok() {
+            // This handle is gone with the call: leave the key to its lease rather than retry.
+            let _ = self.state.detach();
+        }
+        result
+    }
+
+    /// Calls `f` once if the lock is found lost: renewal found its key gone or held by another
+    /// owner, or could not reach Redis before the lease ran out (also when an extend or release
+    /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
+    /// thread that found it, usually a renewal thread: it must not block, and must not release
+    /// or extend this lock. A release or detach never calls it. When the lock is lost already,
+    /// `f` runs at once on this thread. A second call replaces the first callback.
+    pub(crate) fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
+        let s = &self.state;
+        let st = s.status.lock();
+        if let Phase::Lost(why) = st.phase {
+            drop(st);
+            f(&Error::not_held(&s.keys.shown(), why));
+            return;
+        }
+        // Stored with the status locked: a loss found after this sees the callback.
+        *s.on_lost.lock() = Some(Box::new(f));
+    }
+
+    /// The lock's owner token: the random value its Redis key holds while the lock is ours.
+    /// It is a bearer secret (whoever knows it can release or extend the lock): hand it only to
+    /// the code that is to take the lock over, for example a queued job that
+    /// [restores](crate::LockRequest::restore) it, and never log it.
+    pub(crate) fn owner_token(&self) -> &str {
+        self.state.token.as_str()
+    }
+
+    /// Lets the lock outlive this handle: it is no longer renewed, and dropping the handle does
+    /// not release it, so it ends with its lease unless someone holding its
+    /// [owner token](Self::owner_token) releases or extends it first. Returns that token.
+    pub(crate) fn detach(self) -> Result<String, Error> {
+        self.state.detach()?;
+        Ok(self.state.token.as_str().to_owned())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let s = &self.state;
+        let held = s.status.lock().phase == Phase::Held;
+        if held && s.check_process().is_ok() {
+            let _ = s.release();
+        }
+    }
+}
+
+impl fmt::Debug for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock")
+            .field("name", &self.state.keys.shown())
+            .field("token", &self.state.token)
+            .field("held", &self.is_held())
+            .field("fencing_token", &self.state.fence)
+            .field("auto_renew", &self.state.auto_renew)
+            .finish()
+    }
+}

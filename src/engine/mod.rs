@@ -1,0 +1,11 @@
+//! The engine: acquire, waiting, the held lock and its renewal, lost-lock reports, and the kinds
+//! of lock; it runs on the stores below it.
+
+pub(crate) mod acquire;
+pub(crate) mod backend;
+pub(crate) mod cancel;
+pub(crate) mod hint;
+pub(crate) mod kinds;
+pub(crate) mod lock;
+pub(crate) mod renewal;
+pub(crate) mod wait;

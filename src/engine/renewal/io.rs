@@ -1,0 +1,145 @@
+//! Batched renewal I/O: renewal threads hand their EXTEND to one thread that sends everything
+//! due in one pipeline per server and applies each reply to its lock.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::{IDLE_EXIT, Inner, spawn, stopping};
+use crate::base::error::Error;
+use crate::base::grant::drift;
+use crate::engine::lock::{LockState, Phase};
+use crate::stores::extend::Extension;
+
+/// The most EXTENDs sent in one pipeline.
+const MAX_BATCH: usize = 1024;
+/// EXTENDs waiting for the renewal-I/O thread.
+#[derive(Default)]
+pub(super) struct IoQueue {
+    pub(super) requests: Vec<Arc<Request>>,
+    pub(super) running: bool,
+}
+
+/// One renewal's EXTEND and, once its reply is in, what became of it.
+pub(super) struct Request {
+    pub(super) lock: Arc<LockState>,
+    pub(super) lease: Duration,
+    /// When the renewal was handed over: the new lease counts from here.
+    pub(super) sent: Instant,
+    pub(super) state: Mutex<RequestState>,
+}
+
+#[derive(Default)]
+pub(super) struct RequestState {
+    pub(super) outcome: Option<Outcome>,
+    /// The renewal thread waits for this reply past the time it expected it: wake it.
+    pub(super) waiting: bool,
+}
+
+/// What a renewal's reply did.
+pub(super) enum Outcome {
+    /// Extended: the I/O thread has set the lock's new lease and next renewal already.
+    Extended,
+    /// The key no longer held the token (false), or the EXTEND failed: the renewal thread decides.
+    Failed(Result<bool, Error>),
+}
+
+/// Queues an EXTEND of `lock` for the renewal-I/O thread, starting that thread if needed.
+/// The renewal thread then need not wait for the reply: a success is applied to the lock by the
+/// I/O thread, which wakes the renewal thread only for a failure (or a reply it is waiting for).
+pub(super) fn submit(
+    inner: &Arc<Inner>,
+    lock: &Arc<LockState>,
+    lease: Duration,
+    sent: Instant,
+) -> Result<Arc<Request>, Error> {
+    let request = Arc::new(Request {
+        lock: lock.clone(),
+        lease,
+        sent,
+        state: Mutex::new(RequestState::default()),
+    });
+    let mut q = inner.io.lock();
+    q.requests.push(request.clone());
+    if !q.running {
+        let io_inner = inner.clone();
+        spawn(inner, "redislock-renew-io", move || io_loop(io_inner))
+            .map_err(|e| Error::limit(format!("cannot start the renewal I/O thread: {e}")))?;
+        q.running = true;
+    }
+    inner.io_wake.notify_one();
+    Ok(request)
+}
+
+/// Sends queued EXTENDs in pipelines and applies the replies. Ends after [`IDLE_EXIT`] idle,
+/// or at shutdown (when no lock is held any more).
+fn io_loop(inner: Arc<Inner>) {
+    loop {
+        let batch = {
+            let mut q = inner.io.lock();
+            while q.requests.is_empty() {
+                if stopping(&inner) {
+                    q.running = false;
+                    return;
+                }
+                if inner.io_wake.wait_for(&mut q, IDLE_EXIT).timed_out() && q.requests.is_empty() {
+                    q.running = false;
+                    return;
+                }
+            }
+            let n = q.requests.len().min(MAX_BATCH);
+            q.requests.drain(..n).collect::<Vec<_>>()
+        };
+        let outcomes = send_batch(&batch);
+        for (request, outcome) in batch.iter().zip(outcomes) {
+            apply(&inner, request, outcome);
+        }
+    }
+}
+
+/// Applies one reply: a success to the lock's lease directly, without waking its renewal
+/// thread (unless it waits for this reply); anything else is left to that thread, woken now.
+/// Lock order: the lock's status, then the request's state (the renewal thread holds the status
+/// while it looks at the request).
+fn apply(inner: &Inner, r: &Request, outcome: Result<bool, Error>) {
+    let lock = &r.lock;
+    let mut st = lock.status.lock();
+    let mut rs = r.state.lock();
+    let wake = match outcome {
+        Ok(true) => {
+            if st.phase == Phase::Held {
+                st.valid_until = r.sent + r.lease.saturating_sub(drift(r.lease));
+                st.next_renewal = r.sent + r.lease / 3;
+                inner.renewals.fetch_add(1, Ordering::Relaxed);
+            }
+            rs.outcome = Some(Outcome::Extended);
+            rs.waiting
+        }
+        other => {
+            rs.outcome = Some(Outcome::Failed(other));
+            true
+        }
+    };
+    drop(rs);
+    drop(st);
+    if wake {
+        lock.wake.notify_all();
+    }
+}
+
+/// The EXTENDs of a batch: one pipeline per server (a cluster has one per master). All the
+/// locks belong to one client, so the first lock's backend serves them all.
+fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<bool, Error>> {
+    let locks: Vec<Extension<'_>> = batch
+        .iter()
+        .map(|r| Extension {
+            keys: &r.lock.keys,
+            token: &r.lock.token,
+            lease: r.lease,
+            script: &r.lock.kind,
+        })
+        .collect();
+    batch[0].lock.backend.store.extend_many(&locks)
+}

@@ -1,0 +1,242 @@
+//! Waiting for a held lock without spinning: the one wait loop, for every kind of lock on every
+//! store.
+//!
+//! Each round, the waiter's store (a [`Session`], `stores/wait.rs`) tries the grant and, when it
+//! is refused, blocks until a release signals the waiter: on a queue (one server, a Sentinel
+//! group, a Cluster) the release hands the grant over and pushes it onto the waiter's own list,
+//! so the waiter wakes already holding it, one wake-up per release and in arrival order; on
+//! Redlock's masters a release wakes one waiter to try again. When nothing signals (the holder
+//! vanished, or a foreign client released with a plain DEL), the waiter re-checks after a
+//! jittered interval that is never later than the lock's remaining lifetime. Waiters block on
+//! connections of their own pool, so any number of them never starve releases and renewals of
+//! connections.
+//!
+//! Here the loop decides when: the wait bound, the re-check interval and its jitter, a cancel,
+//! a signal's meaning (through the kind), the back-off after Redlock's split votes, and leaving
+//! the queue at the end, passing on a grant that came too late to be kept.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::base::config::Config;
+use crate::base::error::Error;
+use crate::base::grant::Grant;
+use crate::engine::backend::Backend;
+use crate::engine::cancel::Cancel;
+use crate::engine::hint;
+use crate::engine::kinds::{Kind, Signal, Waiter};
+use crate::stores::CANCEL_MARK;
+use crate::stores::wait::{Mode, Round, Session};
+
+/// The longest first back-off after an attempt that found Redlock's masters split between
+/// attempts (the back-off is random, up to this, doubling while the split lasts)...
+const SPLIT_BACK_OFF: Duration = Duration::from_millis(1);
+/// ... up to 2^9 ms (never longer than the re-check interval).
+const SPLIT_DOUBLINGS: u32 = 10;
+/// While the waiter cannot block (its server is unreachable), how often it looks at its cancel.
+const CANCEL_LOOK: Duration = Duration::from_millis(50);
+
+/// Waits until `deadline` for the grant of `kind`. Fails with the store's wait-timeout error
+/// (the time counted from `started`) when the bound runs out, and with [`Error::is_cancelled`]
+/// when `cancel` is cancelled, leaving no queue entry and no grant behind either way.
+pub(crate) fn wait(
+    b: &Arc<Backend>,
+    kind: &dyn Kind,
+    lease: Duration,
+    started: Instant,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+) -> Result<Grant, Error> {
+    let waiter = kind.waiter()?;
+    let store = &b.store;
+    let mut session = store.session(waiter, lease);
+    let first_signal = &waiter.signals()[0];
+    if let Some(c) = cancel
+        && !c.block(b, kind.keys(), first_signal)
+    {
+        return Err(Error::cancelled(&kind.shown()));
+    }
+    let mut woken = false;
+    let result = rounds(
+        &mut *session,
+        store.cfg(),
+        kind,
+        waiter,
+        deadline,
+        cancel,
+        &mut woken,
+    );
+    if let Some(c) = cancel {
+        c.unblock(first_signal);
+    }
+    let cancelled = cancel.is_some_and(Cancel::is_cancelled);
+    let ended = match result {
+        Ok(Some(grant)) if !cancelled => {
+            log::debug!("{} granted to a waiter", kind.shown());
+            return Ok(grant);
+        }
+        // Granted, but cancelled meanwhile: the grant is passed on below.
+        Ok(_) => None,
+        Err(e) => Some(e),
+    };
+    // Leave the queue. A release may have handed us the grant in the meantime: then it is ours.
+    let left = session.leave(woken);
+    if cancelled {
+        // Leaving finds the grant ours also when it was popped already.
+        if matches!(left, Ok(Some(_))) {
+            kind.holding().release(b, kind.keys(), kind.token())?;
+        }
+        return Err(Error::cancelled(&kind.shown()));
+    }
+    match (left, ended) {
+        (Ok(Some(grant)), _) => Ok(grant),
+        (_, Some(e)) => Err(e),
+        (_, None) => Err(session.timed_out(&kind.shown(), started.elapsed())),
+    }
+}
+
+/// The rounds of a wait, until the grant (`Some`), the wait bound or a cancel (`None`), or an
+/// error. `woken`: a release's wake-up was taken and not yet used (Redlock).
+fn rounds(
+    session: &mut dyn Session,
+    cfg: &Config,
+    kind: &dyn Kind,
+    waiter: &dyn Waiter,
+    deadline: Instant,
+    cancel: Option<&Cancel>,
+    woken: &mut bool,
+) -> Result<Option<Grant>, Error> {
+    let key = kind.keys().lock();
+    let mut jitter = Jitter::new(&waiter.signals()[0]);
+    let mut mode = Mode::First;
+    // Rounds in a row that found Redlock's masters split.
+    let mut splits = 0;
+    loop {
+        if cancel.is_some_and(Cancel::is_cancelled) {
+            return Ok(None);
+        }
+        let now = Instant::now();
+        // A wake-up taken calls for one more attempt, even at the wait bound.
+        if now >= deadline && !*woken {
+            return Ok(None);
+        }
+        let left = deadline.saturating_duration_since(now);
+        let planned = left
+            .min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter))
+            .max(Duration::from_millis(1));
+        let this_mode = if *woken { Mode::Woken } else { mode };
+        *woken = false;
+        let round = session.round(this_mode, planned, deadline)?;
+        if mode == Mode::First && matches!(round, Round::Granted(_)) {
+            // Found free at once: the next acquire of this name tries the plain attempt first.
+            hint::clear(key);
+        }
+        // From the first round on the waiter may be queued (its script may have run even when
+        // the reply was lost): every later round refreshes its entry, never queues it anew.
+        mode = Mode::Again;
+        if !matches!(round, Round::Split) {
+            splits = 0;
+        }
+        match round {
+            Round::Granted(grant) => return Ok(Some(grant)),
+            Round::Blocked(popped) => {
+                hint::note(key);
+                let Some(value) = popped else { continue };
+                if value == CANCEL_MARK {
+                    return Ok(None);
+                }
+                match waiter.signalled(&value) {
+                    // The grant was made in the same event-loop turn that answered the BLPOP,
+                    // so its lease counts from the reply less a millisecond for its way here.
+                    Signal::Granted(fence) => {
+                        return Ok(Some(Grant {
+                            fence,
+                            fences: Vec::new(),
+                            lease_from: Instant::now() - Duration::from_millis(1),
+                            acknowledged: false,
+                        }));
+                    }
+                    Signal::Recheck => {}
+                    Signal::Refused(e) => return Err(e),
+                }
+            }
+            Round::Released => {
+                hint::note(key);
+                *woken = true;
+            }
+            Round::Split => {
+                // The attempts split the masters and all failed: no release will wake anyone,
+                // so try again after a random back-off (the Redlock retry) that doubles while
+                // the split lasts (a key left behind by a failed clean-up expires with its
+                // lease).
+                hint::note(key);
+                splits = (splits + 1).min(SPLIT_DOUBLINGS);
+                let back_off = jitter.shorten(SPLIT_BACK_OFF * (1 << (splits - 1)), 1.0);
+                let left = deadline.saturating_duration_since(Instant::now());
+                sleep_unless_cancelled(back_off.min(planned).min(left), cancel);
+            }
+            Round::Unreachable(block) => {
+                hint::note(key);
+                sleep_unless_cancelled(block, cancel);
+            }
+            Round::Interrupted => {}
+        }
+    }
+}
+
+/// Sleeps for `d`, waking early when `cancel` is cancelled.
+fn sleep_unless_cancelled(d: Duration, cancel: Option<&Cancel>) {
+    let until = Instant::now() + d;
+    loop {
+        let now = Instant::now();
+        if now >= until || cancel.is_some_and(Cancel::is_cancelled) {
+            return;
+        }
+        thread::sleep((until - now).min(CANCEL_LOOK));
+    }
+}
+
+/// A small xorshift generator for re-check jitter, seeded from the waiter's own signal list
+/// (whose name holds the waiter's random id).
+pub(crate) struct Jitter(u64);
+
+impl Jitter {
+    pub(crate) fn new(seed: &[u8]) -> Jitter {
+        // FNV-1a of the seed.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for &b in seed {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Jitter(h | 1)
+    }
+
+    /// `d` less a random fraction (up to `fraction`) of it.
+    pub(crate) fn shorten(&mut self, d: Duration, fraction: f64) -> Duration {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        let u = (self.0 >> 11) as f64 / (1u64 << 53) as f64;
+        d.mul_f64(1.0 - fraction * u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jitter_stays_in_range() {
+        let mut j = Jitter::new(b"{lock}:w:0123456789abcdef");
+        let d = Duration::from_millis(1000);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            let s = j.shorten(d, 0.2);
+            assert!(s <= d && s >= Duration::from_millis(800), "{s:?}");
+            seen.insert(s.as_millis());
+        }
+        assert!(seen.len() > 50, "jitter should spread: {}", seen.len());
+        assert_eq!(j.shorten(d, 0.0), d);
+    }
+}

@@ -1,0 +1,321 @@
+//! Acquire: `SET NX PX` on every master at once, a grant by a majority within the lock's
+//! validity, and what every master answered when there was none.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use redis::Value;
+
+use super::round::{Answer, Request, reply_value};
+use super::{Masters, failure_error, failures_text};
+use crate::base::error::{Error, ErrorKind};
+use crate::base::grant::{Grant, drift};
+use crate::base::keys::LockKeys;
+use crate::base::scripts;
+use crate::base::token::Token;
+
+/// What one master said to an acquire attempt.
+enum Vote {
+    Granted,
+    /// Another owner holds the key there; its remaining lifetime in ms (-1: no expiry, -2:
+    /// not known), and its token when the master said it.
+    Refused(i64, Option<Vec<u8>>),
+    Failed(Error),
+}
+
+/// What an acquire attempt got.
+pub(crate) enum Attempt {
+    Granted(Grant),
+    Refused(Tally),
+}
+
+/// What the masters said to an acquire attempt that did not get the lock, for its error.
+pub(crate) struct Tally {
+    masters: usize,
+    granted: usize,
+    /// Masters where another owner holds the key, with its remaining lifetime in ms.
+    refused: Vec<(usize, i64)>,
+    /// The other owners' tokens the refusing masters named (a waiter's attempt asks for them).
+    holders: Vec<Vec<u8>>,
+    failed: Vec<(usize, Error)>,
+    /// Granted by a majority, but only after the lock's validity had run out (the time taken).
+    late: Option<Duration>,
+    /// The validity the grant had to come within.
+    validity: Duration,
+    servers: Vec<String>,
+}
+
+impl Masters {
+    /// One acquire attempt on every master. `wanted`: a waiter's attempt, which also marks the
+    /// lock as wanted on every master for that long (so that a release wakes a waiter) and
+    /// learns how long the refusing masters' keys live, and which a free lock refuses during a
+    /// woken waiter's turn unless `woken` (it is that waiter); otherwise the plain `SET NX PX`.
+    pub(crate) fn attempt(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+        wanted: Option<Duration>,
+        woken: bool,
+    ) -> Result<Attempt, Error> {
+        let ms = lease.as_millis() as u64;
+        let (mark, turn) = (keys.wanted(), keys.turn());
+        // A plain attempt (and its retry by script) takes a free lock whatever the turn, as a
+        // plain SET NX does.
+        let takes_turn = if woken || wanted.is_none() { "1" } else { "0" };
+        let wanted_ms = wanted.map_or(0, |d| d.as_millis().max(1) as u64);
+        let set = {
+            let mut c = redis::cmd("SET");
+            c.arg(keys.lock())
+                .arg(token.as_str())
+                .arg("NX")
+                .arg("PX")
+                .arg(ms);
+            c.get_packed_command()
+        };
+        // A retry (the connection had dropped) uses the script, which also accepts the key
+        // holding our token already: the first SET may have been applied.
+        let build = |_: usize, retry: bool| {
+            if wanted.is_none() && !retry {
+                return Request {
+                    packed: set.clone(),
+                    replies: 1,
+                    script: None,
+                };
+            }
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(scripts::QUORUM_ACQUIRE.get_hash())
+                .arg(3)
+                .arg(keys.lock())
+                .arg(&mark)
+                .arg(&turn)
+                .arg(token.as_str())
+                .arg(ms)
+                .arg(wanted_ms)
+                .arg(takes_turn);
+            Request {
+                packed: c.get_packed_command(),
+                replies: 1,
+                script: Some(&*scripts::QUORUM_ACQUIRE),
+            }
+        };
+        let (n, q) = (self.masters.len(), self.quorum());
+        let decided = |answers: &[Option<Answer>]| {
+            let (mut granted, mut not) = (0, 0);
+            for (i, a) in answers.iter().enumerate() {
+                match a.as_ref().map(|a| vote(a, self.server(i))) {
+                    Some(Vote::Granted) => granted += 1,
+                    Some(_) => not += 1,
+                    None => {}
+                }
+            }
+            granted >= q || not > n - q
+        };
+        let validity = lease.saturating_sub(drift(lease));
+        let started = Instant::now();
+        let answers = self.round(&self.all(), &build, &decided);
+        let elapsed = started.elapsed();
+        let mut tally = Tally {
+            masters: n,
+            granted: 0,
+            refused: Vec::new(),
+            holders: Vec::new(),
+            failed: Vec::new(),
+            late: None,
+            validity,
+            servers: Vec::new(),
+        };
+        // Where the key may be ours: granted, or the request went out but no answer came.
+        let mut maybe_set = Vec::new();
+        for (i, a) in answers.iter().enumerate() {
+            let Some(a) = a else { continue };
+            match vote(a, self.server(i)) {
+                Vote::Granted => {
+                    tally.granted += 1;
+                    maybe_set.push(i);
+                }
+                Vote::Refused(pttl, holder) => {
+                    tally.refused.push((i, pttl));
+                    tally.holders.extend(holder);
+                }
+                Vote::Failed(e) => {
+                    if matches!(a, Answer::Failed { sent: true, .. }) {
+                        maybe_set.push(i);
+                    }
+                    tally.failed.push((i, e));
+                }
+            }
+        }
+        if tally.granted >= q {
+            if elapsed < validity {
+                return Ok(Attempt::Granted(Grant {
+                    fence: 0,
+                    fences: Vec::new(),
+                    lease_from: started,
+                    acknowledged: true,
+                }));
+            }
+            tally.late = Some(elapsed);
+        }
+        if !maybe_set.is_empty() {
+            // Best effort: a key left behind expires with its lease.
+            let _ = self.release_on(keys, token, &maybe_set, false);
+        }
+        tally.servers = self.servers();
+        Ok(Attempt::Refused(tally))
+    }
+}
+
+impl Tally {
+    /// Whether another owner holds the key on some master (so a release will come).
+    pub(crate) fn held_somewhere(&self) -> bool {
+        !self.refused.is_empty()
+    }
+
+    /// Whether the masters split between attempts: every refusing master named its owner, and
+    /// no owner holds a majority of the masters. Then no holder's release is coming (the
+    /// attempts that split them all failed and cleared their keys, without waking anyone).
+    pub(crate) fn split(&self) -> bool {
+        let q = self.masters / 2 + 1;
+        let most = self
+            .holders
+            .iter()
+            .map(|t| self.holders.iter().filter(|u| *u == t).count())
+            .max()
+            .unwrap_or(0);
+        self.held_somewhere() && self.holders.len() == self.refused.len() && most < q
+    }
+
+    /// The soonest a refusing master's key expires, if any key has an expiry.
+    pub(crate) fn soonest_expiry(&self) -> Option<Duration> {
+        self.refused
+            .iter()
+            .filter(|(_, pttl)| *pttl >= 0)
+            .map(|(_, pttl)| Duration::from_millis(*pttl as u64))
+            .min()
+    }
+
+    /// The error of an acquire that ended with this attempt: `Held` when another owner holds the
+    /// key on some master, `WaitTimeout` for a waiting acquire whose bound ran out (`waited`),
+    /// else a connection error (or the masters' error reply), with what every master said.
+    pub(crate) fn error(&self, name: &str, waited: Option<Duration>) -> Error {
+        let q = self.masters / 2 + 1;
+        let mut m = match waited {
+            Some(w) => format!("lock {name} was not granted within {} ms", w.as_millis()),
+            None if self.late.is_none() && self.held_somewhere() => {
+                format!("lock {name} is held by another owner")
+            }
+            None => format!("lock {name} could not be acquired"),
+        };
+        let _ = write!(
+            m,
+            ": {} of {} masters granted it ({q} needed)",
+            self.granted, self.masters
+        );
+        if let Some(late) = self.late {
+            let _ = write!(
+                m,
+                ", but only after {} ms, past its validity of {} ms (lease less clock drift)",
+                late.as_millis(),
+                self.validity.as_millis()
+            );
+        }
+        if self.held_somewhere() {
+            let held: Vec<&str> = self
+                .refused
+                .iter()
+                .map(|(i, _)| self.servers[*i].as_str())
+                .collect();
+            let _ = write!(m, "; held by another owner on {}", held.join(", "));
+        }
+        failures_text(&mut m, &self.failed);
+        if waited.is_some() {
+            return Error::quorum(ErrorKind::WaitTimeout, m, false, None);
+        }
+        if self.late.is_some() {
+            return Error::quorum(ErrorKind::Connection, m, true, None);
+        }
+        if self.held_somewhere() {
+            return Error::quorum(ErrorKind::Held, m, false, None);
+        }
+        failure_error(m, &self.failed)
+    }
+}
+
+/// What an answer of the master `server` to an acquire attempt means.
+fn vote(a: &Answer, server: &str) -> Vote {
+    let values = match a {
+        Answer::Failed { error, .. } => return Vote::Failed(error.clone()),
+        Answer::Replies(values) => values,
+    };
+    match values.first() {
+        // SET NX: OK, or nil when the key exists.
+        Some(Value::Okay) => Vote::Granted,
+        Some(Value::SimpleString(s)) if s == "OK" => Vote::Granted,
+        Some(Value::Nil) => Vote::Refused(-2, None),
+        Some(v) => match reply_value::<Vec<Value>>(v).as_deref() {
+            Ok([Value::Int(1), ..]) => Vote::Granted,
+            Ok([Value::Int(0), Value::Int(pttl), holder @ ..]) => Vote::Refused(
+                *pttl,
+                match holder {
+                    [Value::BulkString(t)] => Some(t.clone()),
+                    _ => None,
+                },
+            ),
+            Ok(_) => Vote::Failed(Error::internal(format!(
+                "unexpected reply from {server} to an acquire: {v:?}"
+            ))),
+            Err(e) => Vote::Failed(Error::from_redis(server, e)),
+        },
+        None => Vote::Failed(Error::internal("no reply to an acquire")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn votes() {
+        let vote = |v: Value| vote(&Answer::Replies(vec![v]), "h:1/0");
+        assert!(matches!(vote(Value::Okay), Vote::Granted));
+        assert!(matches!(vote(Value::Nil), Vote::Refused(-2, None)));
+        let held = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(700),
+            Value::BulkString(b"t1".to_vec()),
+        ]);
+        assert!(matches!(vote(held), Vote::Refused(700, Some(t)) if t == b"t1"));
+        let mine = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        assert!(matches!(vote(mine), Vote::Granted));
+        assert!(matches!(vote(Value::Int(3)), Vote::Failed(_)));
+    }
+
+    fn tally(refused: &[(usize, Option<&[u8]>)]) -> Tally {
+        Tally {
+            masters: 3,
+            granted: 0,
+            refused: refused.iter().map(|(i, _)| (*i, 1000)).collect(),
+            holders: refused
+                .iter()
+                .filter_map(|(_, t)| t.map(<[u8]>::to_vec))
+                .collect(),
+            failed: Vec::new(),
+            late: None,
+            validity: Duration::from_secs(1),
+            servers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn split_means_no_owner_holds_a_majority() {
+        // One owner on two of three masters: its release will come.
+        assert!(!tally(&[(0, Some(b"a")), (1, Some(b"a"))]).split());
+        // Two owners, one master each (the third granted to us, or down): nobody holds it.
+        assert!(tally(&[(0, Some(b"a")), (1, Some(b"b"))]).split());
+        assert!(tally(&[(0, Some(b"a"))]).split());
+        // A master that did not name its owner (a plain SET NX): not known.
+        assert!(!tally(&[(0, Some(b"a")), (1, None)]).split());
+        assert!(!tally(&[]).split());
+    }
+}

@@ -1,0 +1,131 @@
+//! Release on every master, waking a waiter afterwards; the holder a majority names.
+
+use super::round::{Request, reply};
+use super::{MARK_GRACE, Masters, TURN};
+use crate::base::error::Error;
+use crate::base::keys::LockKeys;
+use crate::base::scripts;
+use crate::base::token::Token;
+
+impl Masters {
+    /// Releases on every master, then wakes one waiter if any master says there are waiters
+    /// (after every master's delete, so the waiter finds them done). Returns whether the lock
+    /// was ours: `false` when a majority of masters did not hold our token.
+    pub(crate) fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        self.release_on(keys, token, &self.all(), true)
+    }
+
+    /// Deletes our key on `targets`; with `wake`, wakes a waiter afterwards if one waits.
+    pub(super) fn release_on(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        targets: &[usize],
+        wake: bool,
+    ) -> Result<bool, Error> {
+        let (mark, turn) = (keys.wanted(), keys.turn());
+        // A failed attempt clearing its keys gives no turn: it wakes nobody.
+        let turn_ms = if wake { TURN.as_millis() as u64 } else { 0 };
+        let packed = {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(scripts::QUORUM_RELEASE.get_hash())
+                .arg(3)
+                .arg(keys.lock())
+                .arg(&mark)
+                .arg(&turn)
+                .arg(token.as_str())
+                .arg(turn_ms);
+            c.get_packed_command()
+        };
+        let build = |_: usize, _: bool| Request {
+            packed: packed.clone(),
+            replies: 1,
+            script: Some(&*scripts::QUORUM_RELEASE),
+        };
+        let answers = self.round(targets, &build, &|_| false);
+        let (mut released, mut not_ours, mut wanted) = (0, 0, false);
+        let mut failed = Vec::new();
+        for (i, a) in answers.into_iter().enumerate() {
+            match a.map(|a| reply::<i64>(a, 0, self.server(i))) {
+                None => {}
+                Some(Ok(r)) => {
+                    if r & 1 == 1 {
+                        released += 1;
+                    } else {
+                        not_ours += 1;
+                    }
+                    wanted |= r & 2 == 2;
+                }
+                Some(Err(e)) => failed.push((i, e)),
+            }
+        }
+        if wake && wanted {
+            // Best effort: a waiter that is not woken re-checks on its own.
+            let _ = self.wake(keys);
+        }
+        if not_ours >= self.quorum() {
+            return Ok(false);
+        }
+        if released > 0 || failed.is_empty() {
+            return Ok(released > 0);
+        }
+        Err(self.op_error(
+            &format!(
+                "release of lock {} reached no master that held it ({} of {} did not hold it)",
+                keys.shown(),
+                not_ours,
+                self.masters.len()
+            ),
+            &failed,
+        ))
+    }
+
+    /// Wakes one waiter of `keys`' lock: pushes a wake-up onto the wake list on its home master.
+    pub(crate) fn wake(&self, keys: &LockKeys) -> Result<(), Error> {
+        let lifetime = self.cfg.recheck_interval + MARK_GRACE;
+        self.home(keys).node.main.run(None, |c, _| {
+            scripts::QUORUM_WAKE
+                .key(keys.wake())
+                .arg(lifetime.as_millis() as u64)
+                .invoke::<i64>(c)
+        })?;
+        Ok(())
+    }
+
+    /// GET on every master: the token a majority of them hold, if any.
+    pub(crate) fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
+        let packed = redis::cmd("GET").arg(keys.lock()).get_packed_command();
+        let build = |_: usize, _: bool| Request {
+            packed: packed.clone(),
+            replies: 1,
+            script: None,
+        };
+        let answers = self.round(&self.all(), &build, &|_| false);
+        let mut tokens: Vec<(Vec<u8>, usize)> = Vec::new();
+        let mut failed = Vec::new();
+        for (i, a) in answers.into_iter().enumerate() {
+            match a.map(|a| reply::<Option<Vec<u8>>>(a, 0, self.server(i))) {
+                Some(Ok(Some(t))) => match tokens.iter_mut().find(|(k, _)| *k == t) {
+                    Some((_, n)) => *n += 1,
+                    None => tokens.push((t, 1)),
+                },
+                Some(Err(e)) => failed.push((i, e)),
+                _ => {}
+            }
+        }
+        let q = self.quorum();
+        let best = tokens.into_iter().max_by_key(|(_, n)| *n);
+        match best {
+            Some((t, n)) if n >= q => Ok(Some(t)),
+            Some((_, n)) if n + failed.len() >= q => Err(self.op_error(
+                &format!(
+                    "the holder of lock {} is not known: {n} of {} masters name the same one",
+                    keys.shown(),
+                    self.masters.len()
+                ),
+                &failed,
+            )),
+            _ => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! One round: a request written to every master's connection first, then every reply read,
+//! so that a round costs about one round trip to the slowest master it needs.
+
+use std::time::Duration;
+
+use redis::{FromRedisValue, Script, Value};
+
+use super::{Master, Masters};
+use crate::base::error::Error;
+use crate::base::pool::{mark_broken, worth_retrying};
+
+/// How long a master's reply is waited for once the round's outcome is decided without it.
+const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
+
+/// One master's part of a round: commands packed into one write, how many replies they get,
+/// and the script they run (loaded again if the master answers NOSCRIPT).
+pub(super) struct Request {
+    pub(super) packed: Vec<u8>,
+    pub(super) replies: usize,
+    pub(super) script: Option<&'static Script>,
+}
+
+/// What a master answered in a round.
+pub(super) enum Answer {
+    /// One reply per command, error replies included.
+    Replies(Vec<Value>),
+    /// No complete answer. `sent`: the request may have reached the master.
+    Failed { error: Error, sent: bool },
+}
+
+impl Masters {
+    /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
+    /// the answers, masters that failed recently last. Once `decided` says the answers so far
+    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`]. A connection the
+    /// server had dropped (a restart) is replaced and the master asked again, with `retry` set:
+    /// the request must then be safe to repeat. Indexed by master; `None` for non-targets.
+    pub(super) fn round(
+        &self,
+        targets: &[usize],
+        build: &dyn Fn(usize, bool) -> Request,
+        decided: &dyn Fn(&[Option<Answer>]) -> bool,
+    ) -> Vec<Option<Answer>> {
+        let mut answers: Vec<Option<Answer>> = self.masters.iter().map(|_| None).collect();
+        let mut written = Vec::with_capacity(targets.len());
+        let mut again = Vec::new();
+        for &i in targets {
+            let m = &self.masters[i];
+            if let Some(error) = m.resting() {
+                answers[i] = Some(Answer::Failed { error, sent: false });
+                continue;
+            }
+            let mut conn = match m.node.main.get(None) {
+                Ok(conn) => conn,
+                Err(error) => {
+                    m.failed(&error);
+                    answers[i] = Some(Answer::Failed { error, sent: false });
+                    continue;
+                }
+            };
+            let request = build(i, false);
+            match conn.redis.send_packed_command(&request.packed) {
+                Ok(()) => written.push((i, conn, request)),
+                Err(e) => {
+                    mark_broken(&mut conn);
+                    if worth_retrying(&e) {
+                        again.push(i);
+                    } else {
+                        answers[i] = Some(m.failure(&e, true));
+                    }
+                }
+            }
+        }
+        written.sort_by_cached_key(|(i, _, _)| self.masters[*i].failures());
+        for (i, mut conn, request) in written {
+            let m = &self.masters[i];
+            // Only a master that failed recently is cut short: a healthy one's reply is on its
+            // way, and changing a socket's timeout costs two system calls.
+            let straggler = m.failures() > 0 && decided(&answers);
+            let read = if straggler {
+                conn.redis.set_read_timeout(Some(STRAGGLER_GRACE))
+            } else {
+                Ok(())
+            };
+            let read = read.and_then(|()| read_replies(&mut conn.redis, request.replies));
+            let read = read.and_then(|values| {
+                if straggler {
+                    conn.redis
+                        .set_read_timeout(Some(m.node.main.read_timeout()))?;
+                }
+                match request.script {
+                    Some(script) if has_noscript(&values) => {
+                        // Restarted or SCRIPT FLUSH: none of the request's scripts ran.
+                        script.load(&mut conn.redis)?;
+                        exchange(&mut conn.redis, &request)
+                    }
+                    _ => Ok(values),
+                }
+            });
+            match read {
+                Ok(values) => {
+                    m.answered();
+                    answers[i] = Some(Answer::Replies(values));
+                }
+                Err(e) => {
+                    mark_broken(&mut conn);
+                    if worth_retrying(&e) && !straggler {
+                        again.push(i);
+                    } else {
+                        answers[i] = Some(m.failure(&e, true));
+                    }
+                }
+            }
+        }
+        for i in again {
+            let m = &self.masters[i];
+            let result = m.node.main.run(None, |c, _| exchange(c, &build(i, true)));
+            answers[i] = Some(match result {
+                Ok(values) => {
+                    m.answered();
+                    Answer::Replies(values)
+                }
+                Err(error) => {
+                    m.failed(&error);
+                    Answer::Failed { error, sent: true }
+                }
+            });
+        }
+        answers
+    }
+}
+
+impl Master {
+    pub(super) fn failure(&self, e: &redis::RedisError, sent: bool) -> Answer {
+        let error = Error::from_redis(self.node.main.server(), e);
+        self.failed(&error);
+        Answer::Failed { error, sent }
+    }
+}
+
+/// Reply `index` of the master `server`'s answer, converted; an error reply or a failed master
+/// is an error.
+pub(super) fn reply<T: FromRedisValue>(a: Answer, index: usize, server: &str) -> Result<T, Error> {
+    match a {
+        Answer::Failed { error, .. } => Err(error),
+        Answer::Replies(values) => values
+            .get(index)
+            .ok_or_else(|| Error::internal("a reply is missing"))
+            .and_then(|v| reply_value(v).map_err(|e| Error::from_redis(server, &e))),
+    }
+}
+
+pub(super) fn reply_value<T: FromRedisValue>(v: &Value) -> redis::RedisResult<T> {
+    if let Value::ServerError(e) = v {
+        return Err(e.clone().into());
+    }
+    Ok(redis::from_redis_value_ref(v)?)
+}
+
+pub(super) fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(n) => Some(*n),
+        _ => None,
+    }
+}
+
+fn has_noscript(values: &[Value]) -> bool {
+    values
+        .iter()
+        .any(|v| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT"))
+}
+
+/// Reads `n` replies (error replies are values, not errors).
+fn read_replies(c: &mut redis::Connection, n: usize) -> redis::RedisResult<Vec<Value>> {
+    (0..n).map(|_| c.recv_response()).collect()
+}
+
+/// Sends a request and reads its replies on one connection, loading its script first if the
+/// server answers NOSCRIPT.
+fn exchange(c: &mut redis::Connection, request: &Request) -> redis::RedisResult<Vec<Value>> {
+    c.send_packed_command(&request.packed)?;
+    let values = read_replies(c, request.replies)?;
+    match request.script {
+        Some(script) if has_noscript(&values) => {
+            script.load(c)?;
+            c.send_packed_command(&request.packed)?;
+            read_replies(c, request.replies)
+        }
+        _ => Ok(values),
+    }
+}

@@ -1,0 +1,240 @@
+//! The master of a Redis Sentinel group, followed across failovers.
+//!
+//! The sentinels are asked for the master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`), in
+//! the order given, the first that answers wins (the Sentinel client guidelines). A new
+//! connection is used only after the node confirms it is a master (`ROLE`), so nothing is ever
+//! written to a replica. The answer is kept, and asked again:
+//! - when a connect to the kept master fails, or a call on one of its connections fails for
+//!   want of an answer (the master may have died or been paused);
+//! - when a master answers READONLY (it was demoted): the call is repeated on a new connection;
+//! - when it is older than [`RECHECK`] at a checkout, so that a master that was paused past a
+//!   failover and came back (still believing itself master until the sentinels demote it) is
+//!   not written to through connections idle since before.
+//!
+//! When the answer names another master, the generation moves on and the pools close their
+//! idle connections to the old one.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::node_addr;
+use crate::base::config::{Config, SentinelSpec, redis_client};
+use crate::base::error::Error;
+use crate::base::url::{MultiHost, host_list, invalid};
+
+/// How old the sentinels' answer may be at a checkout before it is asked for again.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+/// The longest a sentinel may take to answer (it answers from memory); a paused sentinel must
+/// not stall a checkout for a whole read timeout.
+const SENTINEL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// A Sentinel group's master.
+pub(crate) struct Sentinel {
+    spec: SentinelSpec,
+    /// For the data nodes: credentials, database, TLS; its address is replaced by the master's.
+    template: redis::ConnectionInfo,
+    cfg: Config,
+    connect_timeout: Duration,
+    master: Mutex<Master>,
+}
+
+#[derive(Default)]
+struct Master {
+    addr: Option<(String, u16)>,
+    generation: u64,
+    /// When the sentinels last confirmed `addr` (None: never, or to be asked again).
+    checked: Option<Instant>,
+}
+
+impl Sentinel {
+    pub(crate) fn new(
+        cfg: &Config,
+        info: &redis::ConnectionInfo,
+        spec: SentinelSpec,
+    ) -> Result<Sentinel, Error> {
+        Ok(Sentinel {
+            spec,
+            template: info.clone(),
+            cfg: cfg.clone(),
+            connect_timeout: cfg.connect_timeout,
+            master: Mutex::new(Master::default()),
+        })
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        let stale = {
+            let m = self.master.lock();
+            m.checked.is_none_or(|at| at.elapsed() >= RECHECK)
+        };
+        if stale && self.resolve(Instant::now() + self.connect_timeout).is_err() {
+            // No sentinel answers: keep the master we know (the connect that follows finds out
+            // whether it still answers), and ask again after RECHECK.
+            let mut m = self.master.lock();
+            if m.addr.is_some() {
+                m.checked = Some(Instant::now());
+            }
+        }
+        self.master.lock().generation
+    }
+
+    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        for _ in 0..2 {
+            let known = self.master.lock().addr.clone();
+            let addr = match known {
+                Some(addr) => addr,
+                None => self.resolve(deadline)?,
+            };
+            match self.connect_master(&addr, deadline) {
+                Ok(conn) => return Ok(conn),
+                Err(e) => {
+                    // Dead, or not a master (any more): ask the sentinels again.
+                    self.forget(&addr);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| not_found(&self.spec, "no master")))
+    }
+
+    pub(crate) fn failed_over(&self, e: &redis::RedisError) -> bool {
+        let demoted = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if demoted || e.is_io_error() {
+            let mut m = self.master.lock();
+            m.checked = None;
+            if demoted {
+                m.addr = None;
+            }
+        }
+        demoted
+    }
+
+    /// Asks the sentinels for the master, in order, until one answers; keeps the answer.
+    fn resolve(&self, deadline: Instant) -> redis::RedisResult<(String, u16)> {
+        let mut errors = Vec::new();
+        for (host, port) in &self.spec.sentinels {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.ask(host, *port, left) {
+                Ok(Some(addr)) => {
+                    let mut m = self.master.lock();
+                    if m.addr.as_ref() != Some(&addr) {
+                        if m.addr.is_some() {
+                            log::info!(
+                                "Sentinel master {} is now at {}:{}",
+                                self.spec.master_name,
+                                addr.0,
+                                addr.1
+                            );
+                        }
+                        m.addr = Some(addr.clone());
+                        m.generation += 1;
+                    }
+                    m.checked = Some(Instant::now());
+                    return Ok(addr);
+                }
+                Ok(None) => errors.push(format!("{host}:{port} does not know it")),
+                Err(e) => errors.push(format!("{host}:{port}: {e}")),
+            }
+        }
+        Err(not_found(&self.spec, &errors.join("; ")))
+    }
+
+    /// One sentinel's answer.
+    fn ask(
+        &self,
+        host: &str,
+        port: u16,
+        timeout: Duration,
+    ) -> redis::RedisResult<Option<(String, u16)>> {
+        let client = redis::Client::open(redis::ConnectionAddr::Tcp(host.to_owned(), port))?;
+        let timeout = timeout.min(SENTINEL_TIMEOUT).max(Duration::from_millis(1));
+        let mut con = client.get_connection_with_timeout(timeout)?;
+        con.set_read_timeout(Some(timeout))?;
+        con.set_write_timeout(Some(timeout))?;
+        let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(&self.spec.master_name)
+            .query(&mut con)?;
+        Ok(addr.and_then(|(h, p)| Some((h, p.parse().ok()?))))
+    }
+
+    /// A connection to `addr`, used only if the node says it is a master.
+    fn connect_master(
+        &self,
+        addr: &(String, u16),
+        deadline: Instant,
+    ) -> redis::RedisResult<redis::Connection> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let info = self
+            .template
+            .clone()
+            .set_addr(node_addr(self.template.addr(), addr));
+        let client = redis_client(&self.cfg, &info).map_err(|e| {
+            redis::RedisError::from(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+        })?;
+        let mut con = client.get_connection_with_timeout(left.max(Duration::from_millis(1)))?;
+        con.set_read_timeout(Some(self.connect_timeout))?;
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut con)?;
+        let is_master = matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master");
+        if !is_master {
+            return Err(redis::RedisError::from(io::Error::new(
+                io::ErrorKind::ConnectionRefused,
+                format!("{}:{} is not a master (yet)", addr.0, addr.1),
+            )));
+        }
+        Ok(con)
+    }
+
+    fn forget(&self, addr: &(String, u16)) {
+        let mut m = self.master.lock();
+        if m.addr.as_ref() == Some(addr) {
+            m.addr = None;
+            m.checked = None;
+        }
+    }
+}
+
+fn not_found(spec: &SentinelSpec, detail: &str) -> redis::RedisError {
+    redis::RedisError::from(io::Error::new(
+        io::ErrorKind::NotConnected,
+        format!(
+            "no sentinel named the master {:?} ({detail})",
+            spec.master_name
+        ),
+    ))
+}
+
+/// Parses a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes
+/// (at the first sentinel's address) and the group. `None` for other URLs.
+pub(crate) fn parse_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("redis-sentinel://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("rediss-sentinel://") {
+        (true, rest)
+    } else {
+        return None;
+    };
+    let bad = |what: &str| Some(Err(invalid("Sentinel", url, what)));
+    let Some((rest, master_name)) = rest.rsplit_once('#') else {
+        return bad("the master's name is missing (…#mymaster)");
+    };
+    if master_name.is_empty() {
+        return bad("the master's name is empty");
+    }
+    let parts = MultiHost::split(rest, tls);
+    let sentinels = match host_list(parts.hosts, 26379, "a sentinel") {
+        Ok(sentinels) => sentinels,
+        Err(what) => return bad(&what),
+    };
+    let spec = SentinelSpec {
+        master_name: master_name.to_owned(),
+        sentinels,
+    };
+    Some(Ok((parts.plain(&spec.sentinels[0]), spec)))
+}

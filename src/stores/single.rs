@@ -1,0 +1,64 @@
+//! One Redis server (or the master of a Sentinel group, which `sentinel.rs` finds): a store whose
+//! every lock lives on that server.
+
+use std::time::Duration;
+
+use crate::base::config::{Config, redis_client};
+use crate::base::error::Error;
+use crate::base::keys::LockKeys;
+use crate::stores::extend::{Extension, extend_pipeline};
+use crate::stores::wait::{Queue, QueueSession, Session};
+use crate::stores::{Call, LockStore, Node, NodeRef};
+
+/// One server, reached through one redis-rs client (with the configured TLS roots).
+pub(crate) struct Single {
+    client: redis::Client,
+}
+
+impl Single {
+    pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Single, Error> {
+        Ok(Single {
+            client: redis_client(cfg, info)?,
+        })
+    }
+
+    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+        self.client.get_connection_with_timeout(timeout)
+    }
+}
+
+/// One server as a store: its two pools (a Sentinel group's master's follow it across
+/// failovers).
+pub(crate) struct OneServer {
+    pub cfg: Config,
+    pub node: Node,
+}
+
+impl LockStore for OneServer {
+    fn cfg(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn run_dyn(&self, _: &LockKeys, op: &mut Call<'_>) -> Result<(), Error> {
+        self.node.main.run(None, op)
+    }
+
+    fn extend_many(&self, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
+        let main = &self.node.main;
+        match extend_pipeline(&self.cfg, main, locks.iter()) {
+            Ok(replies) => replies
+                .into_iter()
+                .map(|r| r.map_err(|e| Error::from_redis(main.server(), &e)))
+                .collect(),
+            Err(e) => locks.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    fn session<'a>(&'a self, q: &'a dyn Queue, lease: Duration) -> Box<dyn Session + 'a> {
+        Box::new(QueueSession::new(self, q, lease))
+    }
+
+    fn waiter_node(&self, _: &LockKeys) -> Result<NodeRef<'_>, Error> {
+        Ok(NodeRef::Fixed(&self.node))
+    }
+}
