@@ -366,6 +366,7 @@ pub use api::kind;
 pub use api::request::{LockRequest, MultiLockRequest, Request, RwLockRequest, SemaphoreRequest};
 pub use base::config::{MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use base::error::{Error, ErrorKind};
+pub use base::inspect::{HeldAs, LockInfo, LockKind};
 pub use base::keys::MAX_NAME_LEN;
 pub use base::token::{MAX_OWNER_LEN, MIN_OWNER_LEN};
 pub use engine::backend::MAX_PERSISTENT_BACKENDS;

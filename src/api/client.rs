@@ -19,11 +19,13 @@ use crate::api::request::{
 };
 use crate::base::config::Config;
 use crate::base::error::Error;
+use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
 use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
 use crate::engine::renewal::Stats;
+use crate::stores::Check;
 
 /// How long a call waits for the client's backend; only a fork taken while another thread
 /// was rebuilding the backend could make it wait at all.
@@ -221,6 +223,36 @@ impl Client {
         let b = self.backend()?;
         let holder = b.store.holder(&keys)?;
         Ok(holder.is_some_and(|h| crate::base::token::same(&h, owner_token.as_bytes())))
+    }
+
+    /// A look at the lock `name` without holding it (one round trip; with Redlock, one to every
+    /// master): whether it is held and as what, by how many, for how long yet, how many wait,
+    /// and its fencing counter, never a token. `kind` picks whose waiters are counted;
+    /// [`LockKind::Any`] counts every kind's. Redlock offers exclusive locks only: another kind
+    /// is [invalid](Error::is_invalid_argument) there.
+    ///
+    /// ```no_run
+    /// use redislock::LockKind;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let info = client.inspect("nightly-backup", LockKind::Exclusive)?;
+    /// println!("held: {}, waiters: {:?}", info.held, info.waiters);
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn inspect(&self, name: impl AsRef<[u8]>, kind: LockKind) -> Result<LockInfo, Error> {
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        let what = match kind {
+            LockKind::RwLock => Some("a read/write lock"),
+            LockKind::Semaphore => Some("a semaphore"),
+            _ => None,
+        };
+        if let Some(what) = what {
+            b.store.check(Check::Kind {
+                what,
+                shown: &keys.shown(),
+            })?;
+        }
+        b.store.inspect(&keys, kind)
     }
 
     /// The lease locks get unless a request sets its own.

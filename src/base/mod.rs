@@ -5,6 +5,7 @@
 pub(crate) mod config;
 pub(crate) mod error;
 pub(crate) mod grant;
+pub(crate) mod inspect;
 pub(crate) mod keys;
 pub(crate) mod pool;
 pub(crate) mod replication;

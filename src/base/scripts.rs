@@ -141,6 +141,11 @@ scripts! {
     /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
     pub(crate) static SET_EXTEND = ["set_extend.lua"];
 
+    // ---- A look at a lock ----
+
+    /// INSPECT: what holds a lock and who waits, for every kind; reads only: `inspect.lua`.
+    pub(crate) static INSPECT = ["lib/clock.lua", "inspect.lua"];
+
     // ---- Redlock, one master at a time (`quorum_acquire.lua`) ----
 
     /// QUORUM_ACQUIRE: a Redlock attempt on one master: `quorum_acquire.lua`.

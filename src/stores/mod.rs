@@ -15,6 +15,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod extend;
+pub(crate) mod inspect;
 pub(crate) mod redlock;
 pub(crate) mod sentinel;
 pub(crate) mod single;
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use crate::base::config::{Config, Deployment};
 use crate::base::error::Error;
 use crate::base::grant::Grant;
+use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
 use crate::base::pool::{ConnPool, Connect};
 use crate::base::scripts;
@@ -188,6 +190,12 @@ pub(crate) trait LockStore: Send + Sync {
         })
     }
 
+    /// A look at the lock of `keys` without holding it, with `kind`'s waiters (`inspect.rs`):
+    /// reads only. Provided for the stores of one server per lock.
+    fn inspect(&self, keys: &LockKeys, kind: LockKind) -> Result<LockInfo, Error> {
+        inspect::on_one_server(self, keys, kind)
+    }
+
     /// The EXTENDs of many grants (renewal), each its kind's: one pipeline per server. One
     /// outcome per grant, in order: `Ok(true)` extended, `Ok(false)` no longer ours.
     fn extend_many(&self, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>>;
@@ -235,7 +243,7 @@ pub(crate) enum Check<'a> {
 }
 
 /// [`LockStore::run_dyn`] on `store`, returning `op`'s value.
-fn run_on<S: LockStore + ?Sized, T>(
+pub(crate) fn run_on<S: LockStore + ?Sized, T>(
     store: &S,
     keys: &LockKeys,
     mut op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,

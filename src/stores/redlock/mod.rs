@@ -36,6 +36,7 @@
 
 mod acquire;
 mod extend;
+mod inspect;
 mod release;
 mod round;
 pub(crate) mod wait;
@@ -51,6 +52,7 @@ use parking_lot::Mutex;
 use crate::base::config::{Config, RedlockSpec};
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::Grant;
+use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
 use crate::base::token::Token;
 use crate::base::url::{MultiHost, invalid};
@@ -259,6 +261,10 @@ impl LockStore for Masters {
 
     fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
         Masters::holder(self, keys)
+    }
+
+    fn inspect(&self, keys: &LockKeys, _kind: LockKind) -> Result<LockInfo, Error> {
+        Masters::inspect(self, keys)
     }
 
     fn extend_many(&self, locks: &[Extension<'_>]) -> Vec<Result<bool, Error>> {

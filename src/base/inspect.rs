@@ -1,0 +1,71 @@
+//! A look at a lock without holding it ([`Client::inspect`](crate::Client::inspect)): what holds
+//! it, for how long, and who waits. Never a token.
+
+use std::time::Duration;
+
+/// Which kind of lock [`Client::inspect`](crate::Client::inspect) looks at: its waiters are
+/// that kind's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// The exclusive lock ([`Client::lock`](crate::Client::lock)).
+    Exclusive,
+    /// The read/write lock ([`Client::rw_lock`](crate::Client::rw_lock)).
+    RwLock,
+    /// The semaphore ([`Client::semaphore`](crate::Client::semaphore)).
+    Semaphore,
+    /// Every kind the name is used as: the waiters of all of them.
+    Any,
+}
+
+/// What holds a lock now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HeldAs {
+    /// One owner: an exclusive lock, or the writer of a read/write lock (a plain
+    /// `SET name token NX PX` client looks the same).
+    Exclusive,
+    /// Readers of a read/write lock.
+    Readers,
+    /// Permits of a semaphore.
+    Semaphore,
+    /// A key of another type than the locks use: the name is not free for any lock.
+    Other,
+}
+
+/// What [`Client::inspect`](crate::Client::inspect) saw of a lock, at one moment: it may have
+/// changed by the time it is read.
+///
+/// ```no_run
+/// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+/// let info = client.inspect("report:daily", redislock::LockKind::Any)?;
+/// if info.held {
+///     println!("held by {} for {:?} more", info.holders, info.remaining);
+/// }
+/// # Ok::<(), redislock::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LockInfo {
+    /// Whether anything holds the name (with Redlock: the same owner on a majority of masters).
+    pub held: bool,
+    /// What holds it; `None` when free.
+    pub held_as: Option<HeldAs>,
+    /// How many grants hold it: 1 for an exclusive lock or a writer, the readers, the grants of
+    /// a semaphore's permits; 0 when free.
+    pub holders: u32,
+    /// A semaphore's permits held now (0 for the other kinds).
+    pub permits_held: u32,
+    /// A semaphore's number of permits, while something fixes it.
+    pub permits: Option<u32>,
+    /// How long until the lock frees itself if no holder renews it (for readers and permits, the
+    /// latest holder's lease; with Redlock, the shortest among the majority that holds it).
+    /// `None` when free, or when the key has no expiry (a foreign key).
+    pub remaining: Option<Duration>,
+    /// Waiters queued for the lock (of the kind asked for, or of every kind); `None` with
+    /// Redlock, whose waiters do not queue.
+    pub waiters: Option<u32>,
+    /// The name's fencing counter: the fencing token of the latest fenced grant (0 before the
+    /// first); `None` with Redlock, which has no fencing tokens.
+    pub fencing_counter: Option<u64>,
+}

@@ -1,0 +1,78 @@
+//! A look at a lock without holding it, on the server that holds the lock (one server, a
+//! Sentinel group's master, a cluster's master): the INSPECT script, read only. Redlock's
+//! masters make their own (`redlock/inspect.rs`).
+
+use std::time::Duration;
+
+use crate::base::error::Error;
+use crate::base::inspect::{HeldAs, LockInfo, LockKind};
+use crate::base::keys::LockKeys;
+use crate::base::scripts;
+use crate::stores::{LockStore, run_on};
+
+/// INSPECT on the server that holds `keys`' lock; the waiters are `kind`'s.
+pub(crate) fn on_one_server<S: LockStore + ?Sized>(
+    store: &S,
+    keys: &LockKeys,
+    kind: LockKind,
+) -> Result<LockInfo, Error> {
+    let (queue, rw_readers, rw_queue, sem_queue) = (
+        keys.queue(),
+        keys.rw_readers(),
+        keys.rw_queue(),
+        keys.sem_queue(),
+    );
+    let r: Vec<i64> = run_on(store, keys, |c, _| {
+        scripts::INSPECT
+            .key(keys.lock())
+            .key(keys.fence())
+            .key(&queue)
+            .key(&rw_readers)
+            .key(&rw_queue)
+            .key(&sem_queue)
+            .invoke(c)
+    })?;
+    let [
+        used,
+        holders,
+        permits_held,
+        permits,
+        pttl,
+        w_ex,
+        w_rw,
+        w_sem,
+        fence,
+    ] = r[..]
+    else {
+        return Err(Error::internal("INSPECT's reply has the wrong shape"));
+    };
+    let held_as = match used {
+        1 => Some(HeldAs::Exclusive),
+        2 => Some(HeldAs::Readers),
+        3 => Some(HeldAs::Semaphore),
+        4 => Some(HeldAs::Other),
+        _ => None,
+    };
+    let waiters = match kind {
+        LockKind::Exclusive => w_ex,
+        LockKind::RwLock => w_rw,
+        LockKind::Semaphore => w_sem,
+        _ => w_ex + w_rw + w_sem,
+    };
+    let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
+    Ok(LockInfo {
+        held: held_as.is_some(),
+        held_as,
+        holders: count(holders),
+        permits_held: count(permits_held),
+        permits: (permits > 0).then(|| count(permits)),
+        remaining: remaining(held_as.is_some(), pttl),
+        waiters: Some(count(waiters)),
+        fencing_counter: Some(fence.max(0) as u64),
+    })
+}
+
+/// A held key's PTTL as the lease left: none for a free lock or a key without expiry.
+pub(crate) fn remaining(held: bool, pttl_ms: i64) -> Option<Duration> {
+    (held && pttl_ms >= 0).then(|| Duration::from_millis(pttl_ms as u64))
+}
