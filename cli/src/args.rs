@@ -1,0 +1,301 @@
+//! The command line: every subcommand and option, with its help. The man page and the shell
+//! completions are generated from the same definitions (`redislock man`, `redislock completions`).
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const AFTER_HELP: &str = "Examples, exit statuses and environment: redislock --help";
+
+/// Runs commands under a distributed lock held in Redis: flock(1) across hosts.
+///
+/// `redislock run NAME -- COMMAND` waits for the lock NAME, runs COMMAND while holding it
+/// (renewed automatically), releases it when COMMAND ends and exits with COMMAND's status.
+/// The lock lives in Redis: one server, a Sentinel group, a Cluster or Redlock's masters.
+#[derive(Debug, Parser)]
+#[command(
+    name = "redislock",
+    version,
+    after_help = AFTER_HELP,
+    after_long_help = AFTER_LONG_HELP,
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub conn: Connection,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// After the options in `--help` and the man page: examples, exit statuses, environment.
+pub const AFTER_LONG_HELP: &str = concat!(
+    "Examples:\n",
+    "  redislock --url redis://db.internal:6379/0 run nightly-backup -- /usr/local/bin/backup.sh\n",
+    "  redislock run --no-wait report -- ./make-report            # exit 75 if held\n",
+    "  redislock run --permits 1/3 pdf -- ./render                # at most 3 at once\n",
+    "  redislock run --read config -- ./read-config\n",
+    "  export REDISLOCK_OWNER_TOKEN=$(redislock acquire --lease 10m migrate)\n",
+    "  redislock extend migrate 10m; redislock release migrate\n",
+    "  redislock status nightly-backup\n",
+    "\n",
+    "Exit statuses:\n",
+    "  (the command's)  run: the command's own exit status\n",
+    "  128+N            run: the command was killed by signal N (130: SIGINT while waiting)\n",
+    "  0                success; status: the lock is held\n",
+    "  1                status: the lock is free\n",
+    "  64               bad usage (EX_USAGE)\n",
+    "  69               Redis unreachable, not Redis, or failing (EX_UNAVAILABLE)\n",
+    "  70               internal error (EX_SOFTWARE)\n",
+    "  75               not acquired within --wait, or held with --no-wait (EX_TEMPFAIL)\n",
+    "  76               run: the lock was lost while the command ran; extend, release: the\n",
+    "                   lock is not held with this token any more\n",
+    "  78               bad URL, option or password (EX_CONFIG)\n",
+    "  126              run: the command cannot be run\n",
+    "  127              run: the command is not found\n",
+    "\n",
+    "Environment:\n",
+    "  REDIS_URL              the URL when --url is not given\n",
+    "  REDISLOCK_PASSWORD     the password, overriding the URL's (keeps it off the command line)\n",
+    "  REDISLOCK_OWNER_TOKEN  the owner token for extend and release (else read from stdin)\n",
+    "\n",
+    "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds). See also `redislock man`."
+);
+
+/// Where Redis is, and how long a call to it may take.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// Redis URL: redis://, rediss://, unix://, redis-sentinel://, redis-cluster://, redlock://
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        global = true,
+        value_name = "URL",
+        default_value = "redis://127.0.0.1:6379/",
+        hide_env_values = true
+    )]
+    pub url: String,
+    /// How long connecting to Redis, and each call, may take
+    #[arg(long, global = true, value_name = "DURATION", default_value = "2s",
+          value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Key prefix of the lock keys
+    #[arg(long, global = true, value_name = "PREFIX", default_value = "")]
+    pub prefix: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Acquire NAME, run COMMAND with the lock held (auto-renewed), release it, exit with
+    /// COMMAND's status
+    #[command(
+        after_help = "Examples:\n  redislock run nightly-backup -- /usr/local/bin/backup.sh\n  redislock run --no-wait --lease 1m report -- sh -c './a && ./b'"
+    )]
+    Run(RunArgs),
+    /// Acquire NAME with a fixed lease (no renewal) and print its owner token
+    #[command(
+        after_help = "Example:\n  export REDISLOCK_OWNER_TOKEN=$(redislock acquire --lease 10m migrate)"
+    )]
+    Acquire(AcquireArgs),
+    /// Reset the lease of NAME, held with the owner token from REDISLOCK_OWNER_TOKEN or stdin
+    Extend(ExtendArgs),
+    /// Release NAME, held with the owner token from REDISLOCK_OWNER_TOKEN or stdin
+    Release(ReleaseArgs),
+    /// Show whether NAME is held, as what, by how many, for how long yet, and its waiters
+    /// (exit 0 held, 1 free)
+    Status(StatusArgs),
+    /// Print the man page (roff) of redislock, or of one of its commands, on standard output
+    #[command(
+        after_help = "Example:\n  redislock man > redislock.1; redislock man run > redislock-run.1"
+    )]
+    Man {
+        /// The command whose page to print (run, acquire, extend, release, status)
+        command: Option<String>,
+    },
+    /// Print the completion script of SHELL on standard output
+    #[command(
+        after_help = "Example:\n  redislock completions bash > /etc/bash_completion.d/redislock"
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// How long to wait for a lock.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct Wait {
+    /// Wait at most this long for the lock (default: without a bound)
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait: Option<Duration>,
+    /// Fail at once (exit 75) if the lock is held
+    #[arg(long, short = 'n')]
+    pub no_wait: bool,
+}
+
+/// Which kind of lock `run` takes.
+#[derive(Debug, Args)]
+#[group(multiple = false)]
+pub struct Kind {
+    /// Take the read side of the read/write lock NAME (shared with other readers)
+    #[arg(long)]
+    pub read: bool,
+    /// Take the write side of the read/write lock NAME
+    #[arg(long)]
+    pub write: bool,
+    /// Take TAKE permits of the semaphore NAME of TOTAL permits
+    #[arg(long, value_name = "TAKE/TOTAL", value_parser = parse_permits)]
+    pub permits: Option<(u32, u32)>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub wait: Wait,
+    #[command(flatten)]
+    pub kind: Kind,
+    /// The lease, renewed every third of it while COMMAND runs
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// Give COMMAND a fencing token in REDISLOCK_FENCING_TOKEN
+    #[arg(long)]
+    pub fencing: bool,
+    /// What COMMAND gets if the lock is lost while it runs (redislock then exits 76)
+    #[arg(long, value_enum, default_value_t = OnLost::Term, value_name = "ACTION")]
+    pub on_lost: OnLost,
+    /// After forwarding SIGINT, SIGTERM or SIGHUP (or SIGTERM for a lost lock), send SIGKILL
+    /// if COMMAND still runs this long after
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub kill_after: Duration,
+    /// The lock's name
+    pub name: String,
+    /// The command and its arguments (after --)
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// What a command gets when its lock is lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnLost {
+    /// SIGTERM, then SIGKILL after --kill-after
+    Term,
+    /// SIGKILL
+    Kill,
+    /// Nothing: it runs on (redislock still exits 76)
+    Ignore,
+}
+
+#[derive(Debug, Args)]
+pub struct AcquireArgs {
+    #[command(flatten)]
+    pub wait: Wait,
+    /// The lease; nothing renews it: extend it with `redislock extend`
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// The lock's name
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    /// The lock's name
+    pub name: String,
+    /// The new lease, from now
+    #[arg(value_parser = parse_duration)]
+    pub lease: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    /// The lock's name
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Which kind's waiters to count
+    #[arg(long, value_enum, default_value_t = StatusKind::Any)]
+    pub kind: StatusKind,
+    /// Print one JSON object instead of lines
+    #[arg(long)]
+    pub json: bool,
+    /// The lock's name
+    pub name: String,
+}
+
+/// The kinds `status` looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StatusKind {
+    Exclusive,
+    Rwlock,
+    Semaphore,
+    Any,
+}
+
+/// A duration: a number with a unit (`500ms`, `30s`, `2m`, `1h`, `1d`); a bare number is
+/// seconds. Fractions are allowed (`1.5s`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let scale = match unit.trim() {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        other => {
+            return Err(format!(
+                "unknown unit '{other}' (use ms, s, m, h or d, as in 500ms, 30s, 2m)"
+            ));
+        }
+    };
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration (write 500ms, 30s, 2m, 1h)"))?;
+    Duration::try_from_secs_f64(n * scale).map_err(|_| format!("'{s}' is out of range"))
+}
+
+/// `TAKE/TOTAL`, both at least 1, TAKE at most TOTAL.
+fn parse_permits(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("'{s}' is not TAKE/TOTAL (as in 1/3: one permit of three)");
+    let (take, total) = s.split_once('/').ok_or_else(bad)?;
+    let take: u32 = take.trim().parse().map_err(|_| bad())?;
+    let total: u32 = total.trim().parse().map_err(|_| bad())?;
+    if take == 0 || take > total {
+        return Err(format!("'{s}': TAKE must be between 1 and TOTAL"));
+    }
+    Ok((take, total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn permits() {
+        assert_eq!(parse_permits("1/3"), Ok((1, 3)));
+        assert!(parse_permits("4/3").is_err());
+        assert!(parse_permits("0/3").is_err());
+        assert!(parse_permits("3").is_err());
+    }
+
+    #[test]
+    fn definitions_are_consistent() {
+        Cli::command().debug_assert();
+    }
+}

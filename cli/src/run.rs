@@ -1,0 +1,347 @@
+//! `redislock run`: the lock held while a command runs. Signals are taken one at a time by the
+//! thread that waits (see `signals.rs`): while waiting for the lock, SIGINT, SIGTERM and SIGHUP
+//! cancel the wait; while the command runs they are forwarded to it, with SIGKILL after
+//! `--kill-after`; a lost lock gets the command what `--on-lost` says. The command dies with
+//! redislock, even by `kill -9` (the parent-death signal, SIGKILL).
+//!
+//! Run from a script or cron (no terminal in the foreground), the command gets a process group
+//! of its own and every signal goes to the whole group, as timeout(1) does: a shell command's
+//! own children get them too. Run from a terminal's foreground, the command stays in
+//! redislock's group, so that it can read the terminal and gets Ctrl-C from it directly;
+//! signals then go to the command's process alone.
+
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ExitStatus};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redislock::{Cancel, Client, Error, Lock, MAX_WAIT, Permits, ReadLock, WriteLock};
+
+use crate::args::{Connection, OnLost, RunArgs, Wait};
+use crate::connect;
+use crate::exit::{self, Failure};
+use crate::signals::{self, FORWARDED};
+
+/// How often the loop looks at the lock even without a signal (a lost report is a signal; this
+/// is the fallback).
+const LOOK_EVERY: Duration = Duration::from_millis(500);
+
+/// A held lock of the kind `run` was asked for.
+enum Held {
+    Lock(Lock),
+    Read(ReadLock),
+    Write(WriteLock),
+    Permits(Permits),
+}
+
+macro_rules! each {
+    ($held:expr, $g:ident => $e:expr) => {
+        match $held {
+            Held::Lock($g) => $e,
+            Held::Read($g) => $e,
+            Held::Write($g) => $e,
+            Held::Permits($g) => $e,
+        }
+    };
+}
+
+impl Held {
+    fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Held::Lock(g) => g.fencing_token(),
+            Held::Read(g) => g.fencing_token(),
+            Held::Write(g) => g.fencing_token(),
+            Held::Permits(_) => None,
+        }
+    }
+    fn is_lost(&self) -> bool {
+        each!(self, g => g.is_lost())
+    }
+    fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
+        each!(self, g => g.on_lost(f))
+    }
+    fn release(self) -> Result<(), Error> {
+        each!(self, g => g.release())
+    }
+}
+
+/// The wait bound: `None` for one attempt.
+pub fn wait_bound(w: &Wait) -> Option<Duration> {
+    if w.no_wait {
+        None
+    } else {
+        Some(w.wait.unwrap_or(MAX_WAIT).min(MAX_WAIT))
+    }
+}
+
+/// Acquires with `attempt(wait)` (`None`: one attempt); without `--wait`, waits again after
+/// each longest wait the library takes, so without a bound.
+pub fn acquire<T>(
+    w: &Wait,
+    mut attempt: impl FnMut(Option<Duration>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    loop {
+        match attempt(wait_bound(w)) {
+            Err(e) if e.is_wait_timeout() && w.wait.is_none() && !w.no_wait => continue,
+            other => return other,
+        }
+    }
+}
+
+fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> {
+    let name = a.name.as_str();
+    let k = &a.kind;
+    let held = if let Some((take, total)) = k.permits {
+        if a.fencing {
+            return Err(Failure::new(
+                exit::USAGE,
+                "--fencing does not apply to --permits: semaphores have no fencing tokens",
+            ));
+        }
+        let sem = client.semaphore(name, total).cancel_on(cancel);
+        acquire(&a.wait, |w| match w {
+            Some(w) => sem.acquire(take, w),
+            None => sem.try_acquire(take),
+        })
+        .map(Held::Permits)
+    } else if k.read || k.write {
+        let rw = client.rw_lock(name).fencing(a.fencing).cancel_on(cancel);
+        if k.read {
+            acquire(&a.wait, |w| match w {
+                Some(w) => rw.read(w),
+                None => rw.try_read(),
+            })
+            .map(Held::Read)
+        } else {
+            acquire(&a.wait, |w| match w {
+                Some(w) => rw.write(w),
+                None => rw.try_write(),
+            })
+            .map(Held::Write)
+        }
+    } else {
+        let lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
+        acquire(&a.wait, |w| match w {
+            Some(w) => lock.acquire(w),
+            None => lock.try_acquire(),
+        })
+        .map(Held::Lock)
+    };
+    Ok(held?)
+}
+
+/// While the lock is waited for: a thread that takes SIGINT, SIGTERM and SIGHUP, records the
+/// first and cancels the wait.
+struct WaitWatch {
+    done: Arc<AtomicBool>,
+    got: Arc<AtomicI32>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl WaitWatch {
+    fn start(cancel: Arc<Cancel>) -> io::Result<WaitWatch> {
+        let (done, got) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicI32::new(0)),
+        );
+        let (d, g) = (done.clone(), got.clone());
+        let thread = thread::Builder::new()
+            .name("redislock-signals".into())
+            .spawn(move || {
+                while !d.load(Ordering::Acquire) {
+                    if let Some(t) = signals::take(Duration::from_secs(1))
+                        && FORWARDED.contains(&t.signo)
+                    {
+                        let _ = g.compare_exchange(0, t.signo, Ordering::AcqRel, Ordering::Acquire);
+                        cancel.cancel();
+                    }
+                }
+            })?;
+        Ok(WaitWatch { done, got, thread })
+    }
+
+    /// Ends the thread (woken at once by a SIGCHLD of its own); the signal that came, if any.
+    fn stop(self) -> Option<libc::c_int> {
+        use std::os::unix::thread::JoinHandleExt;
+        self.done.store(true, Ordering::Release);
+        // SAFETY: the thread is alive until joined below; the signal is one it takes.
+        unsafe {
+            libc::pthread_kill(self.thread.as_pthread_t(), libc::SIGCHLD);
+        }
+        let _ = self.thread.join();
+        match self.got.load(Ordering::Acquire) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+}
+
+/// `redislock run`: returns the status to exit with.
+pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
+    signals::block().map_err(|e| Failure::new(exit::SOFTWARE, format!("signal mask: {e}")))?;
+    let client = connect::client(conn, a.lease, true)?;
+    let cancel = Arc::new(Cancel::new());
+    let watch = WaitWatch::start(cancel.clone())
+        .map_err(|e| Failure::new(exit::SOFTWARE, format!("cannot start a thread: {e}")))?;
+    let held = take(&client, &a, &cancel);
+    let signalled = watch.stop();
+    let held = match (held, signalled) {
+        (Ok(held), None) => held,
+        (Ok(held), Some(s)) => {
+            let _ = held.release();
+            return Ok(128 + s as u8);
+        }
+        (Err(_), Some(s)) => return Ok(128 + s as u8),
+        (Err(e), None) => return Err(e),
+    };
+    held.on_lost(|_| signals::report_lost());
+
+    let group = !in_terminal_foreground();
+    let mut child = match spawn(&a, held.fencing_token(), group) {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = held.release();
+            let program = a.command[0].to_string_lossy();
+            let status = if e.kind() == io::ErrorKind::NotFound {
+                exit::NOT_FOUND
+            } else {
+                exit::CANNOT_RUN
+            };
+            return Err(Failure::new(status, format!("cannot run {program}: {e}")));
+        }
+    };
+    let (status, lost) = supervise(&mut child, &held, &a, group);
+    let status = status_code(status);
+    match held.release() {
+        _ if lost => {}
+        Ok(()) => return Ok(status),
+        Err(e) if e.is_not_held() => {}
+        Err(e) => {
+            eprintln!(
+                "redislock: warning: {} (the lock ends with its lease)",
+                exit::one_line(&e.to_string())
+            );
+            return Ok(status);
+        }
+    }
+    Err(Failure::new(
+        exit::LOST,
+        format!(
+            "lock '{}' was lost while the command ran (expired, deleted or taken over); \
+             the command's work may overlap another holder's",
+            a.name
+        ),
+    ))
+}
+
+/// The command, started with the lock's variables, the signal mask cleared and the
+/// parent-death signal set.
+fn spawn(a: &RunArgs, fence: Option<u64>, group: bool) -> io::Result<Child> {
+    let mut cmd = std::process::Command::new(&a.command[0]);
+    cmd.args(&a.command[1..]).env("REDISLOCK_NAME", &a.name);
+    match fence {
+        Some(f) => cmd.env("REDISLOCK_FENCING_TOKEN", f.to_string()),
+        None => cmd.env_remove("REDISLOCK_FENCING_TOKEN"),
+    };
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // async-signal-safe functions (sigemptyset, sigprocmask, setpgid, prctl, getppid).
+    unsafe {
+        cmd.pre_exec(move || {
+            if group && libc::setpgid(0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // redislock may have died before the signal was set: then nothing would come.
+            if libc::getppid() != parent {
+                return Err(io::Error::other(
+                    "redislock exited before the command started",
+                ));
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn()
+}
+
+/// Waits for the command, forwarding signals and acting on a lost lock. Returns its exit status
+/// and whether the lock was lost.
+fn supervise(child: &mut Child, held: &Held, a: &RunArgs, group: bool) -> (ExitStatus, bool) {
+    let pid = child.id() as libc::pid_t;
+    // The whole process group, or the command's process.
+    let pid = if group { -pid } else { pid };
+    let (mut kill_at, mut killed, mut lost) = (None::<Instant>, false, false);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (status, lost),
+            Ok(None) => {}
+            Err(_) => match child.wait() {
+                Ok(status) => return (status, lost),
+                Err(_) => return (ExitStatus::from_raw(exit::SOFTWARE as i32), lost),
+            },
+        }
+        let now = Instant::now();
+        let timeout = kill_at.filter(|_| !killed).map_or(LOOK_EVERY, |t| {
+            t.saturating_duration_since(now).min(LOOK_EVERY)
+        });
+        let taken = signals::take(timeout);
+        if let Some(t) = taken
+            && FORWARDED.contains(&t.signo)
+        {
+            // A terminal's signal reached the command already (same process group).
+            if group || !t.from_terminal {
+                signals::send(pid, t.signo);
+            }
+            kill_at.get_or_insert(Instant::now() + a.kill_after);
+        }
+        if !lost && (held.is_lost() || taken.is_some_and(|t| t.signo == signals::LOST)) {
+            lost = true;
+            let what = match a.on_lost {
+                OnLost::Term => "sending the command SIGTERM",
+                OnLost::Kill => "sending the command SIGKILL",
+                OnLost::Ignore => "leaving the command running (--on-lost ignore)",
+            };
+            eprintln!("redislock: lock '{}' was lost; {what}", a.name);
+            match a.on_lost {
+                OnLost::Term => {
+                    signals::send(pid, libc::SIGTERM);
+                    kill_at.get_or_insert(Instant::now() + a.kill_after);
+                }
+                OnLost::Kill => signals::send(pid, libc::SIGKILL),
+                OnLost::Ignore => {}
+            }
+        }
+        if !killed && kill_at.is_some_and(|t| Instant::now() >= t) {
+            eprintln!(
+                "redislock: the command still runs {} ms after the signal; sending SIGKILL",
+                a.kill_after.as_millis()
+            );
+            signals::send(pid, libc::SIGKILL);
+            killed = true;
+        }
+    }
+}
+
+/// Whether standard input is a terminal whose foreground process group is redislock's.
+fn in_terminal_foreground() -> bool {
+    // SAFETY: isatty, tcgetpgrp and getpgrp have no memory effects.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// The status to exit with for the command's: its code, or 128+N when killed by signal N.
+fn status_code(s: ExitStatus) -> u8 {
+    match (s.code(), s.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
+        _ => exit::SOFTWARE,
+    }
+}
