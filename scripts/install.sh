@@ -2,7 +2,8 @@
 # Builds libredislock for distribution and installs it for C and PHP users:
 #
 #   scripts/install.sh [--prefix DIR] [--destdir DIR] [--libdir DIR] [--includedir DIR]
-#                      [--datadir DIR] [--library-type both|shared|static] [--split-debug]
+#                      [--datadir DIR] [--bindir DIR] [--mandir DIR]
+#                      [--library-type both|shared|static] [--split-debug] [--no-cli]
 #                      [--no-ldconfig]
 #
 #   sudo scripts/install.sh                          # into /usr/local, then runs ldconfig
@@ -26,9 +27,14 @@
 #                                           --library-type static, as PHP needs the .so)
 #   LIBDIR/.debug/libredislock.so.VERSION.debug   with --split-debug only: the shared library's
 #                                           debug info, linked with .gnu_debuglink (gdb finds it)
+#   BINDIR/redislock                        the command-line tool (docs/cli.md), stripped;
+#                                           not with --no-cli
+#   MANDIR/man1/redislock.1, redislock-COMMAND.1   its man pages
+#   DATADIR/bash-completion/completions/redislock, DATADIR/zsh/site-functions/_redislock,
+#   DATADIR/fish/vendor_completions.d/redislock.fish   its shell completions
 #
 # Defaults: --prefix /usr/local, --libdir PREFIX/lib, --includedir PREFIX/include, --datadir
-# PREFIX/share, --library-type both. DESTDIR (option or environment) is put in front of every
+# PREFIX/share, --bindir PREFIX/bin, --mandir DATADIR/man, --library-type both. DESTDIR (option or environment) is put in front of every
 # installed path but not of the paths written into redislock.pc (staged installs, packaging).
 # --library-type static installs no shared library: `pkg-config --static` then links
 # libredislock.a (with both installed, the linker prefers the .so).
@@ -36,7 +42,9 @@
 # loader's directories, it runs ldconfig (unless --no-ldconfig); otherwise it says what to do.
 #
 # The build is `cargo rustc --profile dist` (the release profile in target/dist, so target/release
-# is never relinked) with REDISLOCK_SONAME=1, which makes build.rs link the SONAME. Needs cargo,
+# is never relinked) with REDISLOCK_SONAME=1, which makes build.rs link the SONAME; the tool is
+# `cargo build --profile dist -p redislock-cli` (its man pages and completions are printed by the
+# built tool itself). Needs cargo,
 # binutils (strip, objcopy, readelf) and coreutils. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 
@@ -52,18 +60,23 @@ destdir="${DESTDIR:-}"
 libdir=""
 includedir=""
 datadir=""
+bindir=""
+mandir=""
+cli=1
 library_type=both
 split_debug=0
 ldconfig=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --prefix | --destdir | --libdir | --includedir | --datadir | --library-type)
+        --prefix | --destdir | --libdir | --includedir | --datadir | --bindir | --mandir \
+            | --library-type)
             [[ $# -ge 2 ]] || die "$1 needs a value"
             opt="${1#--}"
             val="$2"
             shift 2
             ;;
-        --prefix=* | --destdir=* | --libdir=* | --includedir=* | --datadir=* | --library-type=*)
+        --prefix=* | --destdir=* | --libdir=* | --includedir=* | --datadir=* | --bindir=* \
+            | --mandir=* | --library-type=*)
             opt="${1%%=*}"
             opt="${opt#--}"
             val="${1#*=}"
@@ -71,6 +84,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --split-debug) split_debug=1; shift; continue ;;
         --no-ldconfig) ldconfig=0; shift; continue ;;
+        --no-cli) cli=0; shift; continue ;;
         -h | --help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $1" ;;
     esac
@@ -80,6 +94,8 @@ while [[ $# -gt 0 ]]; do
         libdir) libdir="$val" ;;
         includedir) includedir="$val" ;;
         datadir) datadir="$val" ;;
+        bindir) bindir="$val" ;;
+        mandir) mandir="$val" ;;
         library-type) library_type="$val" ;;
     esac
 done
@@ -87,7 +103,7 @@ case "$library_type" in
     both | shared | static) ;;
     *) die "--library-type must be both, shared or static, not '$library_type'" ;;
 esac
-for var in prefix libdir includedir datadir; do
+for var in prefix libdir includedir datadir bindir mandir; do
     val="${!var}"
     [[ -z "$val" || "$val" == /* ]] || die "--$var must be an absolute path, not '$val'"
 done
@@ -97,6 +113,8 @@ prefix="${prefix%/}"
 libdir="${libdir:-${prefix%/}/lib}"
 includedir="${includedir:-${prefix%/}/include}"
 datadir="${datadir:-${prefix%/}/share}"
+bindir="${bindir:-${prefix%/}/bin}"
+mandir="${mandir:-${datadir%/}/man}"
 phpdir="$datadir/redislock/php"
 
 for tool in cargo strip objcopy readelf install; do
@@ -133,6 +151,26 @@ if ! REDISLOCK_SONAME=1 cargo rustc --profile dist --lib -- --print native-stati
 fi
 libs_private="$(sed -n 's/^note: native-static-libs: //p' "$log" | tail -n 1)"
 [[ -n "$libs_private" ]] || { cat "$log" >&2; die "rustc printed no native-static-libs note"; }
+
+if [[ $cli -eq 1 ]]; then
+    echo "install.sh: building the redislock tool (cargo build --profile dist -p redislock-cli)"
+    # The same REDISLOCK_SONAME as the library's build: build.rs does not run again.
+    if ! REDISLOCK_SONAME=1 cargo build --profile dist -p redislock-cli 2> "$log"; then
+        cat "$log" >&2
+        die "cargo build of the redislock tool failed"
+    fi
+    tool="$build_dir/redislock"
+    [[ -x "$tool" ]] || die "$tool missing after the build"
+    strip --strip-unneeded --remove-section=.comment -o "$stage/redislock" "$tool"
+    mkdir -p "$stage/man1"
+    "$stage/redislock" man > "$stage/man1/redislock.1"
+    for command in run acquire extend release status; do
+        "$stage/redislock" man "$command" > "$stage/man1/redislock-$command.1"
+    done
+    "$stage/redislock" completions bash > "$stage/redislock.bash"
+    "$stage/redislock" completions zsh > "$stage/_redislock"
+    "$stage/redislock" completions fish > "$stage/redislock.fish"
+fi
 
 so="$build_dir/libredislock.so"
 ar="$build_dir/libredislock.a"
@@ -229,6 +267,16 @@ if [[ $library_type != static ]]; then
         install -D -m 0644 "$f" "$D$phpdir/${f#bindings/php/}"
     done < <(find bindings/php/src -type f -name '*.php' -print0)
     installed+=("$phpdir/src/ ($(find bindings/php/src -type f -name '*.php' | wc -l) files)")
+fi
+
+if [[ $cli -eq 1 ]]; then
+    put 0755 "$stage/redislock" "$bindir/redislock"
+    for page in "$stage"/man1/*.1; do
+        put 0644 "$page" "$mandir/man1/$(basename "$page")"
+    done
+    put 0644 "$stage/redislock.bash" "$datadir/bash-completion/completions/redislock"
+    put 0644 "$stage/_redislock" "$datadir/zsh/site-functions/_redislock"
+    put 0644 "$stage/redislock.fish" "$datadir/fish/vendor_completions.d/redislock.fish"
 fi
 
 echo "install.sh: installed redislock $version${D:+ into DESTDIR $D}:"

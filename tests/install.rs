@@ -223,6 +223,31 @@ fn shared_library_installs_with_its_soname_and_links_with_pkg_config_only() {
     let soname = expected_soname();
     let real = format!("libredislock.so.{}", env!("CARGO_PKG_VERSION"));
 
+    // The command-line tool, its man pages and completions.
+    let version = run_ok(
+        Command::new(prefix.join("bin/redislock")).arg("--version"),
+        RUN_TIMEOUT,
+    );
+    assert_eq!(
+        text(&version.stdout).trim(),
+        format!("redislock {}", env!("CARGO_PKG_VERSION"))
+    );
+    for page in ["redislock.1", "redislock-run.1", "redislock-status.1"] {
+        let page = prefix.join("share/man/man1").join(page);
+        let roff = std::fs::read_to_string(&page).unwrap_or_else(|e| panic!("{page:?}: {e}"));
+        assert!(roff.contains(".TH"), "{page:?} is not a man page");
+    }
+    for completion in [
+        "bash-completion/completions/redislock",
+        "zsh/site-functions/_redislock",
+        "fish/vendor_completions.d/redislock.fish",
+    ] {
+        assert!(
+            prefix.join("share").join(completion).is_file(),
+            "{completion}"
+        );
+    }
+
     // The versioned file, its SONAME, the two symlinks, -z nodelete kept.
     assert_eq!(symlink_target(&lib.join(&soname)), real);
     assert_eq!(symlink_target(&lib.join("libredislock.so")), soname);
@@ -328,7 +353,9 @@ fn static_library_links_with_pkg_config_static() {
         prefix.as_os_str(),
         "--library-type".as_ref(),
         "static".as_ref(),
+        "--no-cli".as_ref(),
     ]);
+    assert!(!prefix.join("bin").exists(), "--no-cli installed the tool");
     let lib = prefix.join("lib");
     let names: Vec<String> = fs::read_dir(&lib)
         .unwrap()
