@@ -168,6 +168,43 @@ typedef uint32_t redislock_result;
 #endif // __cplusplus
 
 /**
+ * What holds a lock (`redislock_inspect_held_as`). The numbers are stable.
+ */
+enum redislock_held_as
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Nothing: the lock is free.
+   */
+  REDISLOCK_HELD_NONE = 0,
+  /**
+   * One owner: an exclusive lock or a writer (or a plain `SET NX` client).
+   */
+  REDISLOCK_HELD_EXCLUSIVE = 1,
+  /**
+   * Readers of a read/write lock.
+   */
+  REDISLOCK_HELD_READERS = 2,
+  /**
+   * Permits of a semaphore.
+   */
+  REDISLOCK_HELD_SEMAPHORE = 3,
+  /**
+   * A key of another type than the locks use.
+   */
+  REDISLOCK_HELD_OTHER = 4,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum redislock_held_as redislock_held_as;
+#else
+typedef uint32_t redislock_held_as;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * How important a log record is. Lost locks, late or failing renewals: WARN; reconnects:
  * INFO; handoffs and failed connects: DEBUG. No record holds a lock token or a password.
  */
@@ -241,6 +278,39 @@ typedef uint32_t redislock_kind;
 #endif // __cplusplus
 
 /**
+ * Whose waiters `redislock_client_inspect` counts. The numbers are stable.
+ */
+enum redislock_inspect_kind
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The exclusive lock's.
+   */
+  REDISLOCK_INSPECT_EXCLUSIVE = 0,
+  /**
+   * The read/write lock's.
+   */
+  REDISLOCK_INSPECT_RWLOCK = 1,
+  /**
+   * The semaphore's.
+   */
+  REDISLOCK_INSPECT_SEMAPHORE = 2,
+  /**
+   * Every kind's the name is used as.
+   */
+  REDISLOCK_INSPECT_ANY = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum redislock_inspect_kind redislock_inspect_kind;
+#else
+typedef uint32_t redislock_inspect_kind;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * A cancel handle: `redislock_cancel_cancel` ends every waiting acquire of the requests given
  * it (`redislock_request_set_cancel`), and fails their later ones at once, with
  * REDISLOCK_CANCELLED. Thread-safe: cancel from any thread while others wait with it. Once
@@ -261,6 +331,13 @@ typedef struct redislock_client redislock_client;
  * use one config from one thread at a time. It can build any number of clients.
  */
 typedef struct redislock_config redislock_config;
+
+/**
+ * What a lock looked like at one moment (`redislock_client_inspect`): whether it was held, as
+ * what, by how many, for how long yet, how many waited, its fencing counter; never a token.
+ * Read it with the `redislock_inspect_*` getters; free it with `redislock_inspect_free`.
+ */
+typedef struct redislock_inspect redislock_inspect;
 
 /**
  * A lock acquired through a client or a request: an exclusive lock, a read or write lock,
@@ -503,6 +580,72 @@ redislock_result redislock_config_set_recheck_jitter(redislock_config *config, d
  * 1000000). An acquire beyond it fails with REDISLOCK_LIMIT_REACHED before touching Redis.
  */
 redislock_result redislock_config_set_max_renewed_locks(redislock_config *config, uint64_t n);
+
+/**
+ * Looks at the lock `name` (`name_len` bytes) without holding it: one round trip (with
+ * Redlock, one to every master; held there means held by one owner on a majority). `kind` is
+ * whose waiters are counted. On success `*inspect_out` is a new handle to free with
+ * `redislock_inspect_free`.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; `kind` out of range; a read/write lock or
+ * semaphore on Redlock), CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_client_inspect(const redislock_client *client,
+                                          const uint8_t *name,
+                                          size_t name_len,
+                                          redislock_inspect_kind kind,
+                                          redislock_inspect **inspect_out);
+
+/**
+ * Whether anything held the lock. false for NULL.
+ */
+bool redislock_inspect_is_held(const redislock_inspect *inspect);
+
+/**
+ * What held the lock; REDISLOCK_HELD_NONE when free, and for NULL.
+ */
+redislock_held_as redislock_inspect_held_as(const redislock_inspect *inspect);
+
+/**
+ * How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
+ * semaphore's grants; 0 when free, and for NULL.
+ */
+uint32_t redislock_inspect_holders(const redislock_inspect *inspect);
+
+/**
+ * A semaphore's permits held (0 for the other kinds, and for NULL).
+ */
+uint32_t redislock_inspect_permits_held(const redislock_inspect *inspect);
+
+/**
+ * A semaphore's number of permits, while something fixes it; 0 otherwise, and for NULL.
+ */
+uint32_t redislock_inspect_permits(const redislock_inspect *inspect);
+
+/**
+ * Milliseconds until the lock frees itself if no holder renews it (with Redlock, the shortest
+ * among the majority that holds it); 0 when free, and for NULL; UINT64_MAX for a key without
+ * expiry.
+ */
+uint64_t redislock_inspect_remaining_ms(const redislock_inspect *inspect);
+
+/**
+ * Writes the number of waiters queued (of the kind asked for) to `*waiters_out`.
+ * Errors: INVALID_ARGUMENT (Redlock, whose waiters do not queue), NULL_PARAMETER.
+ */
+redislock_result redislock_inspect_waiters(const redislock_inspect *inspect, uint32_t *waiters_out);
+
+/**
+ * Writes the name's fencing counter (the token of the latest fenced grant; 0 before the first)
+ * to `*counter_out`.
+ * Errors: INVALID_ARGUMENT (Redlock, which has no fencing tokens), NULL_PARAMETER.
+ */
+redislock_result redislock_inspect_fencing_counter(const redislock_inspect *inspect,
+                                                   uint64_t *counter_out);
+
+/**
+ * Frees the handle. NULL is a no-op.
+ */
+void redislock_inspect_free(redislock_inspect *inspect);
 
 /**
  * Writes the detail of this thread's last failed call into `buf`: which lock, which server and

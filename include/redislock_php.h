@@ -22,6 +22,16 @@ enum redislock_result
 };
 typedef uint32_t redislock_result;
 
+enum redislock_held_as
+ {
+  REDISLOCK_HELD_NONE = 0,
+  REDISLOCK_HELD_EXCLUSIVE = 1,
+  REDISLOCK_HELD_READERS = 2,
+  REDISLOCK_HELD_SEMAPHORE = 3,
+  REDISLOCK_HELD_OTHER = 4,
+};
+typedef uint32_t redislock_held_as;
+
 enum redislock_log_level
  {
   REDISLOCK_LOG_OFF = 0,
@@ -41,11 +51,22 @@ enum redislock_kind
 };
 typedef uint32_t redislock_kind;
 
+enum redislock_inspect_kind
+ {
+  REDISLOCK_INSPECT_EXCLUSIVE = 0,
+  REDISLOCK_INSPECT_RWLOCK = 1,
+  REDISLOCK_INSPECT_SEMAPHORE = 2,
+  REDISLOCK_INSPECT_ANY = 3,
+};
+typedef uint32_t redislock_inspect_kind;
+
 typedef struct redislock_cancel redislock_cancel;
 
 typedef struct redislock_client redislock_client;
 
 typedef struct redislock_config redislock_config;
+
+typedef struct redislock_inspect redislock_inspect;
 
 typedef struct redislock_lock redislock_lock;
 
@@ -126,6 +147,31 @@ redislock_result redislock_config_set_recheck_interval_ms(redislock_config *conf
 redislock_result redislock_config_set_recheck_jitter(redislock_config *config, double fraction);
 
 redislock_result redislock_config_set_max_renewed_locks(redislock_config *config, uint64_t n);
+
+redislock_result redislock_client_inspect(const redislock_client *client,
+                                          const char *name,
+                                          size_t name_len,
+                                          redislock_inspect_kind kind,
+                                          redislock_inspect **inspect_out);
+
+bool redislock_inspect_is_held(const redislock_inspect *inspect);
+
+redislock_held_as redislock_inspect_held_as(const redislock_inspect *inspect);
+
+uint32_t redislock_inspect_holders(const redislock_inspect *inspect);
+
+uint32_t redislock_inspect_permits_held(const redislock_inspect *inspect);
+
+uint32_t redislock_inspect_permits(const redislock_inspect *inspect);
+
+uint64_t redislock_inspect_remaining_ms(const redislock_inspect *inspect);
+
+redislock_result redislock_inspect_waiters(const redislock_inspect *inspect, uint32_t *waiters_out);
+
+redislock_result redislock_inspect_fencing_counter(const redislock_inspect *inspect,
+                                                   uint64_t *counter_out);
+
+void redislock_inspect_free(redislock_inspect *inspect);
 
 size_t redislock_last_error_message(char *buf, size_t buf_len);
 

@@ -55,7 +55,7 @@ generate() {
         echo "error: cbindgen failed with $config" >&2
         exit 1
     }
-    grep -v -E "^WARN: Can't find (ResultCode|KindCode)\. " "$tmp/log" >&2 || true
+    grep -v -E "^WARN: Can't find (ResultCode|KindCode|InspectKindCode)\. " "$tmp/log" >&2 || true
 }
 
 generate cbindgen.toml "$tmp/redislock.h"

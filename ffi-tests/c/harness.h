@@ -140,7 +140,8 @@ const char *h_code_name(redislock_result code);
     X(semaphore_basics_and_invalid_input)                                                      \
     X(set_all_or_none)                                                                         \
     X(set_invalid_input)                                                                       \
-    X(kind_setters_that_do_not_apply)
+    X(kind_setters_that_do_not_apply)                                                          \
+    X(inspect_a_lock_without_holding_it)
 
 #define H_DECLARE(name) void test_##name(void);
 H_TESTS(H_DECLARE)

@@ -560,3 +560,75 @@ void test_kind_setters_that_do_not_apply(void) {
     CHECK_RC(redislock_lock_fencing_token_at(NULL, 0, NULL), REDISLOCK_NULL_PARAMETER);
     redislock_client_free(client);
 }
+
+/* --- a look at a lock without holding it ------------------------------------------------------ */
+
+void test_inspect_a_lock_without_holding_it(void) {
+    redislock_client *client = h_client();
+    redislock_request *req = NULL;
+    redislock_inspect *info = NULL;
+    redislock_lock *lock = NULL, *reader = NULL;
+    uint64_t fence = 0, counter = 0;
+    uint32_t waiters = 99;
+    char name[128];
+
+    h_name(name, sizeof name, "inspect");
+    CHECK_RC(redislock_client_inspect(client, NAME(name), REDISLOCK_INSPECT_ANY, &info),
+             REDISLOCK_OK);
+    CHECK(!redislock_inspect_is_held(info));
+    CHECK(redislock_inspect_held_as(info) == REDISLOCK_HELD_NONE);
+    CHECK(redislock_inspect_holders(info) == 0 && redislock_inspect_remaining_ms(info) == 0);
+    redislock_inspect_free(info);
+
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 20000, true, true, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(lock, &fence), REDISLOCK_OK);
+    CHECK_RC(redislock_client_inspect(client, NAME(name), REDISLOCK_INSPECT_EXCLUSIVE, &info),
+             REDISLOCK_OK);
+    CHECK(redislock_inspect_is_held(info));
+    CHECK(redislock_inspect_held_as(info) == REDISLOCK_HELD_EXCLUSIVE);
+    CHECK(redislock_inspect_holders(info) == 1);
+    CHECK(redislock_inspect_remaining_ms(info) > 10000 &&
+          redislock_inspect_remaining_ms(info) <= 20000);
+    CHECK(redislock_inspect_permits(info) == 0 && redislock_inspect_permits_held(info) == 0);
+    CHECK_RC(redislock_inspect_waiters(info, &waiters), REDISLOCK_OK);
+    CHECK(waiters == 0);
+    CHECK_RC(redislock_inspect_fencing_counter(info, &counter), REDISLOCK_OK);
+    CHECK(counter == fence);
+    CHECK_RC(redislock_inspect_waiters(info, NULL), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_inspect_fencing_counter(NULL, &counter), REDISLOCK_NULL_PARAMETER);
+    redislock_inspect_free(info);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+
+    /* Readers; an out-of-range kind; NULL everywhere. */
+    req = kind_request(client, name, REDISLOCK_KIND_READ);
+    CHECK_RC(redislock_request_try_acquire(req, &reader), REDISLOCK_OK);
+    CHECK_RC(redislock_client_inspect(client, NAME(name), REDISLOCK_INSPECT_RWLOCK, &info),
+             REDISLOCK_OK);
+    CHECK(redislock_inspect_held_as(info) == REDISLOCK_HELD_READERS);
+    redislock_inspect_free(info);
+    redislock_lock_free(reader);
+    redislock_request_free(req);
+    req = semaphore_request(client, name, 3, 2);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_client_inspect(client, NAME(name), REDISLOCK_INSPECT_SEMAPHORE, &info),
+             REDISLOCK_OK);
+    CHECK(redislock_inspect_held_as(info) == REDISLOCK_HELD_SEMAPHORE);
+    CHECK(redislock_inspect_permits(info) == 3 && redislock_inspect_permits_held(info) == 2);
+    redislock_inspect_free(info);
+    redislock_lock_free(lock);
+    redislock_request_free(req);
+
+    info = NULL;
+    CHECK_RC(redislock_client_inspect(client, NAME(name), 7, &info), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "not a redislock_inspect_kind") != NULL);
+    CHECK_RC(redislock_client_inspect(NULL, NAME(name), 0, &info), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_client_inspect(client, NAME(name), 0, NULL), REDISLOCK_NULL_PARAMETER);
+    CHECK(info == NULL);
+    CHECK(!redislock_inspect_is_held(NULL) && redislock_inspect_holders(NULL) == 0);
+    CHECK(redislock_inspect_held_as(NULL) == REDISLOCK_HELD_NONE);
+    CHECK(redislock_inspect_permits(NULL) == 0 && redislock_inspect_permits_held(NULL) == 0);
+    CHECK(redislock_inspect_remaining_ms(NULL) == 0);
+    redislock_inspect_free(NULL);
+    redislock_client_free(client);
+}

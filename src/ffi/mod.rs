@@ -29,6 +29,7 @@ mod handle;
 pub mod cancel;
 pub mod client;
 pub mod config;
+pub mod inspect;
 pub mod last_error;
 pub mod lock;
 pub mod log;

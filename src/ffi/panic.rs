@@ -46,6 +46,24 @@ impl FailValue for u64 {
     }
 }
 
+impl FailValue for u32 {
+    fn panicked() -> Self {
+        0
+    }
+    fn null_parameter() -> Self {
+        0
+    }
+}
+
+impl FailValue for crate::ffi::inspect::redislock_held_as {
+    fn panicked() -> Self {
+        Self::REDISLOCK_HELD_NONE
+    }
+    fn null_parameter() -> Self {
+        Self::REDISLOCK_HELD_NONE
+    }
+}
+
 impl FailValue for usize {
     fn panicked() -> Self {
         0

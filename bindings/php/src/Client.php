@@ -766,6 +766,76 @@ final class Client
         return (bool) $owned[0];
     }
 
+    /** What {@see Client::inspect()} counts the waiters of, and the C constant for each. */
+    private const INSPECT_KINDS = [
+        'exclusive' => 'REDISLOCK_INSPECT_EXCLUSIVE',
+        'rwlock' => 'REDISLOCK_INSPECT_RWLOCK',
+        'semaphore' => 'REDISLOCK_INSPECT_SEMAPHORE',
+        'any' => 'REDISLOCK_INSPECT_ANY',
+    ];
+
+    /** What holds a lock, by the C constant's number. */
+    private const HELD_AS = [1 => 'exclusive', 2 => 'readers', 3 => 'semaphore', 4 => 'other'];
+
+    /**
+     * A look at the lock `$name` without holding it (one round trip; with Redlock, one to every
+     * master, where held means held by one owner on a majority). `$kind` ('exclusive', 'rwlock',
+     * 'semaphore' or 'any') is whose waiters are counted. Never a token.
+     *
+     * ```php
+     * $info = $client->inspect('nightly-backup');
+     * if ($info['held']) {
+     *     printf("held as %s for %d ms more\n", $info['heldAs'], $info['remainingMs']);
+     * }
+     * ```
+     *
+     * @return array{held: bool, heldAs: ?string, holders: int, permitsHeld: int, permits: ?int,
+     *               remainingMs: ?int, waiters: ?int, fencingCounter: ?int}
+     *               heldAs: null when free, else 'exclusive' (an exclusive lock or a writer),
+     *               'readers', 'semaphore' or 'other' (a key of another type); permits: a
+     *               semaphore's number of permits; remainingMs: until the lock frees itself if
+     *               no holder renews it (null when free or without expiry); waiters and
+     *               fencingCounter: null with Redlock
+     *
+     * @throws InvalidArgumentException for an unknown kind, an invalid name, or a kind other than
+     *                                  'exclusive' and 'any' on Redlock
+     * @throws LockException for connection and Redis errors
+     */
+    public function inspect(string $name, string $kind = 'any'): array
+    {
+        $constant = self::INSPECT_KINDS[$kind] ?? throw new InvalidArgumentException(sprintf(
+            "inspect: kind must be 'exclusive', 'rwlock', 'semaphore' or 'any', not '%s'",
+            $kind
+        ));
+        $ffi = $this->ffi;
+        $out = $ffi->new('redislock_inspect*[1]');
+        Library::check($ffi->redislock_client_inspect($this->handle(), $name, strlen($name), $ffi->$constant, $out));
+        $info = $out[0];
+        try {
+            $waiters = $ffi->new('uint32_t[1]');
+            $counter = $ffi->new('uint64_t[1]');
+            $held = (bool) $ffi->redislock_inspect_is_held($info);
+            $remaining = $ffi->redislock_inspect_remaining_ms($info);
+            $permits = $ffi->redislock_inspect_permits($info);
+
+            return [
+                'held' => $held,
+                'heldAs' => self::HELD_AS[$ffi->redislock_inspect_held_as($info)] ?? null,
+                'holders' => $ffi->redislock_inspect_holders($info),
+                'permitsHeld' => $ffi->redislock_inspect_permits_held($info),
+                'permits' => $permits > 0 ? $permits : null,
+                // UINT64_MAX (a key without expiry) does not fit a PHP int.
+                'remainingMs' => $held && is_int($remaining) && $remaining >= 0 && $remaining < PHP_INT_MAX
+                    ? $remaining : null,
+                'waiters' => $ffi->redislock_inspect_waiters($info, $waiters) === 0 ? $waiters[0] : null,
+                'fencingCounter' => $ffi->redislock_inspect_fencing_counter($info, $counter) === 0
+                    ? $counter[0] : null,
+            ];
+        } finally {
+            $ffi->redislock_inspect_free($info);
+        }
+    }
+
     /**
      * Runs `$fn($lock)` under the lock (waiting up to `$waitMs` for it) and releases it
      * afterwards, also when `$fn` throws (then `$fn`'s exception propagates, and a failure of

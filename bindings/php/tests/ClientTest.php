@@ -295,4 +295,35 @@ final class ClientTest extends RedislockTestCase
         $this->assertTrue($lock->isHeld());
         $lock->release();
     }
+
+    public function testInspectLooksAtALockWithoutHoldingIt(): void
+    {
+        $client = $this->client(['lease_ms' => 20000]);
+        $free = $client->inspect('report');
+        $this->assertFalse($free['held']);
+        $this->assertNull($free['heldAs']);
+        $this->assertSame(0, $free['holders']);
+        $this->assertNull($free['remainingMs']);
+        $this->assertSame(0, $free['waiters']);
+
+        $lock = $client->tryAcquire('report', fencing: true);
+        $info = $client->inspect('report', 'exclusive');
+        $this->assertTrue($info['held']);
+        $this->assertSame('exclusive', $info['heldAs']);
+        $this->assertSame(1, $info['holders']);
+        $this->assertGreaterThan(10000, $info['remainingMs']);
+        $this->assertLessThanOrEqual(20000, $info['remainingMs']);
+        $this->assertSame($lock->fencingToken(), $info['fencingCounter']);
+        $this->assertStringNotContainsString($lock->ownerToken(), var_export($info, true));
+        $lock->release();
+
+        $sem = $client->semaphore('pdf', 3);
+        $permits = $sem->acquire(2, 1000);
+        $info = $client->inspect('pdf', 'semaphore');
+        $this->assertSame(['semaphore', 1, 2, 3], [$info['heldAs'], $info['holders'], $info['permitsHeld'], $info['permits']]);
+        $permits->release();
+
+        $this->expectException(InvalidArgumentException::class);
+        $client->inspect('report', 'mutex');
+    }
 }

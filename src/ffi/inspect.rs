@@ -1,0 +1,221 @@
+//! `redislock_inspect`: a look at a lock without holding it (`redislock_client_inspect`), read
+//! through getters so that it can grow.
+
+use std::time::Duration;
+
+use super::client::redislock_client;
+use super::handle::{BoxHandle, free_handle, into_handle, write_out};
+use super::last_error;
+use super::result::redislock_result::{self, REDISLOCK_OK};
+use crate::{Error, HeldAs, LockInfo, LockKind};
+
+/// What a lock looked like at one moment (`redislock_client_inspect`): whether it was held, as
+/// what, by how many, for how long yet, how many waited, its fencing counter; never a token.
+/// Read it with the `redislock_inspect_*` getters; free it with `redislock_inspect_free`.
+pub struct redislock_inspect {
+    _private: [u8; 0],
+}
+
+impl BoxHandle for redislock_inspect {
+    type Inner = LockInfo;
+}
+
+/// Whose waiters `redislock_client_inspect` counts. The numbers are stable.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum redislock_inspect_kind {
+    /// The exclusive lock's.
+    REDISLOCK_INSPECT_EXCLUSIVE = 0,
+    /// The read/write lock's.
+    REDISLOCK_INSPECT_RWLOCK = 1,
+    /// The semaphore's.
+    REDISLOCK_INSPECT_SEMAPHORE = 2,
+    /// Every kind's the name is used as.
+    REDISLOCK_INSPECT_ANY = 3,
+}
+
+/// A `redislock_inspect_kind` as received from C: any number may come (see `KindCode`).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy)]
+pub struct InspectKindCode(pub u32);
+
+/// What holds a lock (`redislock_inspect_held_as`). The numbers are stable.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum redislock_held_as {
+    /// Nothing: the lock is free.
+    REDISLOCK_HELD_NONE = 0,
+    /// One owner: an exclusive lock or a writer (or a plain `SET NX` client).
+    REDISLOCK_HELD_EXCLUSIVE = 1,
+    /// Readers of a read/write lock.
+    REDISLOCK_HELD_READERS = 2,
+    /// Permits of a semaphore.
+    REDISLOCK_HELD_SEMAPHORE = 3,
+    /// A key of another type than the locks use.
+    REDISLOCK_HELD_OTHER = 4,
+}
+
+/// Looks at the lock `name` (`name_len` bytes) without holding it: one round trip (with
+/// Redlock, one to every master; held there means held by one owner on a majority). `kind` is
+/// whose waiters are counted. On success `*inspect_out` is a new handle to free with
+/// `redislock_inspect_free`.
+/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; `kind` out of range; a read/write lock or
+/// semaphore on Redlock), CONNECTION, REDIS_ERROR.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_client_inspect(
+    client: *const redislock_client,
+    name: *const u8,
+    name_len: usize,
+    kind: InspectKindCode,
+    inspect_out: *mut *mut redislock_inspect,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let client = try_ref!(client);
+        let name = try_bytes!(name, name_len);
+        try_out!(inspect_out);
+        use redislock_inspect_kind::*;
+        let known = [
+            REDISLOCK_INSPECT_EXCLUSIVE,
+            REDISLOCK_INSPECT_RWLOCK,
+            REDISLOCK_INSPECT_SEMAPHORE,
+            REDISLOCK_INSPECT_ANY,
+        ];
+        let kind = match known.into_iter().find(|&k| k as u32 == kind.0) {
+            Some(REDISLOCK_INSPECT_EXCLUSIVE) => LockKind::Exclusive,
+            Some(REDISLOCK_INSPECT_RWLOCK) => LockKind::RwLock,
+            Some(REDISLOCK_INSPECT_SEMAPHORE) => LockKind::Semaphore,
+            Some(REDISLOCK_INSPECT_ANY) => LockKind::Any,
+            None => {
+                let n = kind.0;
+                return last_error::fail(&Error::invalid_argument(format!(
+                    "{n} is not a redislock_inspect_kind (EXCLUSIVE 0, RWLOCK 1, SEMAPHORE 2, ANY 3)"
+                )));
+            }
+        };
+        let info = try_rust!(client.inspect(name, kind));
+        // SAFETY: `inspect_out` is not NULL (checked above) and points to writable memory for a
+        // pointer (calling conventions).
+        unsafe { write_out(inspect_out, into_handle::<redislock_inspect>(info)) };
+        REDISLOCK_OK
+    }
+}
+
+/// Whether anything held the lock. false for NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_is_held(inspect: *const redislock_inspect) -> bool {
+    ffi_panic_boundary! {
+        try_ref!(inspect).held
+    }
+}
+
+/// What held the lock; REDISLOCK_HELD_NONE when free, and for NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_held_as(
+    inspect: *const redislock_inspect,
+) -> redislock_held_as {
+    use redislock_held_as::*;
+    ffi_panic_boundary! {
+        match try_ref!(inspect).held_as {
+            None => REDISLOCK_HELD_NONE,
+            Some(HeldAs::Exclusive) => REDISLOCK_HELD_EXCLUSIVE,
+            Some(HeldAs::Readers) => REDISLOCK_HELD_READERS,
+            Some(HeldAs::Semaphore) => REDISLOCK_HELD_SEMAPHORE,
+            Some(_) => REDISLOCK_HELD_OTHER,
+        }
+    }
+}
+
+/// How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
+/// semaphore's grants; 0 when free, and for NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_holders(inspect: *const redislock_inspect) -> u32 {
+    ffi_panic_boundary! {
+        try_ref!(inspect).holders
+    }
+}
+
+/// A semaphore's permits held (0 for the other kinds, and for NULL).
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_permits_held(inspect: *const redislock_inspect) -> u32 {
+    ffi_panic_boundary! {
+        try_ref!(inspect).permits_held
+    }
+}
+
+/// A semaphore's number of permits, while something fixes it; 0 otherwise, and for NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_permits(inspect: *const redislock_inspect) -> u32 {
+    ffi_panic_boundary! {
+        try_ref!(inspect).permits.unwrap_or(0)
+    }
+}
+
+/// Milliseconds until the lock frees itself if no holder renews it (with Redlock, the shortest
+/// among the majority that holds it); 0 when free, and for NULL; UINT64_MAX for a key without
+/// expiry.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_remaining_ms(inspect: *const redislock_inspect) -> u64 {
+    ffi_panic_boundary! {
+        let info = try_ref!(inspect);
+        match info.remaining {
+            Some(r) => u64::try_from(r.as_millis()).unwrap_or(u64::MAX),
+            None if info.held => u64::MAX,
+            None => Duration::ZERO.as_millis() as u64,
+        }
+    }
+}
+
+/// Writes the number of waiters queued (of the kind asked for) to `*waiters_out`.
+/// Errors: INVALID_ARGUMENT (Redlock, whose waiters do not queue), NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_waiters(
+    inspect: *const redislock_inspect,
+    waiters_out: *mut u32,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let info = try_ref!(inspect);
+        try_out!(waiters_out);
+        let Some(n) = info.waiters else {
+            return last_error::fail(&Error::invalid_argument(
+                "the number of waiters is not known with Redlock: its waiters do not queue",
+            ));
+        };
+        // SAFETY: `waiters_out` is not NULL (checked above) and points to writable memory for a
+        // `uint32_t` (calling conventions).
+        unsafe { write_out(waiters_out, n) };
+        REDISLOCK_OK
+    }
+}
+
+/// Writes the name's fencing counter (the token of the latest fenced grant; 0 before the first)
+/// to `*counter_out`.
+/// Errors: INVALID_ARGUMENT (Redlock, which has no fencing tokens), NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_fencing_counter(
+    inspect: *const redislock_inspect,
+    counter_out: *mut u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let info = try_ref!(inspect);
+        try_out!(counter_out);
+        let Some(n) = info.fencing_counter else {
+            return last_error::fail(&Error::invalid_argument(
+                "Redlock has no fencing tokens, so no fencing counter",
+            ));
+        };
+        // SAFETY: `counter_out` is not NULL (checked above) and points to writable memory for a
+        // `uint64_t` (calling conventions).
+        unsafe { write_out(counter_out, n) };
+        REDISLOCK_OK
+    }
+}
+
+/// Frees the handle. NULL is a no-op.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_free(inspect: *mut redislock_inspect) {
+    ffi_panic_boundary! {
+        // SAFETY: `inspect` is NULL or a live handle that the caller gives up and no other
+        // thread uses (calling conventions).
+        unsafe { free_handle(inspect) }
+    }
+}
