@@ -2,8 +2,8 @@
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
-# (the PHP-FPM test and benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the
-# headers.
+# (the PHP-FPM test and benchmark, scripts/fpm.sh), flock(1) and etcd (the command-line tool's
+# comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +32,9 @@ command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
+command -v flock >/dev/null || need+=(util-linux)      # scripts/cli-bench.sh compares with these
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need[*]}"
   SUDO=()
