@@ -175,15 +175,8 @@ pub extern "C" fn redislock_inspect_waiters(
     ffi_panic_boundary! {
         let info = try_ref!(inspect);
         try_out!(waiters_out);
-        let Some(n) = info.waiters else {
-            return last_error::fail(&Error::invalid_argument(
-                "the number of waiters is not known with Redlock: its waiters do not queue",
-            ));
-        };
-        // SAFETY: `waiters_out` is not NULL (checked above) and points to writable memory for a
-        // `uint32_t` (calling conventions).
-        unsafe { write_out(waiters_out, n) };
-        REDISLOCK_OK
+        let unknown = "the number of waiters is not known with Redlock: its waiters do not queue";
+        write_known(info.waiters, waiters_out, unknown)
     }
 }
 
@@ -198,16 +191,20 @@ pub extern "C" fn redislock_inspect_fencing_counter(
     ffi_panic_boundary! {
         let info = try_ref!(inspect);
         try_out!(counter_out);
-        let Some(n) = info.fencing_counter else {
-            return last_error::fail(&Error::invalid_argument(
-                "Redlock has no fencing tokens, so no fencing counter",
-            ));
-        };
-        // SAFETY: `counter_out` is not NULL (checked above) and points to writable memory for a
-        // `uint64_t` (calling conventions).
-        unsafe { write_out(counter_out, n) };
-        REDISLOCK_OK
+        let unknown = "Redlock has no fencing tokens, so no fencing counter";
+        write_known(info.fencing_counter, counter_out, unknown)
     }
+}
+
+/// Writes `value` to `out` (checked not NULL), or fails with INVALID_ARGUMENT saying `unknown`.
+fn write_known<T>(value: Option<T>, out: *mut T, unknown: &str) -> redislock_result {
+    let Some(value) = value else {
+        return last_error::fail(&Error::invalid_argument(unknown));
+    };
+    // SAFETY: `out` is not NULL (checked by the caller) and points to writable memory for a `T`
+    // (calling conventions).
+    unsafe { write_out(out, value) };
+    REDISLOCK_OK
 }
 
 /// Frees the handle. NULL is a no-op.
