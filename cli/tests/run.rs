@@ -254,6 +254,60 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
     }
 }
 
+/// `--on-lost kill` kills the command at once; `--on-lost ignore` lets it finish; both exit 76.
+#[test]
+fn on_lost_kill_and_ignore() {
+    let server = RedisServer::start();
+    for (action, want_killed) in [("kill", true), ("ignore", false)] {
+        let dir = Dir::new();
+        let (started, finished) = (dir.path("started"), dir.path("finished"));
+        // The command ends on its own once `go` exists; SIGTERM is ignored.
+        let script = format!(
+            "trap '' TERM; touch '{}'; while [ ! -e '{}' ]; do sleep 0.05; done; touch '{}'",
+            started.display(),
+            dir.path("go").display(),
+            finished.display()
+        );
+        let mut child = redislock(&server.url())
+            .args([
+                "run",
+                "--lease",
+                "3s",
+                "--on-lost",
+                action,
+                "onlost",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for_file(&started, &mut child);
+        redis::cmd("DEL")
+            .arg("onlost")
+            .exec(&mut server.conn())
+            .unwrap();
+        if want_killed {
+            let status = wait_timeout(&mut child, SURELY);
+            assert_eq!(status.code(), Some(76), "{action}");
+            assert!(!finished.exists(), "{action}: the command ran on");
+        } else {
+            // It keeps running past the loss (renewal sees it within 1 s), then ends.
+            thread::sleep(Duration::from_secs(3));
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{action}: the command was stopped"
+            );
+            fs::write(dir.path("go"), "").unwrap();
+            let status = wait_timeout(&mut child, SURELY);
+            assert_eq!(status.code(), Some(76), "{action}");
+            assert!(finished.exists());
+        }
+    }
+}
+
 /// `kill -9` of `redislock`: its command dies too (the parent-death signal), and the lock,
 /// no longer renewed, frees itself within its lease.
 #[test]
@@ -284,8 +338,13 @@ fn kill_9_of_redislock_ends_the_command_and_the_lock_expires() {
         eventually(SURELY, || process_gone(command_pid)),
         "the command runs on"
     );
+    // Within its lease (2 s) of the kill: a margin for a loaded machine, far below the 60 s
+    // the command would have held it.
+    assert!(redislock_testkit::pttl(&mut server.conn(), "k9") <= 2000);
     assert!(
-        eventually(SURELY, || !exists(&server, "k9")),
+        eventually(Duration::from_secs(2) + Duration::from_secs(5), || !exists(
+            &server, "k9"
+        )),
         "the lock stayed after its lease"
     );
     // It went with its lease (2 s), not before: nobody released it.
