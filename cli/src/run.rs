@@ -286,7 +286,8 @@ fn supervise(child: &mut Child, held: &Held, a: &RunArgs, group: bool) -> (ExitS
             Ok(None) => {}
             Err(_) => match child.wait() {
                 Ok(status) => return (status, lost),
-                Err(_) => return (ExitStatus::from_raw(exit::SOFTWARE as i32), lost),
+                // A wait status whose exit code is EX_SOFTWARE.
+                Err(_) => return (ExitStatus::from_raw((exit::SOFTWARE as i32) << 8), lost),
             },
         }
         let now = Instant::now();
