@@ -524,11 +524,29 @@ fn blocked_in_blpop(server: &RedisServer) -> bool {
     list.lines().any(|l| l.contains("cmd=blpop"))
 }
 
-#[test]
-fn a_waiter_whose_home_master_is_down_rechecks() {
+/// How a master goes away in the tests below.
+#[derive(Clone, Copy, Debug)]
+enum Away {
+    /// SIGSTOP: connections stay open, nothing answers.
+    Stopped,
+    /// Killed: connections are refused.
+    Killed,
+}
+
+fn go_away(server: &RedisServer, how: Away) {
+    match how {
+        Away::Stopped => server.pause(),
+        Away::Killed => server.kill(),
+    }
+}
+
+/// A waiter blocked on the lock's home master when that master goes away moves to another
+/// master (within its read timeout), and the release wakes it there: its re-check is 120 s
+/// away.
+fn a_waiter_whose_home_master_goes_away_is_woken_elsewhere(how: Away) {
     let masters = RedlockMasters::start(3);
     let c = fast(&masters)
-        .recheck_interval(Duration::from_millis(200))
+        .recheck_interval(Duration::from_secs(120))
         .build()
         .unwrap();
     let name = unique_name("homeless");
@@ -540,26 +558,120 @@ fn a_waiter_whose_home_master_is_down_rechecks() {
         .unwrap();
     let waiter = {
         let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || c.acquire(&name, Duration::from_secs(30)))
+        thread::spawn(move || {
+            let got = c.acquire(&name, Duration::from_secs(60));
+            (got, Instant::now())
+        })
     };
-    // The waiter blocks on one master, its home: kill that one.
+    // The waiter blocks on one master, its home.
     let mut home = None;
     assert!(eventually(MARGIN, || {
         home = masters.masters().iter().position(blocked_in_blpop);
         home.is_some()
     }));
-    masters.masters()[home.unwrap()].kill();
-    thread::sleep(Duration::from_millis(300));
-    // The release reaches the two others and cannot wake the waiter: its re-check finds the
-    // lock free on them.
+    let home = home.unwrap();
+    go_away(&masters.masters()[home], how);
+    // It finds out within its read timeout (and a short slack), and blocks on another master.
+    let moved = masters
+        .masters()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != home)
+        .map(|(_, m)| m);
+    let moved: Vec<&RedisServer> = moved.collect();
+    assert!(
+        eventually(MARGIN, || moved.iter().any(|m| blocked_in_blpop(m))),
+        "the waiter did not move to another master"
+    );
+    let released = Instant::now();
     lock.release().unwrap();
-    let got = waiter
-        .join()
-        .unwrap()
-        .expect("the waiter never got the lock");
+    let (got, at) = waiter.join().unwrap();
+    let got = got.expect("the waiter never got the lock");
+    let after = at.saturating_duration_since(released);
+    println!("{how:?} home master: granted {after:?} after the release");
+    assert!(after < Duration::from_secs(5), "granted {after:?} after the release");
     assert!(got.is_held());
     assert_eq!(holding(&masters, &got, &name), 2);
     got.release().unwrap();
+    if let Away::Stopped = how {
+        masters.masters()[home].resume();
+    }
+}
+
+#[test]
+fn a_waiter_whose_home_master_is_stopped_is_woken_elsewhere() {
+    a_waiter_whose_home_master_goes_away_is_woken_elsewhere(Away::Stopped);
+}
+
+#[test]
+fn a_waiter_whose_home_master_is_killed_is_woken_elsewhere() {
+    a_waiter_whose_home_master_goes_away_is_woken_elsewhere(Away::Killed);
+}
+
+/// A c8 race on one name while each master in turn is stopped (SIGSTOP) for a while: no two
+/// holders ever overlap, and waiters are granted during every stop (their re-check is 120 s
+/// away: only releases wake them).
+#[test]
+fn each_master_stopped_in_turn_under_a_race() {
+    const THREADS: usize = 8;
+    const STOP: Duration = Duration::from_millis(1500);
+    let masters = RedlockMasters::start(3);
+    let c = fast(&masters)
+        .recheck_interval(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    let name = unique_name("stops");
+    let inside = Arc::new(AtomicU64::new(0));
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let grants = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (c, name, inside, overlaps, stop, grants) = (
+                c.clone(),
+                name.clone(),
+                inside.clone(),
+                overlaps.clone(),
+                stop.clone(),
+                grants.clone(),
+            );
+            thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(lock) = c.acquire(&name, Duration::from_secs(30)) else {
+                        continue;
+                    };
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    grants.lock().unwrap().push(Instant::now());
+                    thread::sleep(Duration::from_millis(1));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    let _ = lock.release();
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(500));
+    let mut stops = Vec::new();
+    for m in masters.masters() {
+        let from = Instant::now();
+        m.pause();
+        thread::sleep(STOP);
+        m.resume();
+        stops.push((from, Instant::now()));
+        thread::sleep(Duration::from_millis(500));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().unwrap();
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "holders overlapped");
+    let grants = grants.lock().unwrap();
+    for (i, (from, to)) in stops.iter().enumerate() {
+        let during = grants.iter().filter(|g| *g >= from && *g <= to).count();
+        println!("master {i} stopped {STOP:?}: {during} grants meanwhile");
+        assert!(during > 0, "no grant while master {i} was stopped");
+    }
 }
 
 #[test]

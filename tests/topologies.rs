@@ -518,6 +518,67 @@ fn a_waiter_is_woken_by_the_release(t: &Shared, k: Kind) {
     assert_nothing_left(t, &n);
 }
 
+/// Signals handled while a waiter blocks (each interrupts its blocking read: EINTR) end
+/// nothing: the waiter keeps waiting, and the release still wakes it (its re-check is `FAR`).
+fn a_signal_while_waiting_is_not_a_failure(t: &Shared, k: Kind) {
+    use std::os::unix::thread::JoinHandleExt;
+    static HANDLED: AtomicU64 = AtomicU64::new(0);
+    extern "C" fn on_signal(_: libc::c_int) {
+        HANDLED.fetch_add(1, Ordering::SeqCst);
+    }
+    // A handler without SA_RESTART, as a program's own handler may be.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+        libc::sigemptyset(&mut action.sa_mask);
+        assert_eq!(
+            libc::sigaction(libc::SIGUSR1, &action, std::ptr::null_mut()),
+            0
+        );
+    }
+    let c = rechecks_far_apart(t);
+    let n = Arc::new(Names::new(k, "signalled"));
+    let holder_client = Client::open(t.url()).unwrap();
+    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiter = {
+        let (c, n) = (c.clone(), n.clone());
+        thread::spawn(move || {
+            let got = take(&c, k.own(), &n, Some(SURELY), Opts::default());
+            tx.send(Instant::now()).unwrap();
+            got
+        })
+    };
+    wait_until_waiting(t, k.own(), &n, 1);
+    let before = HANDLED.load(Ordering::SeqCst);
+    for _ in 0..5 {
+        thread::sleep(Duration::from_millis(60));
+        assert_eq!(
+            unsafe { libc::pthread_kill(waiter.as_pthread_t(), libc::SIGUSR1) },
+            0
+        );
+    }
+    assert!(eventually(SURELY, || HANDLED.load(Ordering::SeqCst) >= before + 5));
+    thread::sleep(Duration::from_millis(100));
+    assert!(
+        rx.try_recv().is_err(),
+        "the signalled waiter returned while the lock was held: {:?}",
+        waiter.join().unwrap().map(|g| g.is_held())
+    );
+    assert!(
+        waiting(t, k.own(), &n, 1),
+        "the signalled waiter left its place"
+    );
+    let released = Instant::now();
+    holder.release().unwrap();
+    let granted = rx.recv_timeout(SURELY).expect("the waiter never returned");
+    let grant = waiter.join().unwrap().expect("the signalled waiter was not granted");
+    let after = granted.saturating_duration_since(released);
+    assert!(after < WAKE_BOUND, "granted {after:?} after the release");
+    grant.release().unwrap();
+    assert_nothing_left(t, &n);
+}
+
 /// A wait for a held lock ends with `is_wait_timeout` at its bound, not before and not much
 /// after, and leaves nothing: the holder keeps its grant, and its release hands nothing on.
 fn a_wait_times_out(t: &Shared, k: Kind) {
@@ -1146,6 +1207,66 @@ fn child_holder() {
     role.hold();
 }
 
+/// A waiter process stopped (SIGSTOP) while the lock is released to it, and continued later,
+/// gets the lock at once: the wake-up (or the grant handed over) that came while it was stopped
+/// is not lost with the interrupted read. Its re-check interval and its read timeout are far
+/// longer than the bound.
+fn a_waiter_stopped_through_the_release_gets_it_when_continued(t: &Shared, k: Kind) {
+    let n = Names::new(k, "stopped");
+    let c = Client::open(t.url()).unwrap();
+    let holder = take(&c, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
+    let mut child = start_child("child_stopped_waiter", t, k, &n, &[]);
+    child.wait_ready(SURELY);
+    wait_until_waiting(t, k.own(), &n, 1);
+    // Let it block, then stop it and release to it.
+    thread::sleep(Duration::from_millis(200));
+    child.stop();
+    holder.release().unwrap();
+    thread::sleep(Duration::from_millis(500));
+    let continued = now_ms();
+    child.cont();
+    let out = child.wait_ok(SURELY + SURELY);
+    let granted: u128 = child
+        .reported("granted")
+        .expect("the child reported no grant")
+        .parse()
+        .unwrap();
+    let after = Duration::from_millis(granted.saturating_sub(continued) as u64);
+    assert!(
+        after < WAKE_BOUND,
+        "granted {after:?} after SIGCONT\n{}",
+        support::output_text(&out)
+    );
+    assert_nothing_left(t, &n);
+}
+
+/// Milliseconds since the epoch: a clock two processes share.
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// Child role of `a_waiter_stopped_through_the_release_gets_it_when_continued`: waits, reports
+/// when it is granted, releases.
+#[test]
+#[ignore = "child role, run by ChildProcess"]
+fn child_stopped_waiter() {
+    let Some(InChild { role, url, k, n }) = in_child("child_stopped_waiter") else {
+        return;
+    };
+    let c = Client::builder(&url)
+        .recheck_interval(FAR)
+        .read_timeout(FAR)
+        .build()
+        .unwrap();
+    role.ready("");
+    let grant = take(&c, k.own(), &n, Some(FAR + FAR), Opts::default()).unwrap();
+    role.report("granted", &now_ms().to_string());
+    grant.release().unwrap();
+}
+
 /// A grant inherited across `fork` is not the forked child's: there it is not held, extend and
 /// release (a writer's downgrade) say `is_forked`, and the client works (the parent's grant
 /// keeps the child's rival out, a grant of another name comes and goes). In the parent the
@@ -1217,6 +1338,8 @@ macro_rules! kind {
                 mutual_exclusion_under_a_race,
                 try_is_refused_while_held,
                 a_waiter_is_woken_by_the_release,
+                a_signal_while_waiting_is_not_a_failure,
+                a_waiter_stopped_through_the_release_gets_it_when_continued,
                 a_wait_times_out,
                 a_cancelled_wait_leaves_nothing_behind,
                 renewal_keeps_a_grant_past_its_lease,

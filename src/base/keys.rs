@@ -29,8 +29,10 @@ const QUEUE: &[u8] = b":q";
 /// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
 const SIGNAL: &[u8] = b":s:";
 const ALIVE: &[u8] = b":e:";
-/// Redlock waiting (`stores/redlock/wait.rs`): a marker that waiters exist, and the list they block on.
+/// Redlock waiting (`stores/redlock/wait.rs`): a marker that waiters exist, a marker that some
+/// block on this master, the list they block on, and the woken waiter's turn.
 const WANTED: &[u8] = b":wanted";
+const BLOCKED: &[u8] = b":blocked";
 const WAKE: &[u8] = b":wake";
 const TURN: &[u8] = b":turn";
 
@@ -128,6 +130,12 @@ impl LockKeys {
     /// release knows to wake one.
     pub(crate) fn wanted(&self) -> Vec<u8> {
         self.companion(WANTED, b"")
+    }
+
+    /// With Redlock: exists (with an expiry) on the masters where waiters of the lock may be
+    /// blocked, so that a release wakes one there too when the lock's home master is away.
+    pub(crate) fn blocked(&self) -> Vec<u8> {
+        self.companion(BLOCKED, b"")
     }
 
     /// With Redlock: the list waiters of the lock block on; a release pushes one element.
@@ -305,6 +313,7 @@ mod tests {
                     k.signal("ab12"),
                     k.alive("ab12"),
                     k.wanted(),
+                    k.blocked(),
                     k.wake(),
                 ] {
                     assert_eq!(

@@ -224,6 +224,25 @@ pub(crate) trait LockStore: Send + Sync {
     fn check(&self, _what: Check<'_>) -> Result<(), Error> {
         Ok(())
     }
+
+    /// SIGNAL_CANCEL: pushes `mark` onto a blocked waiter's signal list (on the server it
+    /// blocks on), which lives for `lifetime` if nobody pops it.
+    fn signal_cancel(
+        &self,
+        keys: &LockKeys,
+        signal: &[u8],
+        mark: &[u8],
+        lifetime: Duration,
+    ) -> Result<(), Error> {
+        run_on(self, keys, |c, _| {
+            scripts::SIGNAL_CANCEL
+                .key(signal)
+                .arg(mark)
+                .arg(lifetime.as_millis() as u64)
+                .invoke::<i64>(c)
+        })?;
+        Ok(())
+    }
 }
 
 /// A call on a connection, repeated with `attempt` ≥ 1 on another (see [`LockStore::run_dyn`]).
@@ -265,25 +284,6 @@ impl dyn LockStore + '_ {
         op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         run_on(self, keys, op)
-    }
-
-    /// SIGNAL_CANCEL: pushes `mark` onto a blocked waiter's signal list, which lives for
-    /// `lifetime` if nobody pops it.
-    pub(crate) fn signal_cancel(
-        &self,
-        keys: &LockKeys,
-        signal: &[u8],
-        mark: &[u8],
-        lifetime: Duration,
-    ) -> Result<(), Error> {
-        self.run(keys, |c, _| {
-            scripts::SIGNAL_CANCEL
-                .key(signal)
-                .arg(mark)
-                .arg(lifetime.as_millis() as u64)
-                .invoke::<i64>(c)
-        })?;
-        Ok(())
     }
 }
 

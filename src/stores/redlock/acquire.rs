@@ -47,19 +47,21 @@ pub(crate) struct Tally {
 
 impl Masters {
     /// One acquire attempt on every master. `wanted`: a waiter's attempt, which also marks the
-    /// lock as wanted on every master for that long (so that a release wakes a waiter) and
-    /// learns how long the refusing masters' keys live, and which a free lock refuses during a
-    /// woken waiter's turn unless `woken` (it is that waiter); otherwise the plain `SET NX PX`.
+    /// lock as wanted on every master for that long (so that a release wakes a waiter), and as
+    /// blocked on on the master `blocks_on` (where the waiter blocks next), learns how long the
+    /// refusing masters' keys live, and which a free lock refuses during a woken waiter's turn
+    /// unless `woken` (it is that waiter); otherwise the plain `SET NX PX`.
     pub(crate) fn attempt(
         &self,
         keys: &LockKeys,
         token: &Token,
         lease: Duration,
-        wanted: Option<Duration>,
+        wanted: Option<(Duration, usize)>,
         woken: bool,
     ) -> Result<Attempt, Error> {
         let ms = lease.as_millis() as u64;
-        let (mark, turn) = (keys.wanted(), keys.turn());
+        let (mark, turn, blocked) = (keys.wanted(), keys.turn(), keys.blocked());
+        let (wanted, blocks_on) = (wanted.map(|(d, _)| d), wanted.map(|(_, i)| i));
         // A plain attempt (and its retry by script) takes a free lock whatever the turn, as a
         // plain SET NX does.
         let takes_turn = if woken || wanted.is_none() { "1" } else { "0" };
@@ -75,7 +77,7 @@ impl Masters {
         };
         // A retry (the connection had dropped) uses the script, which also accepts the key
         // holding our token already: the first SET may have been applied.
-        let build = |_: usize, retry: bool| {
+        let build = |i: usize, retry: bool| {
             if wanted.is_none() && !retry {
                 return Request {
                     packed: set.clone(),
@@ -85,14 +87,16 @@ impl Masters {
             }
             let mut c = redis::cmd("EVALSHA");
             c.arg(scripts::QUORUM_ACQUIRE.get_hash())
-                .arg(3)
+                .arg(4)
                 .arg(keys.lock())
                 .arg(&mark)
                 .arg(&turn)
+                .arg(&blocked)
                 .arg(token.as_str())
                 .arg(ms)
                 .arg(wanted_ms)
-                .arg(takes_turn);
+                .arg(takes_turn)
+                .arg(if blocks_on == Some(i) { "1" } else { "0" });
             Request {
                 packed: c.get_packed_command(),
                 replies: 1,
@@ -173,8 +177,9 @@ impl Tally {
     }
 
     /// Whether the masters split between attempts: every refusing master named its owner, and
-    /// no owner holds a majority of the masters. Then no holder's release is coming (the
-    /// attempts that split them all failed and cleared their keys, without waking anyone).
+    /// no owner holds a majority of the masters, even counting every master that did not answer
+    /// as its. Then no holder's release is coming (the attempts that split them all failed and
+    /// cleared their keys, without waking anyone).
     pub(crate) fn split(&self) -> bool {
         let q = self.masters / 2 + 1;
         let most = self
@@ -183,7 +188,9 @@ impl Tally {
             .map(|t| self.holders.iter().filter(|u| *u == t).count())
             .max()
             .unwrap_or(0);
-        self.held_somewhere() && self.holders.len() == self.refused.len() && most < q
+        self.held_somewhere()
+            && self.holders.len() == self.refused.len()
+            && most + self.failed.len() < q
     }
 
     /// The soonest a refusing master's key expires, if any key has an expiry.
@@ -317,5 +324,9 @@ mod tests {
         // A master that did not name its owner (a plain SET NX): not known.
         assert!(!tally(&[(0, Some(b"a")), (1, None)]).split());
         assert!(!tally(&[]).split());
+        // One owner named by the only master that answered: the others may hold it too.
+        let mut one_answered = tally(&[(0, Some(b"a"))]);
+        one_answered.failed = vec![(1, Error::internal("down")), (2, Error::internal("down"))];
+        assert!(!one_answered.split());
     }
 }

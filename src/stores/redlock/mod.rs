@@ -54,6 +54,7 @@ use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::Grant;
 use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
+use crate::base::scripts;
 use crate::base::token::Token;
 use crate::base::url::{MultiHost, invalid};
 use crate::stores::extend::Extension;
@@ -152,7 +153,22 @@ impl Masters {
     /// The master whose wake list waiters of `keys`' lock block on: one per name, picked by a
     /// hash of the lock key, so that waiters of different names spread over the masters.
     pub(crate) fn home(&self, keys: &LockKeys) -> &Master {
-        &self.masters[home_index(keys.lock(), self.masters.len())]
+        &self.masters[self.home_index(keys)]
+    }
+
+    fn home_index(&self, keys: &LockKeys) -> usize {
+        home_index(keys.lock(), self.masters.len())
+    }
+
+    /// The master a waiter of `keys`' lock blocks on next: the lock's home master, or while it
+    /// rests (it failed lately), the next master after it that does not; the home master when
+    /// all rest.
+    pub(crate) fn waiting_master(&self, keys: &LockKeys) -> usize {
+        let (home, n) = (self.home_index(keys), self.masters.len());
+        (0..n)
+            .map(|k| (home + k) % n)
+            .find(|&i| self.masters[i].resting().is_none())
+            .unwrap_or(home)
     }
 
     fn all(&self) -> Vec<usize> {
@@ -228,8 +244,8 @@ impl LockStore for Masters {
         &self.cfg
     }
 
-    /// A waiter's marks and a cancel use the lock's home master; every lock operation goes to
-    /// every master through the methods below.
+    /// A call on one server goes to the lock's home master; every lock operation, a waiter's
+    /// rounds and a cancel go to every master through the methods below.
     fn run_dyn(&self, keys: &LockKeys, op: &mut Call<'_>) -> Result<(), Error> {
         self.home(keys).node.main.run(None, op)
     }
@@ -283,6 +299,33 @@ impl LockStore for Masters {
 
     fn waiter_node(&self, keys: &LockKeys) -> Result<NodeRef<'_>, Error> {
         Ok(NodeRef::Fixed(&self.home(keys).node))
+    }
+
+    /// On every master: a waiter blocks on the lock's home master or, while that is away, on
+    /// another (`wait.rs`).
+    fn signal_cancel(
+        &self,
+        _keys: &LockKeys,
+        signal: &[u8],
+        mark: &[u8],
+        lifetime: Duration,
+    ) -> Result<(), Error> {
+        let packed = {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(scripts::SIGNAL_CANCEL.get_hash())
+                .arg(1)
+                .arg(signal)
+                .arg(mark)
+                .arg(lifetime.as_millis() as u64);
+            c.get_packed_command()
+        };
+        let build = |_: usize, _: bool| round::Request {
+            packed: packed.clone(),
+            replies: 1,
+            script: Some(&*scripts::SIGNAL_CANCEL),
+        };
+        self.round(&self.all(), &build, &|_| false);
+        Ok(())
     }
 
     /// Fencing tokens and the other kinds of lock are refused.

@@ -1,6 +1,6 @@
 //! Release on every master, waking a waiter afterwards; the holder a majority names.
 
-use super::round::{Request, reply};
+use super::round::{Answer, Request, reply};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
@@ -8,14 +8,16 @@ use crate::base::scripts;
 use crate::base::token::Token;
 
 impl Masters {
-    /// Releases on every master, then wakes one waiter if any master says there are waiters
+    /// Releases on every master, then wakes a waiter if any master says there are waiters
     /// (after every master's delete, so the waiter finds them done). Returns whether the lock
     /// was ours: `false` when a majority of masters did not hold our token.
     pub(crate) fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
         self.release_on(keys, token, &self.all(), true)
     }
 
-    /// Deletes our key on `targets`; with `wake`, wakes a waiter afterwards if one waits.
+    /// Deletes our key on `targets`; with `wake`, wakes waiters afterwards if some wait: on the
+    /// name's home master when it answered (waiters of every version block there), and on each
+    /// master that says waiters block there (those that moved while the home master was away).
     pub(super) fn release_on(
         &self,
         keys: &LockKeys,
@@ -23,16 +25,17 @@ impl Masters {
         targets: &[usize],
         wake: bool,
     ) -> Result<bool, Error> {
-        let (mark, turn) = (keys.wanted(), keys.turn());
+        let (mark, turn, blocked) = (keys.wanted(), keys.turn(), keys.blocked());
         // A failed attempt clearing its keys gives no turn: it wakes nobody.
         let turn_ms = if wake { TURN.as_millis() as u64 } else { 0 };
         let packed = {
             let mut c = redis::cmd("EVALSHA");
             c.arg(scripts::QUORUM_RELEASE.get_hash())
-                .arg(3)
+                .arg(4)
                 .arg(keys.lock())
                 .arg(&mark)
                 .arg(&turn)
+                .arg(&blocked)
                 .arg(token.as_str())
                 .arg(turn_ms);
             c.get_packed_command()
@@ -42,9 +45,22 @@ impl Masters {
             replies: 1,
             script: Some(&*scripts::QUORUM_RELEASE),
         };
-        let answers = self.round(targets, &build, &|_| false);
+        // Once a majority of the targets answered, a master that failed lately gets only a
+        // short grace: a stopped master slows no release after the one that found it out.
+        let needed = self.quorum().min(targets.len());
+        let decided = |answers: &[Option<Answer>]| {
+            answers
+                .iter()
+                .filter(|a| matches!(a, Some(Answer::Replies(_))))
+                .count()
+                >= needed
+        };
+        let answers = self.round(targets, &build, &decided);
         let (mut released, mut not_ours, mut wanted) = (0, 0, false);
         let mut failed = Vec::new();
+        let home = self.home_index(keys);
+        let mut to_wake = Vec::new();
+        let mut home_answered = false;
         for (i, a) in answers.into_iter().enumerate() {
             match a.map(|a| reply::<i64>(a, 0, self.server(i))) {
                 None => {}
@@ -55,13 +71,20 @@ impl Masters {
                         not_ours += 1;
                     }
                     wanted |= r & 2 == 2;
+                    home_answered |= i == home;
+                    if r & 4 == 4 && i != home {
+                        to_wake.push(i);
+                    }
                 }
                 Some(Err(e)) => failed.push((i, e)),
             }
         }
         if wake && wanted {
+            if home_answered {
+                to_wake.insert(0, home);
+            }
             // Best effort: a waiter that is not woken re-checks on its own.
-            let _ = self.wake(keys);
+            self.wake_on(keys, &to_wake);
         }
         if not_ours >= self.quorum() {
             return Ok(false);
@@ -80,16 +103,27 @@ impl Masters {
         ))
     }
 
-    /// Wakes one waiter of `keys`' lock: pushes a wake-up onto the wake list on its home master.
-    pub(crate) fn wake(&self, keys: &LockKeys) -> Result<(), Error> {
+    /// Wakes one waiter of `keys`' lock on each master of `targets`: pushes a wake-up onto the
+    /// lock's wake list there (best effort: a master that fails is skipped).
+    pub(super) fn wake_on(&self, keys: &LockKeys, targets: &[usize]) {
+        if targets.is_empty() {
+            return;
+        }
         let lifetime = self.cfg.recheck_interval + MARK_GRACE;
-        self.home(keys).node.main.run(None, |c, _| {
-            scripts::QUORUM_WAKE
-                .key(keys.wake())
-                .arg(lifetime.as_millis() as u64)
-                .invoke::<i64>(c)
-        })?;
-        Ok(())
+        let packed = {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(scripts::QUORUM_WAKE.get_hash())
+                .arg(1)
+                .arg(keys.wake())
+                .arg(lifetime.as_millis() as u64);
+            c.get_packed_command()
+        };
+        let build = |_: usize, _: bool| Request {
+            packed: packed.clone(),
+            replies: 1,
+            script: Some(&*scripts::QUORUM_WAKE),
+        };
+        self.round(targets, &build, &|_| false);
     }
 
     /// GET on every master: the token a majority of them hold, if any.

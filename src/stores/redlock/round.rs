@@ -43,13 +43,24 @@ impl Masters {
         let mut answers: Vec<Option<Answer>> = self.masters.iter().map(|_| None).collect();
         let mut written = Vec::with_capacity(targets.len());
         let mut again = Vec::new();
-        for &i in targets {
+        let resting: Vec<Option<Error>> = targets
+            .iter()
+            .map(|&i| self.masters[i].resting())
+            .collect();
+        // A round that cannot reach a majority without masters that rest asks them too, with
+        // only a short grace for their answer: one of them may be back.
+        let q = self.quorum();
+        let ask_resting = targets.len() >= q && resting.iter().filter(|r| r.is_none()).count() < q;
+        for (&i, rest) in targets.iter().zip(resting) {
             let m = &self.masters[i];
-            if let Some(error) = m.resting() {
+            let probe = rest.is_some();
+            if let Some(error) = rest.filter(|_| !ask_resting) {
                 answers[i] = Some(Answer::Failed { error, sent: false });
                 continue;
             }
-            let mut conn = match m.node.main.get(None) {
+            // A probe connects within the grace too.
+            let limit = probe.then_some(STRAGGLER_GRACE);
+            let mut conn = match m.node.main.get(limit) {
                 Ok(conn) => conn,
                 Err(error) => {
                     m.failed(&error);
@@ -59,7 +70,7 @@ impl Masters {
             };
             let request = build(i, false);
             match conn.redis.send_packed_command(&request.packed) {
-                Ok(()) => written.push((i, conn, request)),
+                Ok(()) => written.push((i, conn, request, probe)),
                 Err(e) => {
                     mark_broken(&mut conn);
                     if worth_retrying(&e) {
@@ -70,12 +81,12 @@ impl Masters {
                 }
             }
         }
-        written.sort_by_cached_key(|(i, _, _)| self.masters[*i].failures());
-        for (i, mut conn, request) in written {
+        written.sort_by_cached_key(|(i, ..)| self.masters[*i].failures());
+        for (i, mut conn, request, probe) in written {
             let m = &self.masters[i];
             // Only a master that failed recently is cut short: a healthy one's reply is on its
             // way, and changing a socket's timeout costs two system calls.
-            let straggler = m.failures() > 0 && decided(&answers);
+            let straggler = m.failures() > 0 && (probe || decided(&answers));
             let read = if straggler {
                 conn.redis.set_read_timeout(Some(STRAGGLER_GRACE))
             } else {

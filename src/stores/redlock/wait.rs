@@ -11,14 +11,28 @@
 //! (the attempt found the key free) or after the mark (the release sees it): a waiter that
 //! failed is always woken by the release it waits for.
 //!
-//! One release wakes one waiter (the list holds at most one wake-up): the one blocked longest on
-//! the home master, as Redis serves blocked clients in order. The release also leaves the lock to
-//! that waiter for a moment (its *turn*, [`TURN`](super::TURN), a key on every master): until the
-//! woken waiter has tried, other waiters' attempts find the lock refused, so the releasing thread
-//! coming back for the lock waits its turn instead of taking it again ahead of the waiters. That
-//! is still not a queue: a first attempt (a plain `SET NX PX`, made by an acquire of a name not
-//! found held lately in this process) ignores turns, a waiter that times out of its block
-//! re-blocks behind the others, and there is no cross-master first-come first-served order.
+//! No wake-up depends on the home master alone. While it is away (it failed lately: stopped,
+//! killed, unreachable), waiters block on the next master after it that answers
+//! (`Masters::waiting_master`), and their attempt marks that master as one waiters block on
+//! (`:blocked`); a release wakes a waiter on every master so marked, besides the home master. A
+//! waiter finds out that the master it blocks on went away within the read timeout (its blocks
+//! last no longer, and their replies get a short slack), and moves at once. (Clients of the
+//! previous version block on the home master only, and wake only there: while some run, a
+//! home master that is away delays their waiters to their re-check.)
+//!
+//! One release wakes one waiter per such master (each list holds at most one wake-up): the one
+//! blocked longest there, as Redis serves blocked clients in order. The release also leaves the
+//! lock to the waiter it wakes for a moment (its *turn*, [`TURN`](super::TURN), a key on every
+//! master): until a woken waiter has tried, other waiters' attempts find the lock refused, so the
+//! releasing thread coming back for the lock waits its turn instead of taking it again ahead of
+//! the waiters. That is still not a queue: a first attempt (a plain `SET NX PX`, made by an
+//! acquire of a name not found held lately in this process) ignores turns, a waiter that times
+//! out of its block re-blocks behind the others, and there is no cross-master first-come
+//! first-served order.
+//!
+//! A signal that interrupts a waiter's block (EINTR: a signal handler ran, or the process was
+//! stopped and continued) may have cost it a wake-up that the server had already popped for it:
+//! the waiter then tries at once, as a woken waiter, so that a release is never left unclaimed.
 //!
 //! Attempts at the same moment can split the masters so that none has a majority (three
 //! contenders, one master each): all fail and clear their keys, and no release will come. A
@@ -26,9 +40,9 @@
 //! token: when no token is on a majority of the masters, the round says so ([`Round::Split`])
 //! and the wait loop retries after a random back-off.
 //!
-//! When nothing wakes it (the holder vanished, a foreign client deleted the key, or the home
-//! master is down), the waiter re-checks after the wait loop's jittered interval, never later
-//! than the soonest expiry of a key that refused it, as on one server.
+//! When nothing wakes it (the holder vanished, or a foreign client deleted the key), the waiter
+//! re-checks after the wait loop's jittered interval, never later than the soonest expiry of a
+//! key that refused it, as on one server.
 
 use std::time::{Duration, Instant};
 
@@ -36,9 +50,13 @@ use super::{Attempt, MARK_GRACE, Masters, Tally};
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::pool::{Conn, mark_broken};
+use crate::base::pool::{Conn, is_interrupted, mark_broken};
 use crate::base::token::Token;
 use crate::stores::wait::{DEADLINE_SLACK, Mode, Round, Session};
+
+/// How much later than its block a BLPOP reply may come before the waiter takes the master for
+/// gone: Redis notices a block's end at its next event-loop tick (1/hz, 100 ms by default).
+const BLOCK_SLACK: Duration = Duration::from_millis(250);
 
 /// A waiter on Redlock's masters; see the module's documentation.
 pub(crate) struct RedlockSession<'a> {
@@ -48,8 +66,8 @@ pub(crate) struct RedlockSession<'a> {
     lease: Duration,
     /// The waiter's own signal list (only a cancel pushes onto it).
     signal: &'a [u8],
-    /// The waiter's connection to the home master (of its waiters' pool).
-    conn: Option<Conn>,
+    /// The master the waiter blocks on, and its connection there (of its waiters' pool).
+    conn: Option<(usize, Conn)>,
     /// What the masters said to the last attempt, for the wait-timeout error.
     last: Option<Tally>,
 }
@@ -73,30 +91,41 @@ impl<'a> RedlockSession<'a> {
         }
     }
 
-    /// Blocks on the home master until a release or a cancel pushes, or `block` passes.
+    /// Gives the connection back to its master's pool (closed, if broken).
+    fn put_back(&mut self) {
+        if let Some((i, conn)) = self.conn.take() {
+            self.masters.masters[i].node.wait.put_back(conn);
+        }
+    }
+
+    /// Blocks on master `at` until a release or a cancel pushes, or `block` passes.
     /// `at_bound`: the block ends at the wait bound, which the socket's read timeout enforces.
-    fn block(&mut self, block: Duration, at_bound: bool) -> Round {
-        let pool = &self.masters.home(self.keys).node.wait;
+    fn block(&mut self, at: usize, block: Duration, at_bound: bool) -> Round {
+        let master = &self.masters.masters[at];
+        let pool = &master.node.wait;
+        if self.conn.as_ref().is_some_and(|(i, _)| *i != at) {
+            self.put_back();
+        }
         if self.conn.is_none() {
             match pool.get(Some(block)) {
-                Ok(c) => self.conn = Some(c.into_inner()),
+                Ok(c) => self.conn = Some((at, c.into_inner())),
                 Err(e) => {
-                    // Every waiter connection is in use, or the home master is unreachable:
-                    // re-check when the block would have ended.
-                    if !pool.exhausted() {
-                        log::debug!("waiter for lock {} cannot block: {e}", self.keys.shown());
+                    // Every waiter connection is in use: re-check when the block would have
+                    // ended. The master is unreachable: it rests, and the waiter moves on.
+                    if pool.exhausted() {
+                        return Round::Unreachable(block);
                     }
-                    return Round::Unreachable(block);
+                    log::debug!("waiter for lock {} cannot block: {e}", self.keys.shown());
+                    master.failed(&e);
+                    return self.moved(at, block);
                 }
             }
         }
-        let c = self.conn.as_mut().expect("set above");
-        // Redis notices a BLPOP timeout only at its next event-loop tick, so a block that ends
-        // before the wait bound gets the connection's read timeout on top.
+        let (_, c) = self.conn.as_mut().expect("set above");
         let slack = if at_bound {
             DEADLINE_SLACK
         } else {
-            pool.read_timeout()
+            BLOCK_SLACK.min(pool.read_timeout())
         };
         let popped = c
             .redis
@@ -114,34 +143,44 @@ impl<'a> RedlockSession<'a> {
             Ok(None) => Round::Blocked(None),
             Err(e) => {
                 mark_broken(c);
-                if let Some(conn) = self.conn.take() {
-                    pool.put_back(conn);
+                self.put_back();
+                if is_interrupted(&e) {
+                    // A signal: the server may have popped a wake-up for us already, and its
+                    // reply went with the connection. Try at once, as the woken waiter.
+                    return Round::Released;
                 }
                 if e.is_timeout() && at_bound {
                     return Round::Blocked(None);
                 }
-                log::info!(
-                    "waiter for lock {} could not block on {}: {e}",
-                    self.keys.shown(),
-                    pool.server()
-                );
-                Round::Unreachable(block)
+                let e = Error::from_redis(pool.server(), &e);
+                log::info!("waiter for lock {} could not block: {e}", self.keys.shown());
+                master.failed(&e);
+                self.moved(at, block)
             }
+        }
+    }
+
+    /// After the master `at` failed a waiter: try again at once when it rests now (the next
+    /// round blocks elsewhere), else re-check after `block`.
+    fn moved(&self, at: usize, block: Duration) -> Round {
+        if self.masters.waiting_master(self.keys) == at {
+            Round::Unreachable(block)
+        } else {
+            Round::Interrupted
         }
     }
 }
 
 impl Drop for RedlockSession<'_> {
     fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.masters.home(self.keys).node.wait.put_back(conn);
-        }
+        self.put_back();
     }
 }
 
 impl Session for RedlockSession<'_> {
     fn round(&mut self, mode: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error> {
-        let wanted = Some(planned + MARK_GRACE);
+        let at = self.masters.waiting_master(self.keys);
+        let wanted = Some((planned + MARK_GRACE, at));
         let woken = mode == Mode::Woken;
         let attempt = self
             .masters
@@ -156,7 +195,10 @@ impl Session for RedlockSession<'_> {
         }
         let split = tally.split();
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut block = planned.min(left);
+        // No longer than the read timeout at a time: a waiter finds out that its master went
+        // away no later than that (and its short slack).
+        let read_timeout = self.masters.masters[at].node.wait.read_timeout();
+        let mut block = planned.min(left).min(read_timeout);
         if let Some(expiry) = tally.soonest_expiry() {
             block = block.min(expiry + Duration::from_millis(1));
         }
@@ -168,13 +210,18 @@ impl Session for RedlockSession<'_> {
             // The wait bound came during the attempt: the wait ends.
             return Ok(Round::Blocked(None));
         }
-        Ok(self.block(block, block >= left))
+        if self.masters.waiting_master(self.keys) != at {
+            // The master to block on failed this attempt (it rests now): block elsewhere.
+            return Ok(Round::Interrupted);
+        }
+        Ok(self.block(at, block, block >= left))
     }
 
     fn leave(&mut self, woken: bool) -> Result<Option<Grant>, Error> {
         if woken {
-            // A wake-up taken and not used: pass it on to another waiter.
-            let _ = self.masters.wake(self.keys);
+            // A wake-up taken and not used: pass it on to another waiter there.
+            let at = self.masters.waiting_master(self.keys);
+            self.masters.wake_on(self.keys, &[at]);
         }
         Ok(None)
     }
