@@ -236,6 +236,11 @@ pub(crate) fn redis_client(
     cfg: &Config,
     info: &redis::ConnectionInfo,
 ) -> Result<redis::Client, Error> {
+    // Without CLIENT SETINFO on connect: redis-rs reads each of its two replies with the whole
+    // connect timeout, so a server that accepts connections and never answers would take twice
+    // the timeout to fail. (Connections then show no library name in CLIENT LIST.)
+    let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    let info = &info.clone().set_redis_settings(settings);
     match &cfg.tls_ca_pem {
         None => redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e)),
         #[cfg(feature = "tls")]
