@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use redislock::Client;
-use support::RedisServer;
+use support::{RedisServer, RedlockMasters};
 
 /// The release before the engine's restructuring.
 const OLD: &str = "fe90921";
@@ -151,14 +151,24 @@ impl Drop for Old {
 fn this_version_and_the_previous_release_exclude_and_wake_each_other() {
     let old = old_program();
     let server = RedisServer::start();
-    let url = server.url();
+    exclude_and_wake(&old, &server.url());
+    // On Redlock's masters too: the old release's waiters block on the name's home master, and
+    // this version's releases wake them there.
+    let masters = RedlockMasters::start(3);
+    exclude_and_wake(&old, &masters.url());
+}
+
+/// Both directions on `url`: each version waits for the other's holder and is woken by its
+/// release (the re-checks are 30 s apart).
+fn exclude_and_wake(old: &Path, url: &str) {
+    let url = url.to_owned();
     let new = Client::builder(&url)
         .recheck_interval(Duration::from_secs(30))
         .build()
         .unwrap();
 
     // The old release holds: this version is refused, then woken by the old release's release.
-    let holder = Old::start(&old, &["hold", &url, "mixed:a", "400"]);
+    let holder = Old::start(old, &["hold", &url, "mixed:a", "400"]);
     holder.expect("held", Duration::from_secs(10));
     let refused = new.try_acquire("mixed:a").unwrap_err();
     assert!(refused.is_held(), "{refused}");
@@ -174,7 +184,7 @@ fn this_version_and_the_previous_release_exclude_and_wake_each_other() {
 
     // This version holds: the old release waits, and is woken by this version's release.
     let lock = new.try_acquire("mixed:b").unwrap();
-    let waiter = Old::start(&old, &["wait", &url, "mixed:b", "20000"]);
+    let waiter = Old::start(old, &["wait", &url, "mixed:b", "20000"]);
     // Let the old waiter queue up, then check it has not got the lock.
     std::thread::sleep(Duration::from_millis(500));
     assert!(waiter.lines.try_recv().is_err(), "granted while held");

@@ -589,7 +589,10 @@ fn a_waiter_whose_home_master_goes_away_is_woken_elsewhere(how: Away) {
     let got = got.expect("the waiter never got the lock");
     let after = at.saturating_duration_since(released);
     println!("{how:?} home master: granted {after:?} after the release");
-    assert!(after < Duration::from_secs(5), "granted {after:?} after the release");
+    assert!(
+        after < Duration::from_secs(5),
+        "granted {after:?} after the release"
+    );
     assert!(got.is_held());
     assert_eq!(holding(&masters, &got, &name), 2);
     got.release().unwrap();

@@ -572,7 +572,10 @@ fn a_signal_while_waiting_is_not_a_failure(t: &Shared, k: Kind) {
     let released = Instant::now();
     holder.release().unwrap();
     let granted = rx.recv_timeout(SURELY).expect("the waiter never returned");
-    let grant = waiter.join().unwrap().expect("the signalled waiter was not granted");
+    let grant = waiter
+        .join()
+        .unwrap()
+        .expect("the signalled waiter was not granted");
     let after = granted.saturating_duration_since(released);
     assert!(after < WAKE_BOUND, "granted {after:?} after the release");
     grant.release().unwrap();

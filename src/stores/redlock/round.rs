@@ -43,10 +43,8 @@ impl Masters {
         let mut answers: Vec<Option<Answer>> = self.masters.iter().map(|_| None).collect();
         let mut written = Vec::with_capacity(targets.len());
         let mut again = Vec::new();
-        let resting: Vec<Option<Error>> = targets
-            .iter()
-            .map(|&i| self.masters[i].resting())
-            .collect();
+        let resting: Vec<Option<Error>> =
+            targets.iter().map(|&i| self.masters[i].resting()).collect();
         // A round that cannot reach a majority without masters that rest asks them too, with
         // only a short grace for their answer: one of them may be back.
         let q = self.quorum();
