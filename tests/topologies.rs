@@ -577,6 +577,7 @@ fn a_signal_while_waiting_is_not_a_failure(t: &Shared, k: Kind) {
         .unwrap()
         .expect("the signalled waiter was not granted");
     let after = granted.saturating_duration_since(released);
+    println!("signalled waiter granted {after:?} after the release");
     assert!(after < WAKE_BOUND, "granted {after:?} after the release");
     grant.release().unwrap();
     assert_nothing_left(t, &n);
@@ -1235,6 +1236,7 @@ fn a_waiter_stopped_through_the_release_gets_it_when_continued(t: &Shared, k: Ki
         .parse()
         .unwrap();
     let after = Duration::from_millis(granted.saturating_sub(continued) as u64);
+    println!("stopped waiter granted {after:?} after SIGCONT");
     assert!(
         after < WAKE_BOUND,
         "granted {after:?} after SIGCONT\n{}",
