@@ -361,9 +361,11 @@ mod ffi;
 
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
-pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, WriteLock};
+pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};
 pub use api::kind;
-pub use api::request::{LockRequest, MultiLockRequest, Request, RwLockRequest, SemaphoreRequest};
+pub use api::request::{
+    LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest, SemaphoreRequest,
+};
 pub use base::config::{MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use base::error::{Error, ErrorKind};
 pub use base::keys::MAX_NAME_LEN;

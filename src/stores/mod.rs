@@ -15,6 +15,7 @@
 
 pub(crate) mod cluster;
 pub(crate) mod extend;
+pub(crate) mod pubsub;
 pub(crate) mod redlock;
 pub(crate) mod sentinel;
 pub(crate) mod single;
