@@ -569,16 +569,21 @@ fn refused_on_redlock() {
 // npm's node-redisson as a live partner (tests/redisson_partner/, installed by scripts/setup.sh)
 // ---------------------------------------------------------------------------------------------
 
-/// One `node partner.js` process on the single server; its output lines as they come.
+/// A partner process (`node partner.js` or `php php_worker.php`) on the single server; its
+/// output lines as they come.
 struct Node {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
+fn partner_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redisson_partner")
+}
+
 impl Node {
+    /// node-redisson (`partner.js`) with Redisson's `lockWatchdogTimeout` = `watchdog`.
     fn start(t: &Shared, name: &str, mode: &[&str], watchdog: Duration) -> Node {
-        use std::io::BufRead;
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redisson_partner");
+        let dir = partner_dir();
         assert!(
             dir.join("node_modules/node-redisson/package.json").exists(),
             "node-redisson is not installed in {}: run `bash scripts/setup.sh`",
@@ -586,14 +591,34 @@ impl Node {
         );
         let mut cmd = std::process::Command::new("node");
         cmd.arg(dir.join("partner.js"))
-            .arg(t.nodes()[0].to_string())
+            .env("WATCHDOG_MS", watchdog.as_millis().to_string());
+        Self::spawn(cmd, t, name, mode)
+    }
+
+    /// redislock's PHP package (`php_worker.php`) through the library this test was built with.
+    fn php(t: &Shared, name: &str, mode: &[&str]) -> Node {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let exe = std::env::current_exe().unwrap();
+        let lib = exe.parent().unwrap().join("libredislock.so");
+        assert!(lib.is_file(), "{} not built", lib.display());
+        let mut cmd = std::process::Command::new("php");
+        cmd.args(["-d", "ffi.enable=1"])
+            .arg(partner_dir().join("php_worker.php"))
+            .env("REDISLOCK_LIB", lib)
+            .env("REDISLOCK_HEADER", root.join("include/redislock_php.h"));
+        Self::spawn(cmd, t, name, mode)
+    }
+
+    fn spawn(mut cmd: std::process::Command, t: &Shared, name: &str, mode: &[&str]) -> Node {
+        use std::io::BufRead;
+        cmd.arg(t.nodes()[0].to_string())
             .arg(name)
             .args(mode)
-            .env("WATCHDOG_MS", watchdog.as_millis().to_string())
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped());
+        let program = format!("{:?}", cmd.get_program());
         let mut child = support::spawn_anchored(cmd)
-            .unwrap_or_else(|e| panic!("cannot run node ({e}): run `bash scripts/setup.sh`"));
+            .unwrap_or_else(|e| panic!("cannot run {program} ({e}): run `bash scripts/setup.sh`"));
         let out = child.stdout.take().unwrap();
         let (tx, lines) = std::sync::mpsc::channel();
         thread::spawn(move || {
@@ -611,9 +636,9 @@ impl Node {
         let line = self
             .lines
             .recv_timeout(SURELY)
-            .unwrap_or_else(|_| panic!("node-redisson did not say {what}: {:?}", self.finish()));
+            .unwrap_or_else(|_| panic!("the partner did not say {what}: {:?}", self.finish()));
         line.strip_prefix(what)
-            .unwrap_or_else(|| panic!("node-redisson said {line:?}, not {what}"))
+            .unwrap_or_else(|| panic!("the partner said {line:?}, not {what}"))
             .trim()
             .to_string()
     }
@@ -682,8 +707,8 @@ mod node_redisson {
         Shared::get(Topology::Single)
     }
 
-    /// Two node-redisson processes and two redislock threads race on one name over a counter
-    /// file: exact, never two inside.
+    /// Two node-redisson processes, two redislock threads and a redislock PHP process race on
+    /// one name over a counter file: exact, never two inside.
     #[test]
     fn race_is_exact() {
         const ROUNDS: u64 = 30;
@@ -706,6 +731,7 @@ mod node_redisson {
                 )
             })
             .collect();
+        let php = Node::php(t, &name, &["race", counter.to_str().unwrap(), &rounds]);
         let c = Arc::new(client(t, FAR));
         let threads: Vec<_> = (0..2)
             .map(|_| {
@@ -735,8 +761,18 @@ mod node_redisson {
             std::fs::read_to_string(counter.with_extension("overlaps"))
         );
         let total: u64 = std::fs::read_to_string(&counter).unwrap().parse().unwrap();
-        assert_eq!(total, 4 * ROUNDS);
+        assert_eq!(total, 5 * ROUNDS);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// From PHP the lock is reentrant within the process, as from Rust within a thread.
+    #[test]
+    fn php_is_reentrant_within_its_process() {
+        let t = single();
+        let name = unique_name("rsn-php-reentrant");
+        let mut php = Node::php(t, &name, &["reentrant"]);
+        php.expect("ok");
+        assert_eq!(php.finish().map(|s| s.success()), Some(true));
     }
 
     /// A node-redisson waiter is woken by redislock's release.
