@@ -748,11 +748,11 @@ mod node_redisson {
         for h in threads {
             h.join().unwrap();
         }
-        for mut n in nodes {
+        for mut n in nodes.into_iter().chain([php]) {
             assert_eq!(
                 n.finish().map(|s| s.success()),
                 Some(true),
-                "node-redisson failed"
+                "a partner failed"
             );
         }
         assert!(
