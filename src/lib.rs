@@ -38,7 +38,9 @@
 //! `docs/topologies.md` (Sentinel, Redis Cluster, Redlock), `docs/guarantees.md` (what holds, and
 //! what each fault does), `docs/operations.md` (configuration, threads and persistent clients,
 //! logs, security, the soak test), `docs/install.md` (installing for C and PHP), `docs/c-api.md`
-//! (the C API) and `docs/php.md` (PHP and PHP-FPM).
+//! (the C API), `docs/php.md` (PHP and PHP-FPM), `docs/redisson.md` (sharing locks with Java
+//! services that use Redisson, [`Client::redisson_lock`]) and `docs/servers.md` (the Redis and
+//! Valkey versions tested).
 //!
 //! # Semantics
 //!
@@ -389,3 +391,8 @@ pub struct TopologiesDoctests;
 #[doc = include_str!("../docs/operations.md")]
 #[cfg(doctest)]
 pub struct OperationsDoctests;
+
+/// The Rust examples of `docs/redisson.md`, compiled as doc tests.
+#[doc = include_str!("../docs/redisson.md")]
+#[cfg(doctest)]
+pub struct RedissonDoctests;
