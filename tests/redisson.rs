@@ -507,6 +507,44 @@ fn another_kind_on_the_name_is_refused_clearly(t: &'static Shared) {
     plain.release().unwrap();
 }
 
+/// A wait ends at its bound, or at once when cancelled, leaving no subscription behind.
+fn a_wait_times_out_or_is_cancelled(t: &'static Shared) {
+    let name = unique_name("rsn-cancel");
+    let r = Redisson::new(t);
+    assert!(r.try_lock(&name, java_thread(9), FAR).is_none());
+    let c = Arc::new(client(t, FAR));
+    let started = Instant::now();
+    let e = c
+        .redisson_lock(&name)
+        .acquire(Duration::from_millis(300))
+        .unwrap_err();
+    assert!(e.is_wait_timeout(), "{e}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(eventually(SURELY, || subscribers(t, &name) == 0));
+    let cancel = redislock::Cancel::new();
+    let waiter = {
+        let (c, name, cancel) = (c.clone(), name.clone(), cancel.clone());
+        thread::spawn(move || {
+            c.redisson_lock(&name)
+                .cancel_on(&cancel)
+                .acquire(SURELY)
+                .unwrap_err()
+        })
+    };
+    assert!(eventually(SURELY, || subscribers(t, &name) > 0));
+    let cancelled = Instant::now();
+    cancel.cancel();
+    let e = waiter.join().unwrap();
+    assert!(e.is_cancelled(), "{e}");
+    assert!(
+        cancelled.elapsed() < WAKE_BOUND,
+        "{:?}",
+        cancelled.elapsed()
+    );
+    assert!(eventually(SURELY, || subscribers(t, &name) == 0));
+    assert_eq!(r.unlock(&name, java_thread(9), FAR), Some(true));
+}
+
 macro_rules! topology {
     ($module:ident, $topology:expr) => {
         mod $module {
@@ -542,6 +580,10 @@ macro_rules! topology {
             #[test]
             fn vanished_redisson_holder() {
                 a_vanished_redisson_holder_frees_it_within_its_lease(Shared::get($topology));
+            }
+            #[test]
+            fn wait_times_out_or_is_cancelled() {
+                a_wait_times_out_or_is_cancelled(Shared::get($topology));
             }
             #[test]
             fn another_kind() {

@@ -199,6 +199,9 @@ impl Kind for Redisson<'_> {
 impl Redisson<'_> {
     /// Redisson's wait: subscribe, then try at each message and at the holder's remaining
     /// lease (never later than the client's re-check interval), until the grant or `deadline`.
+    /// A subscription that cannot be made (every waiter connection in use, the server
+    /// unreachable) or that fails (a dropped connection, a failover, a moved slot) is made again
+    /// at the next round; meanwhile the waiter re-checks at the same times, unwoken.
     fn subscribed_wait(
         &self,
         b: &Arc<Backend>,
@@ -209,17 +212,19 @@ impl Redisson<'_> {
         let store = &*b.store;
         let cfg = store.cfg();
         let shown = self.keys.shown();
+        let channel = channel(self.keys);
         let left = || deadline.saturating_duration_since(Instant::now());
-        let mut sub = Subscription::open(
-            store,
-            self.keys,
-            &channel(self.keys),
-            sharded(store),
-            left(),
-        )?;
+        let mut sub: Option<Subscription<'_>> = None;
         loop {
             if cancel.is_some_and(Cancel::is_cancelled) {
                 return Err(Error::cancelled(&shown));
+            }
+            if sub.is_none() {
+                // Subscribed before the attempt, so that no release after it goes unheard.
+                match Subscription::open(store, self.keys, &channel, sharded(store), left()) {
+                    Ok(s) => sub = Some(s),
+                    Err(e) => log::debug!("{shown}: waiting without a subscription: {e}"),
+                }
             }
             let mut sent = Instant::now();
             let step = store.run(self.keys, |c, n| {
@@ -241,8 +246,19 @@ impl Redisson<'_> {
             // Until a message, the holder's remaining lease, the wait bound or a cancel.
             loop {
                 let rest = until.saturating_duration_since(Instant::now());
-                if rest.is_zero() || sub.next(rest.min(CANCEL_LOOK))? {
+                if rest.is_zero() {
                     break;
+                }
+                let slice = rest.min(CANCEL_LOOK);
+                match sub.as_mut().map(|s| s.next(slice)) {
+                    Some(Ok(true)) => break,
+                    Some(Ok(false)) => {}
+                    Some(Err(e)) => {
+                        log::debug!("{shown}: the subscription failed: {e}");
+                        sub = None;
+                        break;
+                    }
+                    None => std::thread::sleep(slice),
                 }
                 if cancel.is_some_and(Cancel::is_cancelled) {
                     return Err(Error::cancelled(&shown));
