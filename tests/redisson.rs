@@ -434,15 +434,7 @@ fn redissons_renewal_is_respected(t: &'static Shared) {
 fn a_killed_holder_frees_it_for_redisson(t: &'static Shared) {
     let name = unique_name("rsn-killed");
     let lease = Duration::from_secs(1);
-    let mut child = ChildProcess::start(
-        "child_redisson_holder",
-        "child_redisson_holder",
-        &[
-            ("REDISLOCK_TEST_URL", t.url().to_string()),
-            ("REDISLOCK_TEST_NAME", name.clone()),
-        ],
-    );
-    child.wait_ready(SURELY);
+    let mut child = start_holder(t, &name);
     let r = Redisson::new(t);
     thread::sleep(lease + lease / 2);
     assert!(
@@ -457,6 +449,20 @@ fn a_killed_holder_frees_it_for_redisson(t: &'static Shared) {
         "freed {freed:?} after the kill"
     );
     assert_eq!(r.unlock(&name, java_thread(7), FAR), Some(true));
+}
+
+/// A process holding the Redisson lock `name` with a 1 s lease, renewed, until it is killed.
+fn start_holder(t: &Shared, name: &str) -> ChildProcess {
+    let mut child = ChildProcess::start(
+        "child_redisson_holder",
+        "child_redisson_holder",
+        &[
+            ("REDISLOCK_TEST_URL", t.url().to_string()),
+            ("REDISLOCK_TEST_NAME", name.to_string()),
+        ],
+    );
+    child.wait_ready(SURELY);
+    child
 }
 
 #[test]
@@ -545,51 +551,31 @@ fn a_wait_times_out_or_is_cancelled(t: &'static Shared) {
     assert_eq!(r.unlock(&name, java_thread(9), FAR), Some(true));
 }
 
+/// One test per behaviour, named after it, on one topology.
 macro_rules! topology {
     ($module:ident, $topology:expr) => {
         mod $module {
             use super::*;
-            #[test]
-            fn race_with_redisson_is_exact() {
-                a_race_with_redisson_is_exact(Shared::get($topology));
-            }
-            #[test]
-            fn waiter_is_woken_by_redissons_unlock() {
-                a_waiter_is_woken_by_redissons_unlock(Shared::get($topology));
-            }
-            #[test]
-            fn redisson_waiter_is_woken_by_the_release() {
-                redisson_is_woken_by_the_release(Shared::get($topology));
-            }
-            #[test]
-            fn reentrant() {
-                reentrant_per_thread(Shared::get($topology));
-            }
-            #[test]
-            fn renewal() {
-                renewal_keeps_it_past_the_lease(Shared::get($topology));
-            }
-            #[test]
-            fn redisson_renewal() {
-                redissons_renewal_is_respected(Shared::get($topology));
-            }
-            #[test]
-            fn killed_holder() {
-                a_killed_holder_frees_it_for_redisson(Shared::get($topology));
-            }
-            #[test]
-            fn vanished_redisson_holder() {
-                a_vanished_redisson_holder_frees_it_within_its_lease(Shared::get($topology));
-            }
-            #[test]
-            fn wait_times_out_or_is_cancelled() {
-                a_wait_times_out_or_is_cancelled(Shared::get($topology));
-            }
-            #[test]
-            fn another_kind() {
-                another_kind_on_the_name_is_refused_clearly(Shared::get($topology));
-            }
+            topology!(@tests $topology;
+                a_race_with_redisson_is_exact,
+                a_waiter_is_woken_by_redissons_unlock,
+                redisson_is_woken_by_the_release,
+                reentrant_per_thread,
+                renewal_keeps_it_past_the_lease,
+                redissons_renewal_is_respected,
+                a_killed_holder_frees_it_for_redisson,
+                a_vanished_redisson_holder_frees_it_within_its_lease,
+                a_wait_times_out_or_is_cancelled,
+                another_kind_on_the_name_is_refused_clearly);
         }
+    };
+    (@tests $topology:expr; $($behaviour:ident),*) => {
+        $(
+            #[test]
+            fn $behaviour() {
+                crate::$behaviour(Shared::get($topology));
+            }
+        )*
     };
 }
 
@@ -882,15 +868,7 @@ mod node_redisson {
     fn a_killed_redislock_holder_frees_it_for_node_redisson() {
         let t = single();
         let name = unique_name("rsn-node-killed2");
-        let mut child = ChildProcess::start(
-            "child_redisson_holder",
-            "child_redisson_holder",
-            &[
-                ("REDISLOCK_TEST_URL", t.url().to_string()),
-                ("REDISLOCK_TEST_NAME", name.clone()),
-            ],
-        );
-        child.wait_ready(SURELY);
+        let mut child = start_holder(t, &name);
         let mut node = Node::start(t, &name, &["wait"], Duration::from_secs(30));
         let killed = child.kill9();
         let got = Node::instant(&node.expect("got"));

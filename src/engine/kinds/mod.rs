@@ -40,7 +40,9 @@ pub(crate) trait Kind {
     /// The token the grant is to be held with.
     fn token(&self) -> &Token;
     /// The name(s) as shown in messages.
-    fn shown(&self) -> String;
+    fn shown(&self) -> String {
+        self.keys().shown()
+    }
     /// One attempt on `c`: take the grant if the queue lets us, never queue. `retry`: the call
     /// is repeated after a dropped connection, and the first may have been applied.
     fn try_once(

@@ -146,10 +146,6 @@ impl Kind for Redisson<'_> {
         self.token
     }
 
-    fn shown(&self) -> String {
-        self.keys.shown()
-    }
-
     /// REDISSON_LOCK. Repeated after a dropped connection it may count a hold twice; the lock
     /// then outlives its last release by at most one lease (renewal has stopped).
     fn try_once(
