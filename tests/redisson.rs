@@ -2,7 +2,8 @@
 //! runs Redisson's scripts byte for byte as `RedissonLock` sends them at the tags
 //! redisson-3.52.0 and redisson-4.7.0 (the same at both), subscribes to the lock's channel as
 //! `LockPubSub` does, and renews as its `LockTask` does. On one server, a Sentinel group and a
-//! Cluster (sharded pub/sub: `SPUBLISH` / `SSUBSCRIBE`), and refused on Redlock.
+//! Cluster (sharded pub/sub: `SPUBLISH` / `SSUBSCRIBE`), each on Redis and on Valkey, and
+//! refused on Redlock; and npm's node-redisson as a live partner, with redislock's PHP package.
 //!
 //! The scripts below are Redisson's (Copyright (c) 2013-2026 Nikita Koksharov, Apache License
 //! 2.0, https://github.com/redisson/redisson): `RedissonLock.tryLockInnerAsync`,
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use redis::{PushKind, Value};
 use redislock::{Client, ErrorKind};
-use support::{ChildProcess, Shared, Topology, child_role, eventually, unique_name};
+use support::{ChildProcess, Server, Shared, Topology, child_role, eventually, unique_name};
 
 redislock_testkit::shared_keeper!();
 
@@ -554,9 +555,12 @@ fn a_wait_times_out_or_is_cancelled(t: &'static Shared) {
 /// One test per behaviour, named after it, on one topology.
 macro_rules! topology {
     ($module:ident, $topology:expr) => {
+        topology!($module, $topology, Server::Redis);
+    };
+    ($module:ident, $topology:expr, $server:expr) => {
         mod $module {
             use super::*;
-            topology!(@tests $topology;
+            topology!(@tests $topology, $server;
                 a_race_with_redisson_is_exact,
                 a_waiter_is_woken_by_redissons_unlock,
                 redisson_is_woken_by_the_release,
@@ -569,11 +573,11 @@ macro_rules! topology {
                 another_kind_on_the_name_is_refused_clearly);
         }
     };
-    (@tests $topology:expr; $($behaviour:ident),*) => {
+    (@tests $topology:expr, $server:expr; $($behaviour:ident),*) => {
         $(
             #[test]
             fn $behaviour() {
-                crate::$behaviour(Shared::get($topology));
+                crate::$behaviour(Shared::get_on($topology, $server));
             }
         )*
     };
@@ -582,6 +586,14 @@ macro_rules! topology {
 topology!(single, Topology::Single);
 topology!(sentinel, Topology::Sentinel);
 topology!(cluster, Topology::Cluster);
+
+/// The same on Valkey (docs/servers.md).
+mod valkey {
+    use super::*;
+    topology!(single, Topology::Single, Server::Valkey);
+    topology!(sentinel, Topology::Sentinel, Server::Valkey);
+    topology!(cluster, Topology::Cluster, Server::Valkey);
+}
 
 /// Refused on Redlock's masters, with an error that says so.
 #[test]

@@ -14,6 +14,9 @@
 //! What is particular to one kind or one topology (rwlock downgrade and writer preference,
 //! semaphore sizes, a set's all or none, Cluster slots, failovers, Redlock majorities) is in the
 //! kind's or the topology's own file.
+//!
+//! The whole suite runs twice: on Redis (`single::…`) and on Valkey (`valkey::single::…`), every
+//! node and sentinel of the set-up running that server (docs/servers.md).
 
 mod support;
 
