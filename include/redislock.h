@@ -268,6 +268,12 @@ enum redislock_kind
    * of the name too.
    */
   REDISLOCK_KIND_WRITE = 2,
+  /**
+   * Redisson's RLock of the name (docs/redisson.md), shared with Java services that lock it
+   * with Redisson: reentrant per calling OS thread, woken by Redisson's unlock message. No
+   * fencing, no owner token; refused on Redlock URLs.
+   */
+  REDISLOCK_KIND_REDISSON = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -875,8 +881,11 @@ redislock_result redislock_request_set_fencing(redislock_request *request, bool 
  * name; a writer (like an exclusive lock) is alone. Waiters are served in arrival order: a
  * reader arriving after a waiting writer queues behind it, and a release wakes exactly the
  * waiters that can proceed. A read or write lock of a name and its exclusive lock exclude each
- * other. Errors: INVALID_ARGUMENT (a number that is no `redislock_kind`; a semaphore or set
- * request; READ or WRITE for a request with an owner token), NULL_PARAMETER.
+ * other. REDISSON makes it Redisson's RLock of the name instead (docs/redisson.md): reentrant
+ * per calling OS thread, shared with Java services that lock the name with Redisson.
+ * Errors: INVALID_ARGUMENT (a number that is no `redislock_kind`; a semaphore or set request;
+ * READ, WRITE or REDISSON for a request with an owner token; REDISSON for a request with
+ * fencing set), NULL_PARAMETER.
  */
 redislock_result redislock_request_set_kind(redislock_request *request, redislock_kind kind);
 

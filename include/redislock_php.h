@@ -48,6 +48,7 @@ enum redislock_kind
   REDISLOCK_KIND_EXCLUSIVE = 0,
   REDISLOCK_KIND_READ = 1,
   REDISLOCK_KIND_WRITE = 2,
+  REDISLOCK_KIND_REDISSON = 3,
 };
 typedef uint32_t redislock_kind;
 

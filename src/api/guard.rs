@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::api::kind::{Exclusive, Kind, OneName, Read, Semaphore, Set, SetParts, Write};
+use crate::api::kind::{Exclusive, Kind, OneName, Read, Redisson, Semaphore, Set, SetParts, Write};
 use crate::base::error::Error;
 use crate::engine::kinds::{Holding, rwlock};
 use crate::engine::lock::Held;
@@ -45,6 +45,9 @@ pub type Permits = Guard<Semaphore>;
 /// A set of exclusive locks held together. If renewal finds any name lost, the whole set counts
 /// as lost.
 pub type MultiLock = Guard<Set>;
+/// A held Redisson lock (one hold of it: the same thread may hold it again; see
+/// [`Client::redisson_lock`](crate::Client::redisson_lock)).
+pub type RedissonLock = Guard<Redisson>;
 
 impl<K: Kind> Guard<K> {
     pub(crate) fn new(held: Held, parts: K::Parts) -> Guard<K> {
@@ -284,6 +287,7 @@ impl AnyLock {
             Holding::Write => "a write lock",
             Holding::Permits(_) => "permits of a semaphore",
             Holding::Set(_) => "a set of locks",
+            Holding::Redisson { .. } => "a Redisson lock",
         }
     }
 

@@ -71,7 +71,14 @@ pub struct SetParts {
     pub(crate) fences: Option<Vec<u64>>,
 }
 
+/// Redisson's RLock: reentrant per thread, shared with Java services that lock with Redisson
+/// ([`RedissonLock`](crate::RedissonLock), [`RedissonLockRequest`](crate::RedissonLockRequest);
+/// docs/redisson.md).
+#[derive(Debug)]
+pub enum Redisson {}
+
 impl sealed::Sealed for Exclusive {}
+impl sealed::Sealed for Redisson {}
 impl sealed::Sealed for Read {}
 impl sealed::Sealed for Write {}
 impl sealed::Sealed for ReadWrite {}
@@ -79,6 +86,9 @@ impl sealed::Sealed for Semaphore {}
 impl sealed::Sealed for Set {}
 
 impl Kind for Exclusive {
+    type Parts = ();
+}
+impl Kind for Redisson {
     type Parts = ();
 }
 impl Kind for Read {
@@ -103,11 +113,13 @@ impl OneName for Exclusive {}
 impl OneName for Read {}
 impl OneName for Write {}
 impl OneName for Semaphore {}
+impl OneName for Redisson {}
 
 impl RequestKind for Exclusive {}
 impl RequestKind for ReadWrite {}
 impl RequestKind for Semaphore {}
 impl RequestKind for Set {}
+impl RequestKind for Redisson {}
 
 impl Fenced for Exclusive {}
 impl Fenced for ReadWrite {}

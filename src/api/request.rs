@@ -11,15 +11,15 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::api::client::Client;
-use crate::api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, WriteLock};
-use crate::api::kind::{Exclusive, Fenced, ReadWrite, RequestKind, Semaphore, Set};
+use crate::api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};
+use crate::api::kind::{Exclusive, Fenced, ReadWrite, Redisson, RequestKind, Semaphore, Set};
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::cancel::Cancel;
-use crate::engine::kinds::{exclusive, multi, rwlock, semaphore};
+use crate::engine::kinds::{exclusive, multi, redisson, rwlock, semaphore};
 
 /// A request for a lock of kind `K`: its name(s) and how to take it. Made by
 /// [`Client::lock`], [`Client::rw_lock`], [`Client::semaphore`] and [`Client::lock_all`], with
@@ -58,6 +58,8 @@ pub type RwLockRequest<'a> = Request<'a, ReadWrite>;
 pub type SemaphoreRequest<'a> = Request<'a, Semaphore>;
 /// A request for a set of exclusive locks, taken all or none.
 pub type MultiLockRequest<'a> = Request<'a, Set>;
+/// A request for Redisson's RLock.
+pub type RedissonLockRequest<'a> = Request<'a, Redisson>;
 
 impl<'a, K: RequestKind> Request<'a, K> {
     /// A request with the client's defaults (fencing off for semaphores, which have none).
@@ -170,6 +172,28 @@ impl<'a> Request<'a, Exclusive> {
         let keys = self.keys()?;
         let b = self.client.backend()?;
         let held = exclusive::acquire(&b, &keys, owner, &self.opts, wait, self.cancel)?;
+        Ok(Guard::new(held, ()))
+    }
+}
+
+impl Request<'_, Redisson> {
+    /// One attempt: fails with [`Error::is_held`] at once if another owner (another thread, or
+    /// another client) holds the lock; taken again (one hold more) if this thread holds it.
+    pub fn try_acquire(&self) -> Result<RedissonLock, Error> {
+        self.take(None)
+    }
+
+    /// Waits up to `wait` for the lock (fails with [`Error::is_wait_timeout`]), woken by the
+    /// holder's unlock message on the lock's channel, or trying again when the holder's lease
+    /// runs out.
+    pub fn acquire(&self, wait: Duration) -> Result<RedissonLock, Error> {
+        self.take(Some(wait))
+    }
+
+    fn take(&self, wait: Option<Duration>) -> Result<RedissonLock, Error> {
+        let keys = self.keys()?;
+        let b = self.client.backend()?;
+        let held = redisson::acquire(&b, &keys, &self.opts, wait, self.cancel)?;
         Ok(Guard::new(held, ()))
     }
 }

@@ -156,6 +156,15 @@ scripts! {
     pub(crate) static QUORUM_EXTEND = ["quorum_extend.lua"];
     /// QUORUM_WAKE: wake one waiter blocked on the lock's wake list: `quorum_wake.lua`.
     pub(crate) static QUORUM_WAKE = ["quorum_wake.lua"];
+
+    // ---- Redisson's RLock (`engine/kinds/redisson.rs`; Redisson's own scripts) ----
+
+    /// REDISSON_LOCK: take (or take again) Redisson's lock hash: `redisson_lock.lua`.
+    pub(crate) static REDISSON_LOCK = ["redisson_lock.lua"];
+    /// REDISSON_UNLOCK: release one hold, publish the unlock message: `redisson_unlock.lua`.
+    pub(crate) static REDISSON_UNLOCK = ["redisson_unlock.lua"];
+    /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
+    pub(crate) static REDISSON_RENEW = ["redisson_renew.lua"];
 }
 
 #[cfg(test)]

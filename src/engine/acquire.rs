@@ -83,7 +83,9 @@ pub(crate) fn acquire(
             drop(place.take());
             let deadline = started + wait.unwrap_or_default();
             let grant = loop {
-                let grant = wait::wait(b, kind, opts.lease, started, deadline, cancel)
+                let grant = kind
+                    .own_wait(b, opts.lease, started, deadline, cancel)
+                    .unwrap_or_else(|| wait::wait(b, kind, opts.lease, started, deadline, cancel))
                     .map_err(|e| kind.explain(e))?;
                 match acknowledge(b, kind, opts.lease, grant)? {
                     Some(grant) => break grant,

@@ -36,6 +36,8 @@ const REGISTRY_WAIT: Duration = Duration::from_secs(5);
 /// Connection pools and renewal threads of a client in one process.
 pub(crate) struct Backend {
     pub pid: u32,
+    /// The client's id in Redisson's locks (a UUID; `kinds/redisson.rs`).
+    pub id: String,
     /// Where the locks live: every call to Redis about a lock goes through it.
     pub store: Box<dyn LockStore>,
     pub renewer: Renewer,
@@ -52,6 +54,7 @@ impl Owner {
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
         let backend = Backend {
             pid: std::process::id(),
+            id: crate::engine::kinds::redisson::client_id(std::process::id())?,
             store: stores::open(cfg, info)?,
             renewer: Renewer::new(cfg.max_renewed_locks),
         };

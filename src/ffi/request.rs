@@ -29,8 +29,8 @@ use super::lock::redislock_lock;
 use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::api::guard::AnyLock;
 use crate::{
-    Cancel, Client, Error, LockRequest, MAX_SET_NAMES, MultiLockRequest, RwLockRequest,
-    SemaphoreRequest,
+    Cancel, Client, Error, LockRequest, MAX_SET_NAMES, MultiLockRequest, RedissonLockRequest,
+    RwLockRequest, SemaphoreRequest,
 };
 
 /// How one lock is to be taken: what it takes (one lock name: an exclusive lock, or a read or
@@ -61,6 +61,10 @@ pub enum redislock_kind {
     /// The write lock of the read/write lock of the name: alone, and excluding exclusive locks
     /// of the name too.
     REDISLOCK_KIND_WRITE = 2,
+    /// Redisson's RLock of the name (docs/redisson.md), shared with Java services that lock it
+    /// with Redisson: reentrant per calling OS thread, woken by Redisson's unlock message. No
+    /// fencing, no owner token; refused on Redlock URLs.
+    REDISLOCK_KIND_REDISSON = 3,
 }
 
 /// A kind as received from C: any number may come, and an out-of-range value in a Rust enum
@@ -78,6 +82,7 @@ impl redislock_kind {
             REDISLOCK_KIND_EXCLUSIVE,
             REDISLOCK_KIND_READ,
             REDISLOCK_KIND_WRITE,
+            REDISLOCK_KIND_REDISSON,
         ]
         .into_iter()
         .find(|&k| k as u32 == n)
@@ -117,6 +122,10 @@ impl Target {
                 kind: redislock_kind::REDISLOCK_KIND_WRITE,
                 ..
             } => "a write lock",
+            Target::Name {
+                kind: redislock_kind::REDISLOCK_KIND_REDISSON,
+                ..
+            } => "a Redisson lock",
             Target::Semaphore { .. } => "a semaphore",
             Target::Set { .. } => "a set of locks",
         }
@@ -155,6 +164,7 @@ pub(crate) enum RustRequest<'a> {
     Rw(RwLockRequest<'a>),
     Semaphore(SemaphoreRequest<'a>),
     Set(MultiLockRequest<'a>),
+    Redisson(RedissonLockRequest<'a>),
 }
 
 impl<'a> RustRequest<'a> {
@@ -164,6 +174,7 @@ impl<'a> RustRequest<'a> {
             Self::Rw(r) => Self::Rw(r.lease(lease)),
             Self::Semaphore(r) => Self::Semaphore(r.lease(lease)),
             Self::Set(r) => Self::Set(r.lease(lease)),
+            Self::Redisson(r) => Self::Redisson(r.lease(lease)),
         }
     }
 
@@ -173,16 +184,18 @@ impl<'a> RustRequest<'a> {
             Self::Rw(r) => Self::Rw(r.auto_renew(on)),
             Self::Semaphore(r) => Self::Semaphore(r.auto_renew(on)),
             Self::Set(r) => Self::Set(r.auto_renew(on)),
+            Self::Redisson(r) => Self::Redisson(r.auto_renew(on)),
         }
     }
 
-    /// Semaphores have no fencing; their setter refuses it, so it never gets here.
+    /// Semaphores and Redisson locks have no fencing; the setter refuses it for them (and
+    /// `redislock_request_set_kind` refuses REDISSON once it is set), so it never gets here.
     fn fencing(self, on: bool) -> Self {
         match self {
             Self::Lock(r) => Self::Lock(r.fencing(on)),
             Self::Rw(r) => Self::Rw(r.fencing(on)),
             Self::Set(r) => Self::Set(r.fencing(on)),
-            other @ Self::Semaphore(_) => other,
+            other @ (Self::Semaphore(_) | Self::Redisson(_)) => other,
         }
     }
 
@@ -200,6 +213,7 @@ impl<'a> RustRequest<'a> {
             Self::Rw(r) => Self::Rw(r.cancel_on(cancel)),
             Self::Semaphore(r) => Self::Semaphore(r.cancel_on(cancel)),
             Self::Set(r) => Self::Set(r.cancel_on(cancel)),
+            Self::Redisson(r) => Self::Redisson(r.cancel_on(cancel)),
         }
     }
 }
@@ -270,6 +284,10 @@ impl Request {
                 name,
                 kind: redislock_kind::REDISLOCK_KIND_EXCLUSIVE,
             } => RustRequest::Lock(c.lock(name)),
+            Target::Name {
+                name,
+                kind: redislock_kind::REDISLOCK_KIND_REDISSON,
+            } => RustRequest::Redisson(c.redisson_lock(name)),
             Target::Name { name, .. } => RustRequest::Rw(c.rw_lock(name)),
             Target::Semaphore { name, permits, .. } => {
                 RustRequest::Semaphore(c.semaphore(name, *permits))
@@ -305,6 +323,8 @@ impl Request {
             (RustRequest::Semaphore(r), None) => r.try_acquire(take)?.into(),
             (RustRequest::Set(r), Some(w)) => r.acquire(w)?.into(),
             (RustRequest::Set(r), None) => r.try_acquire()?.into(),
+            (RustRequest::Redisson(r), Some(w)) => r.acquire(w)?.into(),
+            (RustRequest::Redisson(r), None) => r.try_acquire()?.into(),
         })
     }
 }
@@ -474,7 +494,14 @@ pub extern "C" fn redislock_request_set_fencing(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        if matches!(request.target, Target::Semaphore { .. }) {
+        let redisson = matches!(
+            request.target,
+            Target::Name {
+                kind: redislock_kind::REDISLOCK_KIND_REDISSON,
+                ..
+            }
+        );
+        if matches!(request.target, Target::Semaphore { .. }) || redisson {
             return last_error::fail(&request.does_not_apply("fencing"));
         }
         request.set("fencing", on, |r, &on| r.fencing(on));
@@ -487,8 +514,11 @@ pub extern "C" fn redislock_request_set_fencing(
 /// name; a writer (like an exclusive lock) is alone. Waiters are served in arrival order: a
 /// reader arriving after a waiting writer queues behind it, and a release wakes exactly the
 /// waiters that can proceed. A read or write lock of a name and its exclusive lock exclude each
-/// other. Errors: INVALID_ARGUMENT (a number that is no `redislock_kind`; a semaphore or set
-/// request; READ or WRITE for a request with an owner token), NULL_PARAMETER.
+/// other. REDISSON makes it Redisson's RLock of the name instead (docs/redisson.md): reentrant
+/// per calling OS thread, shared with Java services that lock the name with Redisson.
+/// Errors: INVALID_ARGUMENT (a number that is no `redislock_kind`; a semaphore or set request;
+/// READ, WRITE or REDISSON for a request with an owner token; REDISSON for a request with
+/// fencing set), NULL_PARAMETER.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_request_set_kind(
     request: *mut redislock_request,
@@ -498,17 +528,25 @@ pub extern "C" fn redislock_request_set_kind(
         let request = try_mut!(request);
         let Some(new_kind) = redislock_kind::from_u32(kind.0) else {
             return last_error::fail(&Error::invalid_argument(format!(
-                "{} is not a redislock_kind (EXCLUSIVE 0, READ 1, WRITE 2)",
+                "{} is not a redislock_kind (EXCLUSIVE 0, READ 1, WRITE 2, REDISSON 3)",
                 kind.0
             )));
         };
         let owner = request.is_set("owner_token");
+        let fencing = request.is_set("fencing");
         let Target::Name { kind, .. } = &mut request.target else {
             return last_error::fail(&request.does_not_apply("a lock kind"));
         };
         if owner && new_kind != redislock_kind::REDISLOCK_KIND_EXCLUSIVE {
             return last_error::fail(&Error::invalid_argument(
-                "an owner token applies to exclusive locks only: read and write locks take none",
+                "an owner token applies to exclusive locks only: read, write and Redisson locks \
+                 take none",
+            ));
+        }
+        if fencing && new_kind == redislock_kind::REDISLOCK_KIND_REDISSON {
+            return last_error::fail(&Error::invalid_argument(
+                "fencing does not apply to a Redisson lock: Redisson's locks have no fencing \
+                 tokens",
             ));
         }
         *kind = new_kind;

@@ -698,11 +698,11 @@ fn setters_that_do_not_apply_to_the_kind_are_refused_and_change_nothing() {
     // (whichever comes first) are refused.
     let one = request_of(|c, out| redislock_request_new(c, name, 1, out));
     assert_eq!(
-        redislock_request_set_kind(one.1, KindCode(3)),
+        redislock_request_set_kind(one.1, KindCode(4)),
         REDISLOCK_INVALID_ARGUMENT
     );
     assert!(
-        last_error().contains("3 is not a redislock_kind"),
+        last_error().contains("4 is not a redislock_kind"),
         "{}",
         last_error()
     );
@@ -926,6 +926,7 @@ fn headers_have_every_lock_kind() {
             ("REDISLOCK_KIND_EXCLUSIVE", REDISLOCK_KIND_EXCLUSIVE as u32),
             ("REDISLOCK_KIND_READ", REDISLOCK_KIND_READ as u32),
             ("REDISLOCK_KIND_WRITE", REDISLOCK_KIND_WRITE as u32),
+            ("REDISLOCK_KIND_REDISSON", REDISLOCK_KIND_REDISSON as u32),
         ] {
             assert!(text.contains(&format!("{name} = {n},")), "{header}: {name}");
         }

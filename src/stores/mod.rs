@@ -16,6 +16,7 @@
 pub(crate) mod cluster;
 pub(crate) mod extend;
 pub(crate) mod inspect;
+pub(crate) mod pubsub;
 pub(crate) mod redlock;
 pub(crate) mod sentinel;
 pub(crate) mod single;

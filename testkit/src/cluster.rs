@@ -3,7 +3,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::{RedisServer, eventually};
+use crate::{RedisServer, Server, eventually};
 
 /// How long a cluster may take to reach `cluster_state:ok` on every node.
 const FORM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -20,16 +20,25 @@ impl Cluster {
     /// Starts the six nodes, creates the cluster and waits until every node reports
     /// `cluster_state:ok` and every master has a replica in sync.
     pub fn start() -> Cluster {
+        Self::start_on(Server::Redis)
+    }
+
+    /// Like [`start`](Self::start), every node running `server`'s program (`redis-cli --cluster
+    /// create` joins Valkey nodes too).
+    pub fn start_on(server: Server) -> Cluster {
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "2000",
-                ])
+                RedisServer::start_on(
+                    server,
+                    &[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                    ],
+                )
             })
             .collect();
         let addrs: Vec<String> = nodes.iter().map(RedisServer::addr).collect();

@@ -28,7 +28,8 @@
 //!   `restart`, `pid`, `running`, `log` of any node or sentinel, `master`, `quit`) and stops
 //!   everything at end of input; see `src/bin/redislock-testkit.rs` for the protocol.
 //!
-//! The binary is `$REDISLOCK_TEST_REDIS_SERVER` if set, else `redis-server` from `PATH`. Every
+//! The binary is `$REDISLOCK_TEST_REDIS_SERVER` if set, else `redis-server` from `PATH`; set-ups
+//! started `_on` [`Server::Valkey`] run `$REDISLOCK_TEST_VALKEY_SERVER`, else `valkey-server`. Every
 //! process started here is spawned from one long-lived helper thread with `PR_SET_PDEATHSIG =
 //! SIGKILL` on Linux, so even if the test process dies without unwinding no `redis-server` is
 //! left behind.
@@ -51,12 +52,14 @@ pub use cluster::Cluster;
 pub use masters::RedlockMasters;
 pub use process::{child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok};
 pub use sentinel::SentinelGroup;
-pub use server::{RedisServer, free_port};
+pub use server::{RedisServer, Server, free_port};
 pub use setup::{Setup, Topology};
 pub use shared::{IDLE, KEEPER_TEST, Shared, keep_shared_setup};
 
 /// Environment variable naming the `redis-server` binary to use.
 pub const REDIS_SERVER_ENV: &str = "REDISLOCK_TEST_REDIS_SERVER";
+/// Environment variable naming the `valkey-server` binary to use (see [`Server::Valkey`]).
+pub const VALKEY_SERVER_ENV: &str = "REDISLOCK_TEST_VALKEY_SERVER";
 
 /// Conventional environment variable telling a re-executed test binary which
 /// child role to play (see [`spawn_self`]).

@@ -1,6 +1,6 @@
 //! Independent Redis masters for Redlock, on loopback.
 
-use crate::RedisServer;
+use crate::{RedisServer, Server};
 
 /// Independent `redis-server` processes (no replication between them, no persistence), the
 /// masters of a Redlock client. Each is a [`RedisServer`]: kill, pause or restart any of them
@@ -12,8 +12,13 @@ pub struct RedlockMasters {
 impl RedlockMasters {
     /// Starts `n` masters (Redlock needs an odd number, at least 3).
     pub fn start(n: usize) -> RedlockMasters {
+        Self::start_on(Server::Redis, n)
+    }
+
+    /// Like [`start`](Self::start), running `server`'s program.
+    pub fn start_on(server: Server, n: usize) -> RedlockMasters {
         RedlockMasters {
-            masters: (0..n).map(|_| RedisServer::start()).collect(),
+            masters: (0..n).map(|_| RedisServer::start_on(server, &[])).collect(),
         }
     }
 

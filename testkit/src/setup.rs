@@ -1,7 +1,7 @@
 //! A set-up of any topology, held as one value: what the command-line program drives and what a
 //! shared set-up's keeper holds.
 
-use crate::{Cluster, RedisServer, RedlockMasters, SentinelGroup};
+use crate::{Cluster, RedisServer, RedlockMasters, SentinelGroup, Server};
 
 /// The topologies a client can be built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,11 +53,16 @@ impl Setup {
     /// Starts a set-up of `topology` with the kit's defaults (Redlock: three masters) and
     /// waits until it is formed.
     pub fn start(topology: Topology) -> Setup {
+        Self::start_on(topology, Server::Redis)
+    }
+
+    /// Like [`start`](Self::start), every process running `server`'s program.
+    pub fn start_on(topology: Topology, server: Server) -> Setup {
         match topology {
-            Topology::Single => Setup::Single(RedisServer::start()),
-            Topology::Sentinel => Setup::Sentinel(SentinelGroup::start()),
-            Topology::Cluster => Setup::Cluster(Cluster::start()),
-            Topology::Redlock => Setup::Redlock(RedlockMasters::start(3)),
+            Topology::Single => Setup::Single(RedisServer::start_on(server, &[])),
+            Topology::Sentinel => Setup::Sentinel(SentinelGroup::start_on(server)),
+            Topology::Cluster => Setup::Cluster(Cluster::start_on(server)),
+            Topology::Redlock => Setup::Redlock(RedlockMasters::start_on(server, 3)),
         }
     }
 

@@ -30,7 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::server::connect;
-use crate::{Setup, Topology, child_env, cluster, sentinel};
+use crate::{Server, Setup, Topology, child_env, cluster, sentinel};
 
 /// How long a keeper keeps a set-up that no test process uses.
 pub const IDLE: Duration = Duration::from_secs(30);
@@ -44,6 +44,7 @@ const START_LIMIT: Duration = Duration::from_secs(120);
 const KEEPER_POLL: Duration = Duration::from_millis(100);
 
 const TOPOLOGY_ENV: &str = "REDISLOCK_SHARED_TOPOLOGY";
+const SERVER_ENV: &str = "REDISLOCK_SHARED_SERVER";
 const DIR_ENV: &str = "REDISLOCK_SHARED_DIR";
 const RUNNER_ENV: &str = "REDISLOCK_SHARED_RUNNER";
 
@@ -66,6 +67,7 @@ macro_rules! shared_keeper {
 #[derive(Debug)]
 pub struct Shared {
     topology: Topology,
+    server: Server,
     url: String,
     nodes: Vec<u16>,
     sentinels: Vec<u16>,
@@ -76,13 +78,25 @@ pub struct Shared {
 impl Shared {
     /// The run's set-up of `topology`, started if none is running.
     pub fn get(topology: Topology) -> &'static Shared {
-        static SHARED: [OnceLock<Shared>; 4] = [const { OnceLock::new() }; 4];
-        let i = Topology::ALL.iter().position(|t| *t == topology).unwrap();
-        SHARED[i].get_or_init(|| join(topology))
+        Self::get_on(topology, Server::Redis)
+    }
+
+    /// The run's set-up of `topology` running `server`'s program, started if none is running.
+    pub fn get_on(topology: Topology, server: Server) -> &'static Shared {
+        const N: usize = Topology::ALL.len() * Server::ALL.len();
+        static SHARED: [OnceLock<Shared>; N] = [const { OnceLock::new() }; N];
+        let t = Topology::ALL.iter().position(|t| *t == topology).unwrap();
+        let s = Server::ALL.iter().position(|s| *s == server).unwrap();
+        SHARED[t * Server::ALL.len() + s].get_or_init(|| join(topology, server))
     }
 
     pub fn topology(&self) -> Topology {
         self.topology
+    }
+
+    /// The server program the set-up runs.
+    pub fn server(&self) -> Server {
+        self.server
     }
 
     /// The URL a client is built from.
@@ -137,11 +151,13 @@ fn port_conn(port: u16) -> redis::RedisResult<redis::Connection> {
 
 const RUN_DIR_PREFIX: &str = "redislock-shared-";
 
-/// The files of the run's set-up of `topology`.
-fn dir_of(runner: u32, topology: Topology) -> PathBuf {
-    std::env::temp_dir()
-        .join(format!("{RUN_DIR_PREFIX}{runner}"))
-        .join(topology.name())
+/// The files of the run's set-up of `topology` on `server` (Redis's keep the topology's name).
+fn dir_of(runner: u32, topology: Topology, server: Server) -> PathBuf {
+    let run = std::env::temp_dir().join(format!("{RUN_DIR_PREFIX}{runner}"));
+    match server {
+        Server::Redis => run.join(topology.name()),
+        _ => run.join(format!("{}-{}", topology.name(), server.name())),
+    }
 }
 
 /// Removes the files of runs whose runner has gone: their keepers have gone too (a keeper that
@@ -164,17 +180,17 @@ fn sweep_ended_runs() {
 
 /// Finds the run's set-up of `topology`, or starts its keeper and waits for it; then holds a
 /// shared lock on its users file.
-fn join(topology: Topology) -> Shared {
+fn join(topology: Topology, server: Server) -> Shared {
     // SAFETY: getppid(2) has no preconditions.
     let runner = unsafe { libc::getppid() } as u32;
     sweep_ended_runs();
-    let dir = dir_of(runner, topology);
+    let dir = dir_of(runner, topology, server);
     fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     let start = lock_file(&dir.join("start.lock"));
     flock(&start, libc::LOCK_EX);
     let state = match read_state(&dir) {
         Some(state) if alive(state.keeper) => state,
-        _ => start_keeper(topology, &dir, runner),
+        _ => start_keeper(topology, server, &dir, runner),
     };
     let user = lock_file(&dir.join("users.lock"));
     // The keeper only stops while it holds `start.lock`, which this process holds now.
@@ -182,6 +198,7 @@ fn join(topology: Topology) -> Shared {
     drop(start);
     Shared {
         topology,
+        server,
         url: state.url,
         nodes: state.nodes,
         sentinels: state.sentinels,
@@ -190,7 +207,7 @@ fn join(topology: Topology) -> Shared {
 }
 
 /// Starts the keeper and waits until it has written the state file.
-fn start_keeper(topology: Topology, dir: &Path, runner: u32) -> State {
+fn start_keeper(topology: Topology, server: Server, dir: &Path, runner: u32) -> State {
     let _ = fs::remove_file(dir.join("state"));
     let exe = std::env::current_exe().expect("current_exe() failed");
     let log_path = dir.join("keeper.log");
@@ -205,6 +222,7 @@ fn start_keeper(topology: Topology, dir: &Path, runner: u32) -> State {
         "--include-ignored",
     ])
     .env(TOPOLOGY_ENV, topology.name())
+    .env(SERVER_ENV, server.name())
     .env(DIR_ENV, dir)
     .env(RUNNER_ENV, runner.to_string())
     .stdin(Stdio::null())
@@ -236,9 +254,10 @@ fn start_keeper(topology: Topology, dir: &Path, runner: u32) -> State {
                 let _ = keeper.wait();
             }
             panic!(
-                "the keeper of the shared {} set-up {} (is `redislock_testkit::shared_keeper!()` \
+                "the keeper of the shared {} set-up on {} {} (is `redislock_testkit::shared_keeper!()` \
                  at the root of this test crate?)\n--- {} ---\n{}",
                 topology.name(),
+                server.name(),
                 match exited {
                     Some(status) => format!("exited ({status})"),
                     None => format!("did not start it within {START_LIMIT:?}"),
@@ -262,11 +281,14 @@ pub fn keep_shared_setup() {
         return;
     };
     let topology = Topology::from_name(&topology).expect("unknown topology");
+    let server = child_env(SERVER_ENV)
+        .map(|s| Server::from_name(&s).expect("unknown server"))
+        .unwrap_or_default();
     let dir = PathBuf::from(child_env(DIR_ENV).expect("no keeper directory"));
     let runner: u32 = child_env(RUNNER_ENV)
         .and_then(|p| p.parse().ok())
         .expect("no runner pid");
-    let setup = Setup::start(topology);
+    let setup = Setup::start_on(topology, server);
     let ports = |servers: &[crate::RedisServer]| -> Vec<u16> {
         servers.iter().map(crate::RedisServer::port).collect()
     };
@@ -277,7 +299,12 @@ pub fn keep_shared_setup() {
         sentinels: ports(setup.sentinels()),
     };
     state.write(&dir);
-    println!("keeping {} at {}", topology.name(), state.url);
+    println!(
+        "keeping {} on {} at {}",
+        topology.name(),
+        server.name(),
+        state.url
+    );
     let users = lock_file(&dir.join("users.lock"));
     let start = lock_file(&dir.join("start.lock"));
     let mut idle_since: Option<Instant> = None;

@@ -415,6 +415,33 @@ final class Client
     }
 
     /**
+     * Redisson's RLock `$name`, shared with Java services that lock it with Redisson's
+     * `getLock($name)` (docs/redisson.md): a hash at the name whose field is this client's id
+     * and the calling thread's id. PHP runs a request on one thread, so the lock is reentrant
+     * within the process (the PHP-FPM worker, for its request): taking it again before
+     * releasing adds a hold, and each hold is released on its own. Waits up to `$waitMs`
+     * milliseconds (woken by Redisson's unlock message), or with `$waitMs` null makes one
+     * attempt. The lease is Redisson's watchdog timeout (30 s there); it auto-renews every
+     * lease/3 by default. No fencing, no owner token; refused with a `redlock://` URL.
+     *
+     * ```php
+     * $lock = $client->redissonLock('orders', 5000, 30000);
+     * process_orders(); // the Java services' RLock "orders" waits meanwhile
+     * $lock->release();
+     * ```
+     *
+     * @throws LockException
+     */
+    public function redissonLock(
+        string $name,
+        ?int $waitMs = null,
+        ?int $leaseMs = null,
+        ?bool $autoRenew = null
+    ): Lock {
+        return $this->takeOne(Lock::REDISSON, $name, $waitMs, $leaseMs, $autoRenew, null, null);
+    }
+
+    /**
      * The semaphore `$name` with `$permits` permits (1 to 10,000; every user of a name must give
      * the same number while it is in use): {@see Semaphore::acquire()} takes some of them.
      * Nothing is sent to Redis until then.
@@ -530,7 +557,7 @@ final class Client
     }
 
     /**
-     * One lock of one name (exclusive, read or write) through a request with the settings given
+     * One lock of one name (exclusive, read, write or Redisson's) through a request with the settings given
      * (those not null); waiting up to `$waitMs`, or one attempt for null.
      *
      * @throws LockException
@@ -651,7 +678,7 @@ final class Client
     ): CData {
         return $this->configure(
             fn (CData $out): int => $this->ffi->redislock_request_new($this->handle(), $name, strlen($name), $out),
-            $kind === Lock::READ ? 1 : ($kind === Lock::WRITE ? 2 : null),
+            [Lock::READ => 1, Lock::WRITE => 2, Lock::REDISSON => 3][$kind] ?? null,
             null,
             $leaseMs,
             $autoRenew,

@@ -44,6 +44,8 @@ final class Lock
     public const WRITE = 'write';
     public const PERMITS = 'permits';
     public const SET = 'set';
+    /** Redisson's RLock ({@see Client::redissonLock()}). */
+    public const REDISSON = 'redisson';
 
     /** Keeps the client alive at least as long as its locks. */
     private Client $client;
@@ -109,7 +111,7 @@ final class Lock
         return $this->names;
     }
 
-    /** What kind of lock it is: {@see Lock::EXCLUSIVE}, READ, WRITE, PERMITS or SET. */
+    /** What kind of lock it is: {@see Lock::EXCLUSIVE}, READ, WRITE, PERMITS, SET or REDISSON. */
     public function kind(): string
     {
         return $this->kind;

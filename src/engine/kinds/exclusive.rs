@@ -84,10 +84,6 @@ impl Kind for Exclusive<'_> {
         self.token
     }
 
-    fn shown(&self) -> String {
-        self.keys.shown()
-    }
-
     fn try_once(
         &self,
         c: &mut redis::Connection,

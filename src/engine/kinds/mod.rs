@@ -1,5 +1,6 @@
 //! The kinds of lock: exclusive locks (`exclusive.rs`), read/write locks (`rwlock.rs`),
-//! semaphores (`semaphore.rs`) and sets of exclusive locks taken at once (`multi.rs`).
+//! semaphores (`semaphore.rs`), sets of exclusive locks taken at once (`multi.rs`) and
+//! Redisson's RLock (`redisson.rs`).
 //!
 //! Each kind is a [`Kind`]: its scripts for one attempt and for a waiter, and what its grant is
 //! once held ([`Holding`]). The one acquire (`engine/acquire.rs`) and the one wait loop
@@ -10,17 +11,21 @@
 
 pub(crate) mod exclusive;
 pub(crate) mod multi;
+pub(crate) mod redisson;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::base::error::Error;
+use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
+use crate::engine::cancel::Cancel;
 use crate::stores::LockStore;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
@@ -35,7 +40,9 @@ pub(crate) trait Kind {
     /// The token the grant is to be held with.
     fn token(&self) -> &Token;
     /// The name(s) as shown in messages.
-    fn shown(&self) -> String;
+    fn shown(&self) -> String {
+        self.keys().shown()
+    }
     /// One attempt on `c`: take the grant if the queue lets us, never queue. `retry`: the call
     /// is repeated after a dropped connection, and the first may have been applied.
     fn try_once(
@@ -48,6 +55,18 @@ pub(crate) trait Kind {
     fn waiter(&self) -> Result<&dyn Waiter, Error>;
     /// What the grant is once held.
     fn holding(&self) -> Holding;
+    /// A wait of the kind's own instead of the one wait loop (`engine/wait.rs`), or `None`
+    /// (every kind but Redisson's, whose waiters are woken through pub/sub).
+    fn own_wait(
+        &self,
+        _b: &Arc<Backend>,
+        _lease: Duration,
+        _started: Instant,
+        _deadline: Instant,
+        _cancel: Option<&Cancel>,
+    ) -> Option<Result<Grant, Error>> {
+        None
+    }
     /// An error of this kind's scripts in words a caller understands (another kind of lock on
     /// the name, a semaphore of another size).
     fn explain(&self, e: Error) -> Error {
@@ -140,6 +159,9 @@ pub(crate) enum Holding {
     /// A set of exclusive locks, every key holding the token (the state's own keys are the
     /// first name's, for messages).
     Set(Box<[LockKeys]>),
+    /// Redisson's RLock: the hash at the lock key has the token as a field (`redisson.rs`);
+    /// a release that keeps a hold resets the lease to `lease_ms`.
+    Redisson { lease_ms: u64 },
 }
 
 impl Holding {
@@ -157,6 +179,7 @@ impl Holding {
             Holding::Write => rwlock::release(b, keys, token, true),
             Holding::Permits(k) => semaphore::release(b, keys, token, *k),
             Holding::Set(names) => multi::release(b, names, token),
+            Holding::Redisson { lease_ms } => redisson::release(b, keys, token, *lease_ms),
         }
     }
 
@@ -200,6 +223,14 @@ impl Holding {
                 let extended: i64 = call.arg(token.as_str()).arg(ms).invoke(c)?;
                 acknowledged(c, b, extended)
             })?,
+            Holding::Redisson { .. } => b.store.run(keys, |c, _| {
+                let extended: i64 = scripts::REDISSON_RENEW
+                    .key(keys.lock())
+                    .arg(ms)
+                    .arg(token.as_str())
+                    .invoke(c)?;
+                acknowledged(c, b, extended)
+            })?,
         };
         Ok(extended == 1)
     }
@@ -221,6 +252,7 @@ impl ExtendScript for Holding {
             Holding::Read => &scripts::RW_EXTEND_READ,
             Holding::Permits(_) => &scripts::SEM_EXTEND,
             Holding::Set(_) => &scripts::SET_EXTEND,
+            Holding::Redisson { .. } => &scripts::REDISSON_RENEW,
         }
     }
 
@@ -251,6 +283,9 @@ impl ExtendScript for Holding {
                     pipe.arg(k.lock());
                 }
                 pipe.arg(token).arg(lease_ms);
+            }
+            Holding::Redisson { .. } => {
+                pipe.arg(1).arg(keys.lock()).arg(lease_ms).arg(token);
             }
         }
     }

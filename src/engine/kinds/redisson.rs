@@ -1,0 +1,326 @@
+//! Redisson's RLock, spoken as Redisson writes it (its scripts at the tags redisson-3.52.0 and
+//! redisson-4.7.0; docs/redisson.md), so that Java services locking with `RLock` and this
+//! library lock the same resource.
+//!
+//! The lock is a hash at the lock's key (the name, after the client's key prefix) with one field,
+//! `<client id>:<thread id>`, whose value counts the holds of that owner (reentrancy). The client
+//! id is a UUID made once per client backend (per process); the thread id is the calling
+//! operating-system thread's (`gettid`), so the same thread taking the lock again gets another
+//! hold, and another thread waits. Release (REDISSON_UNLOCK) takes one hold off; the last one
+//! deletes the hash and publishes the unlock message (`0`) on `redisson_lock__channel:{name}`
+//! (`SPUBLISH` on a Cluster, as Redisson does with sharded pub/sub, its default there on Redis 7
+//! and later), guarded by an unlock latch key so that a release repeated after a dropped
+//! connection answers what the first one did. Renewal is the library's: every lease/3 (with the
+//! lease of Redisson's watchdog, 30 s, every 10 s), REDISSON_RENEW.
+//!
+//! A waiter does as Redisson's: it subscribes to the lock's channel (`stores/pubsub.rs`), then
+//! tries again at each message and at the holder's remaining lease (the attempt's PTTL),
+//! whichever comes first, within its wait bound. It has no queue: a release wakes every
+//! waiter, and whoever tries first takes the lock (no FIFO handoff, as with RLock). It waits on
+//! its own subscription instead of the one wait loop's queue session, whose rounds block on a
+//! list a release pushes onto; a cancel is seen within [`CANCEL_LOOK`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use redis::RedisResult;
+
+use super::{Holding, Kind, Waiter, other_kind};
+use crate::base::config::Deployment;
+use crate::base::error::Error;
+use crate::base::grant::{Grant, LockOptions};
+use crate::base::keys::LockKeys;
+use crate::base::scripts;
+use crate::base::token::{Token, random_hex};
+use crate::engine::acquire;
+use crate::engine::backend::{Backend, Owner};
+use crate::engine::cancel::Cancel;
+use crate::engine::lock::Held;
+use crate::stores::pubsub::Subscription;
+use crate::stores::wait::Step;
+use crate::stores::{Check, LockStore};
+
+/// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
+const UNLOCK_MESSAGE: u8 = 0;
+/// While subscribed, how often a waiter looks at its cancel.
+const CANCEL_LOOK: Duration = Duration::from_millis(50);
+
+/// Redisson's lock on `keys`, held by the calling thread (see [`acquire`](acquire::acquire)).
+pub(crate) fn acquire(
+    owner: &Arc<Owner>,
+    keys: &LockKeys,
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+) -> Result<Held, Error> {
+    acquire::check(opts, wait, cancel, || keys.shown())?;
+    let b = owner.backend();
+    b.store.check(Check::Kind {
+        what: "a Redisson lock",
+        shown: &keys.shown(),
+    })?;
+    let token = Token::from_held(field(&b.id, thread_id()));
+    let kind = Redisson {
+        keys,
+        token: &token,
+        lease: opts.lease,
+    };
+    acquire::acquire(owner, &kind, opts, wait, cancel).map(|(held, _)| held)
+}
+
+/// The hash field of an owner: Redisson's `getLockName(threadId)`, `id + ":" + threadId`.
+pub(crate) fn field(client_id: &str, thread: u64) -> String {
+    format!("{client_id}:{thread}")
+}
+
+/// The calling operating-system thread's id (Linux's tid, read once per thread from
+/// `/proc/thread-self`); where there is none, a number of this process's own for the thread.
+pub(crate) fn thread_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static TID: u64 = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|p| p.file_name()?.to_str()?.parse().ok())
+            .unwrap_or_else(|| NEXT.fetch_add(1, Ordering::Relaxed));
+    }
+    TID.with(|t| *t)
+}
+
+/// A client id in Redisson's form (`UUID.randomUUID()`): 128 random bits as a version-4 UUID.
+pub(crate) fn client_id(pid: u32) -> Result<String, Error> {
+    let hex = random_hex::<16>(pid)?.into_bytes();
+    let mut s = String::with_capacity(36);
+    for (i, &c) in hex.iter().enumerate() {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            s.push('-');
+        }
+        s.push(match i {
+            12 => '4',
+            16 => ['8', '9', 'a', 'b'][usize::from(c) % 4],
+            _ => c as char,
+        });
+    }
+    Ok(s)
+}
+
+/// Redisson's `prefixName(prefix, name)`: `prefix:{name}`, or `prefix:name` when the name has a
+/// `{` (its own hash tag).
+fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(prefix.len() + name.len() + 3);
+    out.extend_from_slice(prefix.as_bytes());
+    out.push(b':');
+    if name.contains(&b'{') {
+        out.extend_from_slice(name);
+    } else {
+        out.push(b'{');
+        out.extend_from_slice(name);
+        out.push(b'}');
+    }
+    out
+}
+
+/// The lock's channel: `redisson_lock__channel:{name}`.
+pub(crate) fn channel(keys: &LockKeys) -> Vec<u8> {
+    prefixed("redisson_lock__channel", keys.lock())
+}
+
+/// Whether the store publishes and subscribes sharded (a Cluster).
+fn sharded(store: &dyn LockStore) -> bool {
+    matches!(store.cfg().deployment, Deployment::Cluster(_))
+}
+
+/// Redisson's lock, as one acquire asks for it.
+struct Redisson<'a> {
+    keys: &'a LockKeys,
+    token: &'a Token,
+    lease: Duration,
+}
+
+impl Kind for Redisson<'_> {
+    fn keys(&self) -> &LockKeys {
+        self.keys
+    }
+
+    fn token(&self) -> &Token {
+        self.token
+    }
+
+    /// REDISSON_LOCK. Repeated after a dropped connection it may count a hold twice; the lock
+    /// then outlives its last release by at most one lease (renewal has stopped).
+    fn try_once(
+        &self,
+        c: &mut redis::Connection,
+        _retry: bool,
+        _store: &dyn LockStore,
+    ) -> RedisResult<Step> {
+        let lease_ms = self.lease.as_millis() as i64;
+        let pttl: Option<i64> = scripts::REDISSON_LOCK
+            .key(self.keys.lock())
+            .arg(lease_ms)
+            .arg(self.token.as_str())
+            .invoke(c)?;
+        Ok(match pttl {
+            None => Step::granted(0, lease_ms),
+            Some(pttl) => Step::Queued { pttl },
+        })
+    }
+
+    fn waiter(&self) -> Result<&dyn Waiter, Error> {
+        Err(Error::internal("a Redisson lock waits on its channel"))
+    }
+
+    fn own_wait(
+        &self,
+        b: &Arc<Backend>,
+        _lease: Duration,
+        started: Instant,
+        deadline: Instant,
+        cancel: Option<&Cancel>,
+    ) -> Option<Result<Grant, Error>> {
+        Some(self.subscribed_wait(b, started, deadline, cancel))
+    }
+
+    fn holding(&self) -> Holding {
+        Holding::Redisson {
+            lease_ms: self.lease.as_millis() as u64,
+        }
+    }
+
+    fn explain(&self, e: Error) -> Error {
+        other_kind(e, &self.keys.shown(), "a Redisson lock")
+    }
+}
+
+impl Redisson<'_> {
+    /// Redisson's wait: subscribe, then try at each message and at the holder's remaining
+    /// lease (never later than the client's re-check interval), until the grant or `deadline`.
+    /// A subscription that cannot be made (every waiter connection in use, the server
+    /// unreachable) or that fails (a dropped connection, a failover, a moved slot) is made again
+    /// at the next round; meanwhile the waiter re-checks at the same times, unwoken.
+    fn subscribed_wait(
+        &self,
+        b: &Arc<Backend>,
+        started: Instant,
+        deadline: Instant,
+        cancel: Option<&Cancel>,
+    ) -> Result<Grant, Error> {
+        let store = &*b.store;
+        let cfg = store.cfg();
+        let shown = self.keys.shown();
+        let channel = channel(self.keys);
+        let left = || deadline.saturating_duration_since(Instant::now());
+        let mut sub: Option<Subscription<'_>> = None;
+        loop {
+            if cancel.is_some_and(Cancel::is_cancelled) {
+                return Err(Error::cancelled(&shown));
+            }
+            if sub.is_none() {
+                // Subscribed before the attempt, so that no release after it goes unheard.
+                match Subscription::open(store, self.keys, &channel, sharded(store), left()) {
+                    Ok(s) => sub = Some(s),
+                    Err(e) => log::debug!("{shown}: waiting without a subscription: {e}"),
+                }
+            }
+            let mut sent = Instant::now();
+            let step = store.run(self.keys, |c, n| {
+                sent = Instant::now();
+                self.try_once(c, n > 0, store)
+            })?;
+            let pttl = match step.into_grant(self.lease, sent) {
+                Ok(grant) => return Ok(grant),
+                Err(pttl) => pttl,
+            };
+            if left().is_zero() {
+                return Err(Error::wait_timeout(&shown, started.elapsed()));
+            }
+            let mut block = left().min(cfg.recheck_interval);
+            if pttl >= 0 {
+                block = block.min(Duration::from_millis(pttl as u64 + 1));
+            }
+            let until = Instant::now() + block;
+            // Until a message, the holder's remaining lease, the wait bound or a cancel.
+            loop {
+                let rest = until.saturating_duration_since(Instant::now());
+                if rest.is_zero() {
+                    break;
+                }
+                let slice = rest.min(CANCEL_LOOK);
+                match sub.as_mut().map(|s| s.next(slice)) {
+                    Some(Ok(true)) => break,
+                    Some(Ok(false)) => {}
+                    Some(Err(e)) => {
+                        log::debug!("{shown}: the subscription failed: {e}");
+                        sub = None;
+                        break;
+                    }
+                    None => std::thread::sleep(slice),
+                }
+                if cancel.is_some_and(Cancel::is_cancelled) {
+                    return Err(Error::cancelled(&shown));
+                }
+            }
+        }
+    }
+}
+
+/// Takes one hold of the lock off (REDISSON_UNLOCK, then the latch deleted, as Redisson does).
+/// Returns whether the owner held it.
+pub(crate) fn release(
+    b: &Backend,
+    keys: &LockKeys,
+    token: &Token,
+    lease_ms: u64,
+) -> Result<bool, Error> {
+    let store = &*b.store;
+    let cfg = store.cfg();
+    let mut latch = prefixed("redisson_unlock_latch", keys.lock());
+    latch.push(b':');
+    latch.extend_from_slice(random_hex::<16>(b.pid)?.as_bytes());
+    // As long as the release may be repeated after dropped connections (Redisson: its timeout
+    // and retry delay times its retry attempts).
+    let latch_ms = (3 * (cfg.connect_timeout + cfg.read_timeout + cfg.write_timeout))
+        .as_millis()
+        .max(1) as u64;
+    let publish = if sharded(store) {
+        "spublish"
+    } else {
+        "publish"
+    };
+    let released: Option<i64> = store.run(keys, |c, _| {
+        scripts::REDISSON_UNLOCK
+            .key(keys.lock())
+            .key(channel(keys))
+            .key(&latch)
+            .arg(UNLOCK_MESSAGE)
+            .arg(lease_ms)
+            .arg(token.as_str())
+            .arg(publish)
+            .arg(latch_ms)
+            .invoke(c)
+    })?;
+    let _ = store.run(keys, |c, _| redis::cmd("DEL").arg(&latch).exec(c));
+    Ok(released.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_redissons() {
+        assert_eq!(
+            prefixed("redisson_lock__channel", b"orders"),
+            b"redisson_lock__channel:{orders}"
+        );
+        assert_eq!(
+            prefixed("redisson_lock__channel", b"{o}:7"),
+            b"redisson_lock__channel:{o}:7"
+        );
+        assert_eq!(field("u", 12), "u:12");
+        let id = client_id(std::process::id()).unwrap();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(id.split('-').map(str::len).eq([8, 4, 4, 4, 12]));
+    }
+}
