@@ -33,6 +33,7 @@ pub const AFTER_LONG_HELP: &str = concat!(
     "  redislock run --no-wait report -- ./make-report            # exit 75 if held\n",
     "  redislock run --permits 1/3 pdf -- ./render                # at most 3 at once\n",
     "  redislock run --read config -- ./read-config\n",
+    "  redislock run --redisson orders -- ./settle   # excludes Java's Redisson RLock \"orders\"\n",
     "  export REDISLOCK_OWNER_TOKEN=$(redislock acquire --lease 10m migrate)\n",
     "  redislock extend migrate 10m; redislock release migrate\n",
     "  redislock status nightly-backup\n",
@@ -145,6 +146,10 @@ pub struct Kind {
     /// Take TAKE permits of the semaphore NAME of TOTAL permits
     #[arg(long, value_name = "TAKE/TOTAL", value_parser = parse_permits)]
     pub permits: Option<(u32, u32)>,
+    /// Take NAME as Redisson's RLock does, shared with Java services that lock NAME with Redisson
+    /// (docs/redisson.md; not on Redlock URLs, no fencing)
+    #[arg(long)]
+    pub redisson: bool,
 }
 
 #[derive(Debug, Args)]

@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{Cancel, Client, Error, Lock, MAX_WAIT, Permits, ReadLock, WriteLock};
+use redislock::{
+    Cancel, Client, Error, Lock, MAX_WAIT, Permits, ReadLock, RedissonLock, WriteLock,
+};
 
 use crate::args::{Connection, OnLost, RunArgs, Wait};
 use crate::connect;
@@ -35,6 +37,7 @@ enum Held {
     Read(ReadLock),
     Write(WriteLock),
     Permits(Permits),
+    Redisson(RedissonLock),
 }
 
 macro_rules! each {
@@ -44,6 +47,7 @@ macro_rules! each {
             Held::Read($g) => $e,
             Held::Write($g) => $e,
             Held::Permits($g) => $e,
+            Held::Redisson($g) => $e,
         }
     };
 }
@@ -54,7 +58,7 @@ impl Held {
             Held::Lock(g) => g.fencing_token(),
             Held::Read(g) => g.fencing_token(),
             Held::Write(g) => g.fencing_token(),
-            Held::Permits(_) => None,
+            Held::Permits(_) | Held::Redisson(_) => None,
         }
     }
     fn is_lost(&self) -> bool {
@@ -107,6 +111,19 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> 
             None => sem.try_acquire(take),
         })
         .map(Held::Permits)
+    } else if k.redisson {
+        if a.fencing {
+            return Err(Failure::new(
+                exit::USAGE,
+                "--fencing does not apply to --redisson: Redisson's locks have no fencing tokens",
+            ));
+        }
+        let lock = client.redisson_lock(name).cancel_on(cancel);
+        acquire(&a.wait, |w| match w {
+            Some(w) => lock.acquire(w),
+            None => lock.try_acquire(),
+        })
+        .map(Held::Redisson)
     } else if k.read || k.write {
         let rw = client.rw_lock(name).fencing(a.fencing).cancel_on(cancel);
         if k.read {

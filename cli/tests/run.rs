@@ -532,6 +532,80 @@ fn read_write_and_permits() {
     wait_timeout(&mut two, SURELY);
 }
 
+/// `--redisson`: the lock is Redisson's hash (a holder field with its hold count), which a plain
+/// lock and another process's Redisson lock are refused by, and which a Redisson holder written
+/// as Redisson writes it keeps out.
+#[test]
+fn redisson_locks_are_redissons_hash() {
+    let server = RedisServer::start();
+    let dir = Dir::new();
+    let f = dir.path("r");
+    let mut held = redislock(&server.url())
+        .args(["run", "--redisson", "orders", "--", "sh", "-c"])
+        .arg(format!("touch '{}'; sleep 60", f.display()))
+        .spawn()
+        .unwrap();
+    wait_for_file(&f, &mut held);
+    let mut con = server.conn();
+    let kind: String = redis::cmd("TYPE").arg("orders").query(&mut con).unwrap();
+    assert_eq!(kind, "hash");
+    let holds: Vec<i64> = redis::cmd("HVALS").arg("orders").query(&mut con).unwrap();
+    assert_eq!(holds, vec![1]);
+    for kind in [&["--redisson"][..], &[]] {
+        let o = output(
+            redislock(&server.url())
+                .args(["run", "--no-wait"])
+                .args(kind)
+                .args(["orders", "--", "true"]),
+        );
+        assert_eq!(code(&o), 75, "{kind:?}: {}", stderr(&o));
+    }
+    let o = output(redislock(&server.url()).args([
+        "run",
+        "--redisson",
+        "--fencing",
+        "x",
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    kill(held.id(), libc::SIGTERM);
+    wait_timeout(&mut held, SURELY);
+    assert!(!exists(&server, "orders"));
+
+    // A holder as Redisson writes it (its client id and thread): refused until it is gone.
+    let () = redis::cmd("HSET")
+        .arg("orders")
+        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    let () = redis::cmd("PEXPIRE")
+        .arg("orders")
+        .arg(30_000)
+        .query(&mut con)
+        .unwrap();
+    let o = output(redislock(&server.url()).args([
+        "run",
+        "--redisson",
+        "--no-wait",
+        "orders",
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&o), 75, "{}", stderr(&o));
+    let _: i64 = redis::cmd("DEL").arg("orders").query(&mut con).unwrap();
+    let o = output(redislock(&server.url()).args([
+        "run",
+        "--redisson",
+        "--no-wait",
+        "orders",
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
 /// `acquire` prints a token, `extend` and `release` take it from the environment or standard
 /// input (never argv), `status` never shows it.
 #[test]
