@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
@@ -48,6 +49,10 @@ pub(crate) trait Kind {
     fn waiter(&self) -> Result<&dyn Waiter, Error>;
     /// What the grant is once held.
     fn holding(&self) -> Holding;
+    /// The kind as the metrics' `kind` label says it.
+    fn metric(&self) -> LockKind {
+        self.holding().metric()
+    }
     /// An error of this kind's scripts in words a caller understands (another kind of lock on
     /// the name, a semaphore of another size).
     fn explain(&self, e: Error) -> Error {
@@ -143,6 +148,17 @@ pub(crate) enum Holding {
 }
 
 impl Holding {
+    /// The kind as the metrics' `kind` label says it.
+    pub(crate) fn metric(&self) -> LockKind {
+        match self {
+            Holding::Exclusive => LockKind::Exclusive,
+            Holding::Read => LockKind::Read,
+            Holding::Write => LockKind::Write,
+            Holding::Permits(_) => LockKind::Semaphore,
+            Holding::Set(_) => LockKind::Set,
+        }
+    }
+
     /// Releases a grant of this kind held with `token`: runs the kind's release script, which
     /// hands it on to the waiters that can now proceed. Returns whether it was still ours.
     pub(crate) fn release(
