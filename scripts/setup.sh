@@ -2,7 +2,7 @@
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
-# (the PHP-FPM test and benchmark, scripts/fpm.sh), and the pinned cbindgen that generates the
+# (the PHP-FPM test and benchmark, scripts/fpm.sh), Prometheus and promtool (the metrics tests), and the pinned cbindgen that generates the
 # headers.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
@@ -32,6 +32,8 @@ command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
+# promtool checks the metrics' Prometheus text; the server scrapes the metrics example (tests/metrics*.rs)
+{ command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need[*]}"
   SUDO=()
