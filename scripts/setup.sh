@@ -2,8 +2,8 @@
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
-# (the PHP-FPM test and benchmark, scripts/fpm.sh), Prometheus and promtool (the metrics tests), and the pinned cbindgen that generates the
-# headers.
+# (the PHP-FPM test and benchmark, scripts/fpm.sh), Prometheus and promtool (the metrics tests),
+# and the pinned cbindgen that generates the headers.
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."

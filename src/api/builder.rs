@@ -169,6 +169,12 @@ impl ClientBuilder {
         self
     }
 
+    /// Adds one name or prefix to [`metric_names`](Self::metric_names) (the C API's way).
+    pub(crate) fn add_metric_name(mut self, name: &str) -> Self {
+        self.cfg.metric_names.push(name.to_owned());
+        self
+    }
+
     /// Replicas that must acknowledge every lock write — acquire (with its fencing counter),
     /// handoff, extend, renewal — before it counts (default 0: none). Each such write is
     /// followed by `WAIT n timeout`; an acquire that fewer replicas acknowledge in time is
