@@ -1,0 +1,105 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Redislock;
+
+/**
+ * The metrics of a client's backend as Prometheus text, parsed into an array, and the texts of
+ * several processes added up (PHP-FPM: every worker has its own backend, so one worker's text
+ * tells only its own numbers; see docs/metrics.md for the recipe).
+ *
+ * ```php
+ * $text = $client->metricsText();            // Prometheus text exposition format 0.0.4
+ * $series = $client->metrics();              // ['redislock_acquisitions_total{kind="exclusive",outcome="immediate"}' => 3, ...]
+ * echo Redislock\Metrics::sum([$textA, $textB]); // one text, every series added up
+ * ```
+ */
+final class Metrics
+{
+    /**
+     * The samples of a Prometheus text: series (name with its labels, as in the text) => value.
+     *
+     * @return array<string, int|float>
+     */
+    public static function parse(string $text): array
+    {
+        $out = [];
+        foreach (explode("\n", $text) as $line) {
+            if ($line === '' || $line[0] === '#') {
+                continue;
+            }
+            $space = strrpos($line, ' ');
+            if ($space === false) {
+                throw new \InvalidArgumentException(sprintf('not a sample line: "%s"', $line));
+            }
+            $value = substr($line, $space + 1);
+            if (!is_numeric($value)) {
+                throw new \InvalidArgumentException(sprintf('not a sample value: "%s"', $line));
+            }
+            $out[substr($line, 0, $space)] = $value + 0;
+        }
+
+        return $out;
+    }
+
+    /**
+     * One Prometheus text with every series of `$texts` added up (counters, gauges and histogram
+     * buckets alike: the numbers of several processes together). The HELP and TYPE lines and
+     * the order are the first text's; series only later texts have are added at the end of
+     * their family.
+     *
+     * @param iterable<string> $texts
+     */
+    public static function sum(iterable $texts): string
+    {
+        /** @var array<string, list<string>> $families family name => its comment lines */
+        $families = [];
+        /** @var array<string, array<string, int|float>> $values family name => series => value */
+        $values = [];
+        foreach ($texts as $text) {
+            $family = '';
+            foreach (explode("\n", $text) as $line) {
+                if ($line === '') {
+                    continue;
+                }
+                if (preg_match('/^# (HELP|TYPE) (\S+)/', $line, $m) === 1) {
+                    $family = $m[2];
+                    if (!isset($values[$family])) {
+                        $values[$family] = [];
+                        $families[$family] = [];
+                    }
+                    if (count($families[$family]) < 2 && !in_array($line, $families[$family], true)) {
+                        $families[$family][] = $line;
+                    }
+                    continue;
+                }
+                foreach (self::parse($line) as $series => $value) {
+                    $values[$family][$series] = ($values[$family][$series] ?? 0) + $value;
+                }
+            }
+        }
+        $out = '';
+        foreach ($families as $family => $comments) {
+            foreach ($comments as $c) {
+                $out .= $c . "\n";
+            }
+            foreach ($values[$family] as $series => $value) {
+                $out .= $series . ' ' . self::number($value) . "\n";
+            }
+        }
+
+        return $out;
+    }
+
+    /** @param int|float $value */
+    private static function number($value): string
+    {
+        if (is_int($value)) {
+            return (string) $value;
+        }
+        $s = sprintf('%.17g', $value);
+
+        return is_numeric($s) ? $s : '0';
+    }
+}
