@@ -320,3 +320,108 @@ fn promtool_finds_a_broken_text() {
     let result = std::panic::catch_unwind(|| promtool_check(bad));
     assert!(result.is_err(), "promtool accepted a broken text");
 }
+
+/// An HTTP GET of `path` on `addr` (HTTP/1.0, the answer read to its end): status line and body.
+fn http_get(addr: &str, path: &str) -> std::io::Result<(String, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.lines().next().unwrap_or("").to_owned();
+    Ok((status, body.to_owned()))
+}
+
+/// The value of the sample line `series` (name and labels exactly as in the text).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn prometheus_scrapes_the_example_and_answers_a_query() {
+    let srv = RedisServer::start();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = support::cargo_build_example(root, "metrics", Duration::from_secs(15 * 60));
+    let listen = format!("127.0.0.1:{}", support::free_port());
+    let mut cmd = Command::new(&example);
+    cmd.args(["--listen", &listen])
+        .env("REDIS_URL", srv.url())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    let mut app = support::spawn_anchored(cmd).expect("cannot start the metrics example");
+    let dir = std::env::temp_dir().join(format!("redislock-prom-{}", unique_name("t")));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("prometheus.yml"),
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  \
+             - job_name: redislock\n    static_configs:\n      - targets: ['{listen}']\n"
+        ),
+    )
+    .unwrap();
+    let web = format!("127.0.0.1:{}", support::free_port());
+    let mut cmd = Command::new("prometheus");
+    cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut prom = support::spawn_anchored(cmd)
+        .expect("prometheus (Debian package prometheus, scripts/setup.sh) is needed");
+
+    // The example's own endpoint first: Prometheus text, and 404 elsewhere.
+    assert!(
+        eventually(Duration::from_secs(30), || http_get(&listen, "/metrics")
+            .is_ok_and(|(status, _)| status.contains(" 200 "))),
+        "the example does not serve /metrics"
+    );
+    let (status, _) = http_get(&listen, "/other").unwrap();
+    assert!(status.contains(" 404 "), "{status}");
+
+    // Prometheus scrapes it; its HTTP API answers for a counter the workload moves.
+    let series = r#"redislock_name_acquisitions_total{name="orders",outcome="waited"}"#;
+    let query = "/api/v1/query?query=redislock_name_acquisitions_total%7Bjob%3D%22redislock%22%2Cname%3D%22orders%22%2Coutcome%3D%22waited%22%7D";
+    let mut seen = None;
+    let found = eventually(Duration::from_secs(90), || {
+        let Ok((_, body)) = http_get(&web, query) else {
+            return false;
+        };
+        // {"status":"success","data":{"resultType":"vector","result":[{"metric":{...},"value":[1700000000.1,"42"]}]}}
+        let value = body
+            .split("\"value\":[")
+            .nth(1)
+            .and_then(|v| v.split('"').nth(1))
+            .and_then(|v| v.parse::<f64>().ok());
+        seen = Some(body);
+        value.is_some_and(|v| v > 0.0)
+    });
+    let body = seen.unwrap_or_default();
+    assert!(found, "Prometheus never reported {series} > 0: {body}");
+    assert!(body.contains("\"status\":\"success\""), "{body}");
+    let queried: f64 = body
+        .split("\"value\":[")
+        .nth(1)
+        .and_then(|v| v.split('"').nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    // A counter only grows: the endpoint shows at least what Prometheus scraped before.
+    let (_, now) = http_get(&listen, "/metrics").unwrap();
+    let current = sample(&now, series).expect("the series is in the text");
+    assert!(
+        queried <= current,
+        "Prometheus has {queried}, the endpoint {current}"
+    );
+    eprintln!("Prometheus query {series}: {queried} (endpoint now {current})");
+    // And the target is up.
+    let (_, up) = http_get(&web, "/api/v1/query?query=up%7Bjob%3D%22redislock%22%7D").unwrap();
+    assert!(up.contains("\"1\"]"), "{up}");
+
+    let _ = prom.kill();
+    let _ = prom.wait();
+    let _ = app.kill();
+    let _ = app.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
