@@ -26,7 +26,9 @@ fn main() -> Res<()> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--listen" => listen = args.next().ok_or("--listen needs an address")?,
-            other => return Err(format!("unknown argument {other:?} (usage: --listen ADDR)").into()),
+            other => {
+                return Err(format!("unknown argument {other:?} (usage: --listen ADDR)").into());
+            }
         }
     }
     let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());

@@ -28,8 +28,8 @@ use std::thread;
 use std::time::Duration;
 
 use support::{
-    cargo_build_example,
-    Cluster, RedisServer, RedlockMasters, SentinelGroup, eventually, unique_name, wait_child,
+    Cluster, RedisServer, RedlockMasters, SentinelGroup, cargo_build_example, eventually,
+    unique_name, wait_child,
 };
 
 /// A demo takes about a second; this only stops a hung one.

@@ -364,11 +364,17 @@ fn prometheus_scrapes_the_example_and_answers_a_query() {
     .unwrap();
     let web = format!("127.0.0.1:{}", support::free_port());
     let mut cmd = Command::new("prometheus");
-    cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address={web}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    cmd.arg(format!(
+        "--config.file={}",
+        dir.join("prometheus.yml").display()
+    ))
+    .arg(format!(
+        "--storage.tsdb.path={}",
+        dir.join("data").display()
+    ))
+    .arg(format!("--web.listen-address={web}"))
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
     let mut prom = support::spawn_anchored(cmd)
         .expect("prometheus (Debian package prometheus, scripts/setup.sh) is needed");
 

@@ -20,10 +20,10 @@ use crate::api::request::{
 use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::{Metrics, Snapshot};
 use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
-use crate::base::metrics::{Metrics, Snapshot};
 use crate::engine::renewal::Stats;
 
 /// How long a call waits for the client's backend; only a fork taken while another thread
@@ -259,7 +259,9 @@ impl Client {
     /// this process (or whose backend is its parent's, after a fork) has all zero.
     pub fn metrics(&self) -> Snapshot {
         match self.current_backend() {
-            Some(b) => b.metrics.snapshot(&renewal_gauges(b.renewer.stats(&b.metrics))),
+            Some(b) => b
+                .metrics
+                .snapshot(&renewal_gauges(b.renewer.stats(&b.metrics))),
             None => Metrics::new(&self.shared.cfg.metric_names)
                 .snapshot(&renewal_gauges(Stats::default())),
         }
@@ -268,9 +270,7 @@ impl Client {
     /// This process's backend of the client, if it has one yet.
     fn current_backend(&self) -> Option<Arc<Owner>> {
         let b = self.shared.backend.try_read_for(BACKEND_LOCK_WAIT)?;
-        b.as_ref()
-            .filter(|b| b.pid == std::process::id())
-            .cloned()
+        b.as_ref().filter(|b| b.pid == std::process::id()).cloned()
     }
 
     pub(crate) fn config(&self) -> &Config {

@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::base::error::{Error, ErrorKind};
+use crate::base::facade;
 
 /// The upper bounds of the histograms' buckets, in seconds (a last bucket, `+Inf`, takes the
 /// rest).
 pub const BUCKETS: [f64; 16] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
 ];
 /// The same bounds in nanoseconds, for the hot path.
 const BOUNDS_NS: [u64; 16] = [
@@ -221,6 +223,46 @@ impl Counter {
     }
 }
 
+/// A counter with its family's name, help text and label: bumped, it tells the facade too.
+pub(crate) struct Named {
+    name: &'static str,
+    help: &'static str,
+    label: Option<(&'static str, &'static str)>,
+    n: Counter,
+}
+
+impl Named {
+    const fn new(name: &'static str, help: &'static str) -> Named {
+        Named {
+            name,
+            help,
+            label: None,
+            n: Counter(AtomicU64::new(0)),
+        }
+    }
+
+    const fn labelled(
+        name: &'static str,
+        help: &'static str,
+        label: (&'static str, &'static str),
+    ) -> Named {
+        Named {
+            label: Some(label),
+            ..Named::new(name, help)
+        }
+    }
+
+    #[inline]
+    pub(crate) fn inc(&self) {
+        self.n.inc();
+        facade::count(self.name, (self.label.as_slice(), None));
+    }
+
+    pub(crate) fn get(&self) -> u64 {
+        self.n.get()
+    }
+}
+
 /// A value that goes up and down.
 #[derive(Default)]
 pub(crate) struct Gauge(AtomicI64);
@@ -310,7 +352,6 @@ pub(crate) fn check_tracked(names: &[String]) -> Result<(), Error> {
 type PerKind<T> = [T; LockKind::ALL.len()];
 
 /// The counters, gauges and histograms of one backend.
-#[derive(Default)]
 pub(crate) struct Metrics {
     acquisitions: PerKind<[Counter; Outcome::ALL.len()]>,
     acquire_errors: PerKind<[Counter; ErrorKind::ALL.len()]>,
@@ -320,19 +361,84 @@ pub(crate) struct Metrics {
     lost: PerKind<[Counter; LostReason::ALL.len()]>,
     held: PerKind<Gauge>,
     waiters: PerKind<Gauge>,
-    pub renewals: Counter,
-    pub renewals_late: Counter,
-    pub renewal_failures: Counter,
-    pub connections_open: Gauge,
-    pub connections_opened: Counter,
-    pub connections_broken: Counter,
-    pub connect_failures: Counter,
-    pub sentinel_switches: Counter,
-    pub cluster_moved: Counter,
-    pub cluster_ask: Counter,
+    pub renewals: Named,
+    pub renewals_late: Named,
+    pub renewal_failures: Named,
+    connections_open: Gauge,
+    pub connections_opened: Named,
+    pub connections_broken: Named,
+    pub connect_failures: Named,
+    pub sentinel_switches: Named,
+    pub cluster_moved: Named,
+    pub cluster_ask: Named,
     /// One counter per Redlock master (`host:port`), set when the store is opened.
     redlock_failures: OnceLock<Box<[(String, Counter)]>>,
     tracked: Box<[Tracked]>,
+}
+
+const ACQUISITIONS: &str = "redislock_acquisitions_total";
+const ACQUIRE_ERRORS: &str = "redislock_acquire_errors_total";
+const WAIT: &str = "redislock_wait_seconds";
+const HOLD: &str = "redislock_hold_seconds";
+const HANDOFFS: &str = "redislock_handoffs_received_total";
+const LOST: &str = "redislock_locks_lost_total";
+const HELD: &str = "redislock_locks_held";
+const WAITERS: &str = "redislock_waiters";
+const CONNECTIONS_OPEN: &str = "redislock_connections_open";
+const REDLOCK_FAILURES: &str = "redislock_redlock_master_failures_total";
+const NAME_ACQUISITIONS: &str = "redislock_name_acquisitions_total";
+const NAME_WAIT: &str = "redislock_name_wait_seconds";
+const NAME_HOLD: &str = "redislock_name_hold_seconds";
+const NAME_LOST: &str = "redislock_name_locks_lost_total";
+const REDIRECTS: &str = "redislock_cluster_redirects_total";
+const REDIRECTS_HELP: &str = "Cluster redirections followed, by type.";
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            acquisitions: Default::default(),
+            acquire_errors: Default::default(),
+            wait: Default::default(),
+            hold: Default::default(),
+            handoffs: Default::default(),
+            lost: Default::default(),
+            held: Default::default(),
+            waiters: Default::default(),
+            renewals: Named::new(
+                "redislock_renewals_total",
+                "Renewals that extended a lease.",
+            ),
+            renewals_late: Named::new(
+                "redislock_renewals_late_total",
+                "Renewals sent more than lease/6 after they were due.",
+            ),
+            renewal_failures: Named::new(
+                "redislock_renewal_failures_total",
+                "Renewals that failed for want of an answer or with an error reply (retried until the lease runs out).",
+            ),
+            connections_open: Gauge::default(),
+            connections_opened: Named::new(
+                "redislock_connections_opened_total",
+                "Connections opened to Redis.",
+            ),
+            connections_broken: Named::new(
+                "redislock_connections_broken_total",
+                "Connections closed because they failed.",
+            ),
+            connect_failures: Named::new(
+                "redislock_connect_failures_total",
+                "Connects that failed.",
+            ),
+            sentinel_switches: Named::new(
+                "redislock_sentinel_master_switches_total",
+                "Times the Sentinel group's master was found to have changed.",
+            ),
+            cluster_moved: Named::labelled(REDIRECTS, REDIRECTS_HELP, ("type", "moved")),
+            cluster_ask: Named::labelled(REDIRECTS, REDIRECTS_HELP, ("type", "ask")),
+            redlock_failures: OnceLock::new(),
+            tracked: Box::default(),
+        }
+    }
 }
 
 impl Metrics {
@@ -372,16 +478,24 @@ impl Metrics {
     ) {
         let k = kind as usize;
         self.acquisitions[k][outcome as usize].inc();
+        let labels = [("kind", kind.label()), ("outcome", outcome.label())];
+        facade::count(ACQUISITIONS, (&labels, None));
         if let (Outcome::Failed, Some(e)) = (outcome, error) {
             self.acquire_errors[k][e as usize].inc();
+            let labels = [("kind", kind.label()), ("error", error_label(e))];
+            facade::count(ACQUIRE_ERRORS, (&labels, None));
         }
         if let Some(w) = waited {
             self.wait[k].observe(w);
+            facade::observe(WAIT, (&[("kind", kind.label())], None), w);
         }
         if let Some(t) = self.tracked(name) {
             t.acquisitions[outcome as usize].inc();
+            let name = Some(("name", t.pattern.as_str()));
+            facade::count(NAME_ACQUISITIONS, (&[("outcome", outcome.label())], name));
             if let Some(w) = waited {
                 t.wait.observe(w);
+                facade::observe(NAME_WAIT, (&[], name), w);
             }
         }
     }
@@ -390,19 +504,30 @@ impl Metrics {
     #[inline]
     pub(crate) fn holding(&self, kind: LockKind, n: i64) {
         self.held[kind as usize].add(n);
+        facade::add(HELD, (&[("kind", kind.label())], None), n);
     }
 
     /// A waiter of `kind` entered (`+1`) or left (`-1`) the wait loop.
     #[inline]
     pub(crate) fn waiting(&self, kind: LockKind, n: i64) {
         self.waiters[kind as usize].add(n);
+        facade::add(WAITERS, (&[("kind", kind.label())], None), n);
+    }
+
+    /// A connection was opened (`+1`) or closed (`-n`).
+    #[inline]
+    pub(crate) fn connections(&self, n: i64) {
+        self.connections_open.add(n);
+        facade::add(CONNECTIONS_OPEN, (&[], None), n);
     }
 
     /// A lock of `name` held for `held` ended (released, detached or lost).
     pub(crate) fn held_for(&self, kind: LockKind, name: &[u8], held: Duration) {
         self.hold[kind as usize].observe(held);
+        facade::observe(HOLD, (&[("kind", kind.label())], None), held);
         if let Some(t) = self.tracked(name) {
             t.hold.observe(held);
+            facade::observe(NAME_HOLD, (&[], Some(("name", t.pattern.as_str()))), held);
         }
     }
 
@@ -410,13 +535,17 @@ impl Metrics {
     #[inline]
     pub(crate) fn handoff(&self, kind: LockKind) {
         self.handoffs[kind as usize].inc();
+        facade::count(HANDOFFS, (&[("kind", kind.label())], None));
     }
 
     /// A held lock of `name` was found lost.
     pub(crate) fn lost(&self, kind: LockKind, name: &[u8], reason: LostReason) {
         self.lost[kind as usize][reason as usize].inc();
+        let labels = [("kind", kind.label()), ("reason", reason.label())];
+        facade::count(LOST, (&labels, None));
         if let Some(t) = self.tracked(name) {
             t.lost.inc();
+            facade::count(NAME_LOST, (&[], Some(("name", t.pattern.as_str()))));
         }
     }
 
@@ -441,23 +570,25 @@ impl Metrics {
     /// A request to Redlock's master number `i` failed (unreachable, timed out, error reply).
     #[inline]
     pub(crate) fn redlock_failure(&self, i: usize) {
-        if let Some(c) = self.redlock_failures.get().and_then(|m| m.get(i)) {
-            c.1.inc();
+        if let Some((master, c)) = self.redlock_failures.get().and_then(|m| m.get(i)) {
+            c.inc();
+            facade::count(REDLOCK_FAILURES, (&[], Some(("master", master.as_str()))));
         }
     }
 
     /// The numbers now, with `extra` gauges (name, help, value) of the layers above.
     pub(crate) fn snapshot(&self, extra: &[(&'static str, &'static str, i64)]) -> Snapshot {
         let mut s = Snapshot::default();
-        let kinds = || LockKind::ALL.iter().map(|k| vec![("kind", k.label().to_owned())]);
+        let kinds = || {
+            LockKind::ALL
+                .iter()
+                .map(|k| vec![("kind", k.label().to_owned())])
+        };
         let per_kind = |k: LockKind, more: (&'static str, &'static str)| {
-            vec![
-                ("kind", k.label().to_owned()),
-                (more.0, more.1.to_owned()),
-            ]
+            vec![("kind", k.label().to_owned()), (more.0, more.1.to_owned())]
         };
         s.family(
-            "redislock_acquisitions_total",
+            ACQUISITIONS,
             "Acquires that ended, by lock kind and outcome.",
             LockKind::ALL.iter().flat_map(|&k| {
                 Outcome::ALL.iter().map(move |&o| {
@@ -469,7 +600,7 @@ impl Metrics {
             }),
         );
         s.family(
-            "redislock_acquire_errors_total",
+            ACQUIRE_ERRORS,
             "Acquires that failed with an error (outcome=\"failed\"), by lock kind and error kind.",
             LockKind::ALL.iter().flat_map(|&k| {
                 ErrorKind::ALL.iter().map(move |&e| {
@@ -481,22 +612,22 @@ impl Metrics {
             }),
         );
         s.family(
-            "redislock_wait_seconds",
+            WAIT,
             "Time acquires spent waiting (from the acquire's start), for every acquire that waited, whatever its outcome.",
             kinds().zip(self.wait.iter().map(|h| Value::Histogram(h.snapshot()))),
         );
         s.family(
-            "redislock_hold_seconds",
+            HOLD,
             "How long locks were held, from the grant to their release, detach or loss.",
             kinds().zip(self.hold.iter().map(|h| Value::Histogram(h.snapshot()))),
         );
         s.family(
-            "redislock_handoffs_received_total",
+            HANDOFFS,
             "Grants a waiter received from a release that handed the lock over.",
             kinds().zip(self.handoffs.iter().map(|c| Value::Counter(c.get()))),
         );
         s.family(
-            "redislock_locks_lost_total",
+            LOST,
             "Held locks found lost, by lock kind and reason.",
             LockKind::ALL.iter().flat_map(|&k| {
                 LostReason::ALL.iter().map(move |&r| {
@@ -508,74 +639,46 @@ impl Metrics {
             }),
         );
         s.family(
-            "redislock_locks_held",
+            HELD,
             "Locks held now through this backend.",
             kinds().zip(self.held.iter().map(|g| Value::Gauge(g.get()))),
         );
         s.family(
-            "redislock_waiters",
+            WAITERS,
             "Acquires waiting now.",
             kinds().zip(self.waiters.iter().map(|g| Value::Gauge(g.get()))),
         );
         let one = |v: Value| std::iter::once((Vec::new(), v));
-        let counters: [(&'static str, &'static str, &Counter); 7] = [
-            (
-                "redislock_renewals_total",
-                "Renewals that extended a lease.",
-                &self.renewals,
-            ),
-            (
-                "redislock_renewals_late_total",
-                "Renewals sent more than lease/6 after they were due.",
-                &self.renewals_late,
-            ),
-            (
-                "redislock_renewal_failures_total",
-                "Renewals that failed for want of an answer or with an error reply (retried until the lease runs out).",
-                &self.renewal_failures,
-            ),
-            (
-                "redislock_connections_opened_total",
-                "Connections opened to Redis.",
-                &self.connections_opened,
-            ),
-            (
-                "redislock_connections_broken_total",
-                "Connections closed because they failed.",
-                &self.connections_broken,
-            ),
-            (
-                "redislock_connect_failures_total",
-                "Connects that failed.",
-                &self.connect_failures,
-            ),
-            (
-                "redislock_sentinel_master_switches_total",
-                "Times the Sentinel group's master was found to have changed.",
-                &self.sentinel_switches,
-            ),
+        let named = [
+            &self.renewals,
+            &self.renewals_late,
+            &self.renewal_failures,
+            &self.connections_opened,
+            &self.connections_broken,
+            &self.connect_failures,
+            &self.sentinel_switches,
         ];
-        for (name, help, c) in counters {
-            s.family(name, help, one(Value::Counter(c.get())));
+        for c in named {
+            s.family(c.name, c.help, one(Value::Counter(c.get())));
         }
         s.family(
-            "redislock_connections_open",
+            CONNECTIONS_OPEN,
             "Connections open now (idle or in use).",
             one(Value::Gauge(self.connections_open.get())),
         );
         s.family(
-            "redislock_cluster_redirects_total",
-            "Cluster redirections followed, by type.",
-            [
-                ("moved", self.cluster_moved.get()),
-                ("ask", self.cluster_ask.get()),
-            ]
-            .into_iter()
-            .map(|(t, n)| (vec![("type", t.to_owned())], Value::Counter(n))),
+            REDIRECTS,
+            REDIRECTS_HELP,
+            [&self.cluster_moved, &self.cluster_ask]
+                .into_iter()
+                .map(|c| {
+                    let (k, v) = c.label.unwrap_or_default();
+                    (vec![(k, v.to_owned())], Value::Counter(c.get()))
+                }),
         );
         let masters = self.redlock_failures.get().map_or(&[][..], |m| &m[..]);
         s.family(
-            "redislock_redlock_master_failures_total",
+            REDLOCK_FAILURES,
             "Requests to a Redlock master that failed (unreachable, timed out, error reply).",
             masters
                 .iter()
@@ -586,7 +689,7 @@ impl Metrics {
         }
         let tracked = || self.tracked.iter();
         s.family(
-            "redislock_name_acquisitions_total",
+            NAME_ACQUISITIONS,
             "Acquires of a tracked name or prefix that ended, by outcome.",
             tracked().flat_map(|t| {
                 Outcome::ALL.iter().map(move |&o| {
@@ -601,7 +704,7 @@ impl Metrics {
             }),
         );
         s.family(
-            "redislock_name_wait_seconds",
+            NAME_WAIT,
             "Time acquires of a tracked name or prefix spent waiting.",
             tracked().map(|t| {
                 (
@@ -611,7 +714,7 @@ impl Metrics {
             }),
         );
         s.family(
-            "redislock_name_hold_seconds",
+            NAME_HOLD,
             "How long locks of a tracked name or prefix were held.",
             tracked().map(|t| {
                 (
@@ -621,9 +724,14 @@ impl Metrics {
             }),
         );
         s.family(
-            "redislock_name_locks_lost_total",
+            NAME_LOST,
             "Held locks of a tracked name or prefix found lost.",
-            tracked().map(|t| (vec![("name", t.pattern.clone())], Value::Counter(t.lost.get()))),
+            tracked().map(|t| {
+                (
+                    vec![("name", t.pattern.clone())],
+                    Value::Counter(t.lost.get()),
+                )
+            }),
         );
         s
     }
@@ -846,8 +954,7 @@ mod tests {
             );
         }
         let s = m.snapshot(&[]);
-        let Some(Value::Histogram(h)) =
-            s.value("redislock_wait_seconds", &[("kind", "exclusive")])
+        let Some(Value::Histogram(h)) = s.value("redislock_wait_seconds", &[("kind", "exclusive")])
         else {
             panic!("no histogram")
         };
@@ -865,9 +972,7 @@ mod tests {
             Some(5)
         );
         let text = s.to_prometheus();
-        assert!(text.contains(
-            "redislock_wait_seconds_bucket{kind=\"exclusive\",le=\"+Inf\"} 5\n"
-        ));
+        assert!(text.contains("redislock_wait_seconds_bucket{kind=\"exclusive\",le=\"+Inf\"} 5\n"));
         assert!(text.contains("# TYPE redislock_name_wait_seconds histogram\n"));
     }
 

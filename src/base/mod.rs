@@ -4,6 +4,7 @@
 
 pub(crate) mod config;
 pub(crate) mod error;
+pub(crate) mod facade;
 pub(crate) mod grant;
 pub(crate) mod keys;
 pub(crate) mod metrics;

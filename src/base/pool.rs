@@ -103,7 +103,7 @@ impl Drop for ConnPool {
     fn drop(&mut self) {
         // Its idle connections close with it.
         let idle = self.state.get_mut().idle.len();
-        self.metrics.connections_open.add(-(idle as i64));
+        self.metrics.connections(-(idle as i64));
     }
 }
 
@@ -162,7 +162,7 @@ impl ConnPool {
                 // A connection to a server that no longer holds the locks (a failover).
                 st.open -= 1;
                 drop(redis);
-                self.metrics.connections_open.add(-1);
+                self.metrics.connections(-1);
             }
             if st.open < self.max_size {
                 st.open += 1;
@@ -209,7 +209,7 @@ impl ConnPool {
         drop(st);
         if !keep {
             self.metrics.connections_broken.inc();
-            self.metrics.connections_open.add(-1);
+            self.metrics.connections(-1);
         }
         self.returned.notify_one();
     }
@@ -232,7 +232,7 @@ impl ConnPool {
         redis.set_read_timeout(Some(self.read_timeout))?;
         redis.set_write_timeout(Some(self.write_timeout))?;
         self.metrics.connections_opened.inc();
-        self.metrics.connections_open.add(1);
+        self.metrics.connections(1);
         Ok(redis)
     }
 

@@ -124,7 +124,11 @@ impl LockState {
     fn ended(&self) {
         let m = &self.backend.metrics;
         m.holding(self.metric_kind, -1);
-        m.held_for(self.metric_kind, self.keys.name(), self.granted_at.elapsed());
+        m.held_for(
+            self.metric_kind,
+            self.keys.name(),
+            self.granted_at.elapsed(),
+        );
     }
 
     fn check_process(&self) -> Result<(), Error> {

@@ -250,14 +250,7 @@ pub fn cargo_build_example(root: &Path, name: &str, timeout: Duration) -> PathBu
         }
     }
     let child = cargo
-        .args([
-            "build",
-            "--lib",
-            "--example",
-            name,
-            "--profile",
-            &profile,
-        ])
+        .args(["build", "--lib", "--example", name, "--profile", &profile])
         .arg("--message-format=json-render-diagnostics")
         .current_dir(root)
         .stdin(Stdio::null())
