@@ -14,9 +14,88 @@ namespace Redislock;
  * $series = $client->metrics();              // ['redislock_acquisitions_total{kind="exclusive",outcome="immediate"}' => 3, ...]
  * echo Redislock\Metrics::sum([$textA, $textB]); // one text, every series added up
  * ```
+ *
+ * PHP-FPM: each worker leaves its numbers in a shared directory at the end of every request,
+ * and one endpoint adds them up:
+ * ```php
+ * Redislock\Metrics::saveAtRequestEnd($client, '/run/redislock-metrics');   // in the app
+ * echo Redislock\Metrics::sumDirectory('/run/redislock-metrics');           // in metrics.php
+ * ```
  */
 final class Metrics
 {
+    /** Static properties are reset for every request: whether this one saves at its end. */
+    private static ?Client $saving = null;
+    private static string $savingTo = '';
+
+    /**
+     * Writes `$client`'s metrics at the end of this request (after the request's locks are
+     * released, however it ends) to `$dir/redislock-<pid>.prom`, replacing the worker's last
+     * file at once (written aside, then renamed). A write that fails is logged, never thrown.
+     * Call it in every request that uses the client; the last call of a request wins.
+     */
+    public static function saveAtRequestEnd(Client $client, string $dir): void
+    {
+        if (self::$saving === null) {
+            // Registered at the end, like the release of the request's locks (RequestEnd), and
+            // so run after it.
+            register_shutdown_function(static function (): void {
+                register_shutdown_function([self::class, 'saveNow']);
+            });
+        }
+        self::$saving = $client;
+        self::$savingTo = $dir;
+    }
+
+    /** @internal the shutdown function of {@see saveAtRequestEnd()} */
+    public static function saveNow(): void
+    {
+        $client = self::$saving;
+        self::$saving = null;
+        if ($client === null) {
+            return;
+        }
+        try {
+            self::save($client, self::$savingTo);
+        } catch (\Throwable $e) {
+            error_log('redislock: the metrics were not saved: ' . $e->getMessage());
+        }
+    }
+
+    /**
+     * Writes `$client`'s metrics to `$dir/redislock-<pid>.prom` now (written aside, then
+     * renamed: a reader never sees half a file).
+     *
+     * @throws \RuntimeException when the file cannot be written
+     */
+    public static function save(Client $client, string $dir): void
+    {
+        $file = sprintf('%s/redislock-%d.prom', rtrim($dir, '/'), getmypid());
+        $tmp = $file . '.tmp';
+        if (@file_put_contents($tmp, $client->metricsText()) === false || !@rename($tmp, $file)) {
+            throw new \RuntimeException(sprintf('cannot write %s', $file));
+        }
+    }
+
+    /**
+     * The metrics every process saved in `$dir` ({@see save()}), added up into one Prometheus
+     * text. A worker that ended leaves its last numbers there: its counters still count (the
+     * sum never goes down while the file stays), its gauges are as they were at its end.
+     */
+    public static function sumDirectory(string $dir): string
+    {
+        $files = glob(rtrim($dir, '/') . '/redislock-*.prom') ?: [];
+        $texts = [];
+        foreach ($files as $f) {
+            $text = @file_get_contents($f);
+            if (is_string($text)) {
+                $texts[] = $text;
+            }
+        }
+
+        return self::sum($texts);
+    }
+
     /**
      * The samples of a Prometheus text: series (name with its labels, as in the text) => value.
      *
