@@ -205,6 +205,8 @@ fn kinds_are_counted_apart_and_failures_by_error_kind() {
     let e = c.rw_lock(&name).try_write().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Held);
     drop(r);
+    let set = [unique_name("metrics-set-a"), unique_name("metrics-set-b")];
+    drop(c.lock_all(&set).try_acquire().unwrap());
     let p = c.semaphore(&name, 3).try_acquire(2).unwrap();
     // Another kind of lock on a name held as a semaphore: an error, not a refusal.
     let e = c.try_acquire(&name).unwrap_err();
@@ -220,6 +222,8 @@ fn kinds_are_counted_apart_and_failures_by_error_kind() {
     assert_eq!(n("read", "immediate"), 1);
     assert_eq!(n("write", "busy"), 1);
     assert_eq!(n("semaphore", "immediate"), 1);
+    assert_eq!(n("set", "immediate"), 1);
+    assert_eq!(count(&s, "redislock_hold_seconds", &[("kind", "set")]), 1);
     assert_eq!(count(&s, "redislock_hold_seconds", &[("kind", "read")]), 1);
     assert_eq!(
         count(&s, "redislock_hold_seconds", &[("kind", "semaphore")]),

@@ -65,6 +65,10 @@ pub(crate) trait Kind {
 pub(crate) trait QueueKind: Waiter {
     /// What the grant is once held.
     fn holding(&self) -> Holding;
+    /// The kind as the metrics' `kind` label says it.
+    fn metric(&self) -> LockKind {
+        self.holding().metric()
+    }
     /// The name(s) as shown in messages.
     fn shown(&self) -> String {
         self.keys().shown()
@@ -103,6 +107,10 @@ impl<T: QueueKind> Kind for T {
 
     fn holding(&self) -> Holding {
         QueueKind::holding(self)
+    }
+
+    fn metric(&self) -> LockKind {
+        QueueKind::metric(self)
     }
 
     fn explain(&self, e: Error) -> Error {
