@@ -584,32 +584,17 @@ impl Metrics {
                 .iter()
                 .map(|k| vec![("kind", k.label().to_owned())])
         };
-        let per_kind = |k: LockKind, more: (&'static str, &'static str)| {
-            vec![("kind", k.label().to_owned()), (more.0, more.1.to_owned())]
-        };
+        let outcomes = Outcome::ALL.map(Outcome::label);
         s.family(
             ACQUISITIONS,
             "Acquires that ended, by lock kind and outcome.",
-            LockKind::ALL.iter().flat_map(|&k| {
-                Outcome::ALL.iter().map(move |&o| {
-                    (
-                        per_kind(k, ("outcome", o.label())),
-                        Value::Counter(self.acquisitions[k as usize][o as usize].get()),
-                    )
-                })
-            }),
+            by_kind(&self.acquisitions, "outcome", &outcomes),
         );
+        let errors: Vec<&'static str> = ErrorKind::ALL.iter().map(|&e| error_label(e)).collect();
         s.family(
             ACQUIRE_ERRORS,
             "Acquires that failed with an error (outcome=\"failed\"), by lock kind and error kind.",
-            LockKind::ALL.iter().flat_map(|&k| {
-                ErrorKind::ALL.iter().map(move |&e| {
-                    (
-                        per_kind(k, ("error", error_label(e))),
-                        Value::Counter(self.acquire_errors[k as usize][e as usize].get()),
-                    )
-                })
-            }),
+            by_kind(&self.acquire_errors, "error", &errors),
         );
         s.family(
             WAIT,
@@ -629,14 +614,11 @@ impl Metrics {
         s.family(
             LOST,
             "Held locks found lost, by lock kind and reason.",
-            LockKind::ALL.iter().flat_map(|&k| {
-                LostReason::ALL.iter().map(move |&r| {
-                    (
-                        per_kind(k, ("reason", r.label())),
-                        Value::Counter(self.lost[k as usize][r as usize].get()),
-                    )
-                })
-            }),
+            by_kind(
+                &self.lost,
+                "reason",
+                &LostReason::ALL.map(LostReason::label),
+            ),
         );
         s.family(
             HELD,
@@ -735,6 +717,23 @@ impl Metrics {
         );
         s
     }
+}
+
+/// The series of a counter table by lock kind and one more label, whose values are `values` in
+/// the table's order.
+fn by_kind<'a, const N: usize>(
+    table: &'a PerKind<[Counter; N]>,
+    label: &'static str,
+    values: &'a [&'static str],
+) -> impl Iterator<Item = (Vec<(&'static str, String)>, Value)> + 'a {
+    LockKind::ALL.iter().flat_map(move |&k| {
+        values.iter().zip(&table[k as usize]).map(move |(v, c)| {
+            (
+                vec![("kind", k.label().to_owned()), (label, (*v).to_owned())],
+                Value::Counter(c.get()),
+            )
+        })
+    })
 }
 
 /// The type of a metric family.
