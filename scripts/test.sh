@@ -15,6 +15,8 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy --all-targets --workspace -- -D warnings"
 cargo clippy --all-targets --workspace -- -D warnings
+step "cargo clippy with the metrics facade (--features metrics)"
+cargo clippy --lib --tests --features metrics -- -D warnings
 step "luacheck (src/base/scripts/, and each Lua script as Redis receives it: .luacheckrc)"
 rm -rf target/luacheck
 LUACHECK_DIR="$PWD/target/luacheck" cargo test --quiet --lib base::scripts::tests::write_for_luacheck \
@@ -27,8 +29,11 @@ fi
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
+  # The metrics through the `metrics` crate's facade: a test that needs the feature.
+  cargo nextest run --features metrics --test metrics_facade
 else
   cargo test --workspace --no-fail-fast
+  cargo test --features metrics --test metrics_facade
 fi
 step "doc tests"
 cargo test --doc

@@ -361,6 +361,21 @@ mod stores;
 #[allow(unsafe_code)]
 mod ffi;
 
+/// The metrics of a client's backend: [`Client::metrics`] takes a [`Snapshot`](metrics::Snapshot),
+/// whose [`to_prometheus`](metrics::Snapshot::to_prometheus) gives the Prometheus text. Every
+/// metric is listed in `docs/metrics.md`.
+pub mod metrics {
+    /// With the cargo feature `metrics`: describes every metric family to the `metrics`
+    /// crate's installed recorder (help text, seconds for histograms). The counts themselves
+    /// reach the recorder as they happen.
+    #[cfg(feature = "metrics")]
+    pub use crate::base::facade::describe_all as describe;
+    pub use crate::base::metrics::{
+        BUCKETS, Family, HistogramSnapshot, LockKind, LostReason, MAX_TRACKED_NAMES, MetricType,
+        Outcome, Sample, Snapshot, Value, error_label,
+    };
+}
+
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
 pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};

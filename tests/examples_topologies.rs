@@ -28,7 +28,8 @@ use std::thread;
 use std::time::Duration;
 
 use support::{
-    Cluster, RedisServer, RedlockMasters, SentinelGroup, eventually, unique_name, wait_child,
+    Cluster, RedisServer, RedlockMasters, SentinelGroup, cargo_build_example, eventually,
+    unique_name, wait_child,
 };
 
 /// A demo takes about a second; this only stops a hung one.
@@ -89,7 +90,7 @@ struct Demos {
 
 impl Demos {
     fn build() -> Demos {
-        let rust = cargo_build_example();
+        let rust = cargo_build_example(repo_root(), "oversell", BUILD_TIMEOUT);
         // <target>/<profile>/examples/oversell → <target>/<profile>/libredislock.so
         let lib = rust
             .parent()
@@ -177,70 +178,6 @@ impl Drop for Demos {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// Builds the library and the Rust demo with cargo, in the profile of this test binary
-/// (`<target>/<profile>/deps/...`), and returns the demo's path as cargo reports it.
-fn cargo_build_example() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe() failed");
-    let profile = match exe
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-    {
-        Some(dir) if dir != "debug" => dir.to_string_lossy().into_owned(),
-        _ => "dev".to_owned(),
-    };
-    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    // Without the variables cargo sets for running this test: build scripts that watch them
-    // (ring's watches CARGO_PKG_* and CARGO_MANIFEST_DIR) would rerun here, and again at the
-    // next ordinary build.
-    let set_for_test = |key: &str| {
-        ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_"]
-            .iter()
-            .any(|prefix| key.starts_with(prefix))
-            || matches!(
-                key,
-                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
-            )
-    };
-    for (key, _) in std::env::vars_os() {
-        if key.to_str().is_some_and(set_for_test) {
-            cargo.env_remove(&key);
-        }
-    }
-    let child = cargo
-        .args([
-            "build",
-            "--lib",
-            "--example",
-            "oversell",
-            "--profile",
-            &profile,
-        ])
-        .arg("--message-format=json-render-diagnostics")
-        .current_dir(repo_root())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cannot run cargo");
-    let out = wait_child(child, BUILD_TIMEOUT);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "cargo build --example oversell failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // One JSON message per line; the example is the build's only artifact with an executable.
-    let executable = stdout.lines().find_map(|line| {
-        let path = line.split("\"executable\":\"").nth(1)?.split('"').next()?;
-        Some(PathBuf::from(path))
-    });
-    executable
-        .filter(|path| path.is_file())
-        .unwrap_or_else(|| panic!("cargo reported no oversell executable:\n{stdout}"))
 }
 
 /// Keys in the current database of `con`.

@@ -24,6 +24,10 @@
 //!   next purchase gets the lock within its 2 s wait, where the lease is 60 s (30 s renewed);
 //!   a Laravel lock taken without a callback (the control) is left behind, as Laravel's are.
 //!
+//! - the metrics recipe: each worker saves its metrics at the end of every request of the Client
+//!   endpoint, and `metrics.php` adds them up; the sum counts every acquire of the run and passes
+//!   `promtool check metrics`.
+//!
 //! `php_fpm_preload_without_the_library_says_what_to_do` runs `scripts/fpm.sh preload`: php-fpm
 //! whose preload script cannot find the library (`REDISLOCK_LIB` only in the pool's `env[]`, or
 //! naming no file) must exit with an error in its log that names what was tried and says to set
@@ -141,6 +145,30 @@ fn php_fpm_under_nginx() {
         .filter(|l| l.kind == "run")
         .map(|l| (l.text("variant"), l))
         .collect();
+
+    // The metrics recipe: every worker's numbers, saved at each request's end and added up by
+    // metrics.php, count every acquire of the client run (wrk's count, plus at most one request
+    // per connection still on its way when wrk stopped), and pass promtool.
+    let m = lines
+        .iter()
+        .find(|l| l.kind == "metrics")
+        .unwrap_or_else(|| panic!("no metrics line:\n{stdout}"));
+    let client = runs.get("client").expect("a client run");
+    let what = format!("{:?}", m.fields);
+    assert_eq!(m.text("promtool"), "ok", "{what}");
+    assert!(
+        m.num("files") >= 1 && m.num("files") <= client.num("pids_seen"),
+        "one file per worker, {what}"
+    );
+    assert!(
+        m.num("acquisitions") >= client.num("requests")
+            && m.num("acquisitions") <= client.num("requests") + 32,
+        "acquisitions against {} requests, {what}",
+        client.num("requests")
+    );
+    assert!(m.num("waited") > 0, "no acquire waited, {what}");
+    assert!(m.num("handoffs") > 0, "no handoff, {what}");
+    assert_eq!(m.num("held"), 0, "locks still held after the run, {what}");
     for variant in ["client", "symfony-redislock", "symfony-redis", "phpredis"] {
         let r = runs
             .get(variant)

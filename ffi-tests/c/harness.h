@@ -101,6 +101,7 @@ const char *h_code_name(redislock_result code);
     X(config_every_setter)                                                                     \
     X(config_invalid_settings)                                                                 \
     X(acquire_release_basics)                                                                  \
+    X(metrics_prometheus_text)                                                                 \
     X(one_liners_take_the_client_defaults)                                                     \
     X(request_unset_settings_are_the_clients)                                                  \
     X(request_each_setter)                                                                     \

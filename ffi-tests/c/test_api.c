@@ -260,6 +260,59 @@ void test_acquire_release_basics(void) {
     redislock_client_free(client);
 }
 
+/* The Prometheus text of a client's metrics: the size asked first, a buffer too small refused
+ * with the size it needs, the counts of what was done, a tracked name's own series. */
+void test_metrics_prometheus_text(void) {
+    redislock_config *cfg = NULL;
+    redislock_client *client = NULL;
+    redislock_lock *lock = NULL, *busy = NULL;
+    char name[128], series[256], small[16];
+    char *text;
+    size_t needed = 0, again = 0;
+
+    h_name(name, sizeof name, "metrics");
+    CHECK_RC(redislock_config_new(h_url(), &cfg), REDISLOCK_OK);
+    CHECK_RC(redislock_config_add_metric_name(cfg, (const uint8_t *)name, strlen(name)),
+             REDISLOCK_OK);
+    CHECK_RC(redislock_config_add_metric_name(cfg, (const uint8_t *)"\xff", 1),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_client_from_config(cfg, &client), REDISLOCK_OK);
+    redislock_config_free(cfg);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 10000, false, false, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_try_acquire(client, NAME(name), &busy), REDISLOCK_HELD);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+
+    CHECK_RC(redislock_client_metrics_prometheus(client, NULL, 0, &needed),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK(needed > 1000);
+    CHECK_RC(redislock_client_metrics_prometheus(client, small, sizeof small, &again),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK(again == needed);
+    CHECK(small[0] == '\0');
+    CHECK(strstr(h_last_error(), "bytes") != NULL);
+    CHECK_RC(redislock_client_metrics_prometheus(client, NULL, 10, &again),
+             REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_client_metrics_prometheus(client, small, sizeof small, NULL),
+             REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_client_metrics_prometheus(NULL, small, sizeof small, &again),
+             REDISLOCK_NULL_PARAMETER);
+
+    text = malloc(needed);
+    CHECK_RC(redislock_client_metrics_prometheus(client, text, needed, &again), REDISLOCK_OK);
+    CHECK(again == needed);
+    CHECK(strlen(text) + 1 == needed);
+    CHECK(strstr(text, "# TYPE redislock_acquisitions_total counter\n") != NULL);
+    CHECK(strstr(text, "redislock_acquisitions_total{kind=\"exclusive\",outcome=\"immediate\"} 1\n") != NULL);
+    CHECK(strstr(text, "redislock_acquisitions_total{kind=\"exclusive\",outcome=\"busy\"} 1\n") != NULL);
+    CHECK(strstr(text, "redislock_hold_seconds_count{kind=\"exclusive\"} 1\n") != NULL);
+    snprintf(series, sizeof series,
+             "redislock_name_acquisitions_total{name=\"%s\",outcome=\"busy\"} 1\n", name);
+    CHECK(strstr(text, series) != NULL);
+    free(text);
+    redislock_client_free(client);
+}
+
 void test_one_liners_take_the_client_defaults(void) {
     redislock_config *config = NULL;
     redislock_client *client = h_client(), *fenced = NULL;

@@ -86,6 +86,29 @@ run() {
   fi
 }
 
+# metrics_check: after the client run, the workers' metrics added up by metrics.php (the recipe of
+# docs/metrics.md), checked by promtool when it is there. One line:
+#   metrics files=.. acquisitions=.. waited=.. handoffs=.. held=.. promtool=ok|failed|missing
+# (acquisitions: every exclusive acquire the workers counted, whatever its outcome).
+metrics_check() {
+  local text="$DIR/metrics.prom" files promtool=missing
+  wait_idle
+  files=$(curl -s -D - -o "$text" --max-time 30 "$BASE/metrics.php" | tr -d '\r' \
+    | awk -F': ' 'tolower($1) == "x-metrics-files" {print $2}')
+  if command -v promtool >/dev/null; then
+    if promtool check metrics < "$text" > "$DIR/promtool.out" 2>&1; then promtool=ok; else
+      promtool=failed
+      log "promtool: $(head -5 "$DIR/promtool.out" | tr '\n' ' ')"
+    fi
+  fi
+  sum_of() { awk -v re="^$1" '$0 ~ re {s += $NF} END {print s + 0}' "$text"; }
+  printf 'metrics files=%s acquisitions=%s waited=%s handoffs=%s held=%s promtool=%s\n' \
+    "${files:-0}" "$(sum_of 'redislock_acquisitions_total[{]kind="exclusive"')" \
+    "$(sum_of 'redislock_acquisitions_total[{]kind="exclusive",outcome="waited"')" \
+    "$(sum_of 'redislock_handoffs_received_total[{]kind="exclusive"')" \
+    "$(sum_of 'redislock_locks_held[{]')" "$promtool"
+}
+
 # die_case VIA HOW NEXT_WAIT_MS [QUERY]: die.php?how=HOW&via=VIA&QUERY ends a request while it holds
 # the stock's lock; then a look at Redis, and at once one purchase on stock-client.php that waits
 # up to NEXT_WAIT_MS for the lock. One line:

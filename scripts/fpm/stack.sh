@@ -33,6 +33,13 @@ else
 fi
 touch "$DIR/php-errors.log"
 [ "$ROOT_USER" = 1 ] && chown nobody:nogroup "$DIR/php-errors.log"
+# The test's metrics recipe (tests/fpm/app/metrics.php): a directory every worker may write.
+METRICS_POOL_ENV=
+if [ "$MODE" = test ]; then
+  mkdir -p "$DIR/metrics"
+  chmod 1777 "$DIR/metrics"
+  METRICS_POOL_ENV="env[FPM_METRICS_DIR] = $DIR/metrics"
+fi
 cat > "$DIR/php-fpm.conf" <<EOF
 [global]
 pid = $DIR/php-fpm.pid
@@ -51,6 +58,7 @@ pm.status_path = /fpm-status
 request_terminate_timeout = 60s
 clear_env = yes
 env[FPM_REDIS_PORT] = $REDIS_PORT
+$METRICS_POOL_ENV
 php_admin_value[error_log] = $DIR/php-errors.log
 php_admin_flag[log_errors] = on
 php_admin_flag[display_errors] = off

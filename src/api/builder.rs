@@ -49,6 +49,8 @@ impl ClientBuilder {
                 deployment: Deployment::Single,
                 min_replicas: 0,
                 replica_timeout: Duration::from_millis(500),
+                metric_names: Vec::new(),
+                metrics: Default::default(),
             },
         }
     }
@@ -148,6 +150,28 @@ impl ClientBuilder {
     /// [`MAX_PERSISTENT_BACKENDS`]: crate::MAX_PERSISTENT_BACKENDS
     pub fn persistent(mut self, on: bool) -> Self {
         self.cfg.persistent = on;
+        self
+    }
+
+    /// Lock names with metric series of their own (`redislock_name_*`, see `docs/metrics.md`):
+    /// each entry is a name, or a prefix ending in `*` (`"jobs:*"`); a lock counts under the
+    /// first entry that matches it. At most [`MAX_TRACKED_NAMES`] entries, so the number of
+    /// series stays bounded; no other name gets series of its own. Persistent clients that
+    /// share a backend share its series: the first client's list is the backend's.
+    ///
+    /// [`MAX_TRACKED_NAMES`]: crate::metrics::MAX_TRACKED_NAMES
+    pub fn metric_names<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.cfg.metric_names = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Adds one name or prefix to [`metric_names`](Self::metric_names) (the C API's way).
+    pub(crate) fn add_metric_name(mut self, name: &str) -> Self {
+        self.cfg.metric_names.push(name.to_owned());
         self
     }
 

@@ -21,6 +21,7 @@ use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
+use crate::base::metrics::{Metrics, Snapshot};
 use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
@@ -297,15 +298,38 @@ impl Client {
         self.shared.cfg.fencing
     }
 
-    /// Renewal counters of this client in this process.
+    /// Renewal counters of this client's backend in this process (a few of
+    /// [`metrics`](Self::metrics)).
     pub fn stats(&self) -> Stats {
-        match self.shared.backend.try_read_for(BACKEND_LOCK_WAIT) {
-            Some(b) => match b.as_ref() {
-                Some(b) if b.pid == std::process::id() => b.renewer.stats(),
-                _ => Stats::default(),
-            },
+        match self.current_backend() {
+            Some(b) => b.renewer.stats(&b.metrics),
             None => Stats::default(),
         }
+    }
+
+    /// The metrics of this client's backend in this process: acquisitions by outcome, wait and
+    /// hold times, handoffs, renewals, lost locks, locks held and waiters now, connections and
+    /// topology events (every metric is listed in `docs/metrics.md`).
+    /// [`Snapshot::to_prometheus`](crate::metrics::Snapshot::to_prometheus) gives its
+    /// Prometheus text.
+    ///
+    /// The numbers are the backend's: persistent clients with the same server and connection
+    /// settings share one backend, and so its numbers. A client that has not connected yet in
+    /// this process (or whose backend is its parent's, after a fork) has all zero.
+    pub fn metrics(&self) -> Snapshot {
+        match self.current_backend() {
+            Some(b) => b
+                .metrics
+                .snapshot(&renewal_gauges(b.renewer.stats(&b.metrics))),
+            None => Metrics::new(&self.shared.cfg.metric_names)
+                .snapshot(&renewal_gauges(Stats::default())),
+        }
+    }
+
+    /// This process's backend of the client, if it has one yet.
+    fn current_backend(&self) -> Option<Arc<Owner>> {
+        let b = self.shared.backend.try_read_for(BACKEND_LOCK_WAIT)?;
+        b.as_ref().filter(|b| b.pid == std::process::id()).cloned()
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -349,6 +373,28 @@ impl Client {
         *current = Some(fresh.clone());
         Ok(fresh)
     }
+}
+
+/// The renewal machinery's gauges in the metrics.
+fn renewal_gauges(s: Stats) -> [(&'static str, &'static str, i64); 3] {
+    let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+    [
+        (
+            "redislock_renewal_threads",
+            "Renewal threads alive (busy or parked).",
+            n(s.renewal_threads),
+        ),
+        (
+            "redislock_renewal_threads_idle",
+            "Renewal threads parked, waiting for a lock.",
+            n(s.idle_renewal_threads),
+        ),
+        (
+            "redislock_renewed_locks",
+            "Auto-renewed locks held now (counted against max_renewed_locks).",
+            n(s.renewed_locks),
+        ),
+    ]
 }
 
 impl fmt::Debug for Client {

@@ -2,9 +2,11 @@
 //! for the whole configuration when the client is built, and for each lock's lease and wait.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::error::Error;
+use crate::base::metrics::{self, Metrics};
 use crate::base::url::mask_url;
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
@@ -48,6 +50,11 @@ pub(crate) struct Config {
     pub min_replicas: u32,
     /// How long a lock write waits for those acknowledgements.
     pub replica_timeout: Duration,
+    /// Lock names (or prefixes ending in `*`) with metric series of their own.
+    pub metric_names: Vec<String>,
+    /// The metrics of the backend this configuration belongs to: a fresh set is made when a
+    /// backend is built (`engine/backend.rs`); the pools and stores count into it.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Config {
@@ -163,6 +170,7 @@ impl Config {
     /// Checks every setting once, when the client is built (the URL was parsed already).
     pub(crate) fn check(&self, info: &redis::ConnectionInfo) -> Result<(), Error> {
         let cfg = self;
+        metrics::check_tracked(&cfg.metric_names)?;
         let positive = |what: &str, d: Duration| {
             if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(

@@ -1,12 +1,14 @@
 //! The base layer: what every layer above uses and nothing here knows of them: configuration and
-//! its checks, errors, the keys of a lock, tokens, the connection pool, the Lua scripts and
-//! replica acknowledgement.
+//! its checks, errors, the keys of a lock, tokens, the connection pool, the Lua scripts,
+//! replica acknowledgement and the metrics every layer counts into.
 
 pub(crate) mod config;
 pub(crate) mod error;
+pub(crate) mod facade;
 pub(crate) mod grant;
 pub(crate) mod inspect;
 pub(crate) mod keys;
+pub(crate) mod metrics;
 pub(crate) mod pool;
 pub(crate) mod replication;
 pub(crate) mod scripts;

@@ -17,6 +17,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::base::config::Config;
 use crate::base::error::Error;
+use crate::base::metrics::Metrics;
 
 /// How a pool reaches the server that holds the locks now: the stores implement it (one
 /// server, the master of a Sentinel group, one node of a cluster).
@@ -60,6 +61,8 @@ pub(crate) struct ConnPool {
     read_timeout: Duration,
     write_timeout: Duration,
     server: String,
+    /// The backend's metrics: connections opened, broken, open now.
+    metrics: Arc<Metrics>,
 }
 
 /// A connection checked out of a pool; it goes back when dropped (or is closed, if broken).
@@ -96,6 +99,14 @@ impl PooledConn<'_> {
     }
 }
 
+impl Drop for ConnPool {
+    fn drop(&mut self) {
+        // Its idle connections close with it.
+        let idle = self.state.get_mut().idle.len();
+        self.metrics.connections(-(idle as i64));
+    }
+}
+
 impl Drop for PooledConn<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
@@ -121,6 +132,7 @@ impl ConnPool {
             read_timeout: cfg.read_timeout,
             write_timeout: cfg.write_timeout,
             server: cfg.server.clone(),
+            metrics: cfg.metrics.clone(),
         }
     }
 
@@ -150,6 +162,7 @@ impl ConnPool {
                 // A connection to a server that no longer holds the locks (a failover).
                 st.open -= 1;
                 drop(redis);
+                self.metrics.connections(-1);
             }
             if st.open < self.max_size {
                 st.open += 1;
@@ -158,6 +171,7 @@ impl ConnPool {
                 return match self.connect(self.connect_timeout.min(left)) {
                     Ok(redis) => Ok(self.pooled(redis, self.topology.generation())),
                     Err(e) => {
+                        self.metrics.connect_failures.inc();
                         log::debug!("connecting to {} failed: {e}", self.server);
                         self.state.lock().open -= 1;
                         self.returned.notify_one();
@@ -193,6 +207,10 @@ impl ConnPool {
             st.open -= 1;
         }
         drop(st);
+        if !keep {
+            self.metrics.connections_broken.inc();
+            self.metrics.connections(-1);
+        }
         self.returned.notify_one();
     }
 
@@ -213,6 +231,8 @@ impl ConnPool {
             .connect(timeout.max(Duration::from_millis(1)))?;
         redis.set_read_timeout(Some(self.read_timeout))?;
         redis.set_write_timeout(Some(self.write_timeout))?;
+        self.metrics.connections_opened.inc();
+        self.metrics.connections(1);
         Ok(redis)
     }
 

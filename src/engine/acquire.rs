@@ -10,6 +10,7 @@ use crate::base::config::{check_lease, check_wait};
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
+use crate::base::metrics::{LockKind, Outcome};
 use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::cancel::Cancel;
@@ -47,6 +48,9 @@ pub(crate) fn check(
 /// found held lately in this process: its first wait round takes a free lock too. With
 /// `min_replicas` a grant counts once the replicas have it: a handoff lost before they had it
 /// (a failover) means waiting again, within the same bound.
+///
+/// Every acquire is counted in the backend's metrics once it ends: its outcome, and the time it
+/// spent when it waited.
 pub(crate) fn acquire(
     owner: &Arc<Owner>,
     kind: &dyn Kind,
@@ -54,12 +58,35 @@ pub(crate) fn acquire(
     wait: Option<Duration>,
     cancel: Option<&Cancel>,
 ) -> Result<(Held, Grant), Error> {
+    let started = Instant::now();
+    let mut waited = false;
+    let result = take(owner, kind, opts, wait, cancel, started, &mut waited);
+    let error = result.as_ref().err().map(Error::kind);
+    owner.metrics.acquired(
+        kind.metric(),
+        kind.keys().name(),
+        Outcome::of(&result, waited),
+        error,
+        waited.then(|| started.elapsed()),
+    );
+    result
+}
+
+/// [`acquire`] itself; `waited` is set when it enters the wait loop.
+fn take(
+    owner: &Arc<Owner>,
+    kind: &dyn Kind,
+    opts: &LockOptions,
+    wait: Option<Duration>,
+    cancel: Option<&Cancel>,
+    started: Instant,
+    waited: &mut bool,
+) -> Result<(Held, Grant), Error> {
     let b = owner.backend();
     if opts.fencing {
         b.store.check(Check::Fencing)?;
     }
     let mut place = reserve(owner, opts)?;
-    let started = Instant::now();
     let waits = wait.is_some_and(|w| !w.is_zero());
     // A Redlock refusal is an error that says what every master answered: kept for the error of
     // a single attempt.
@@ -82,6 +109,8 @@ pub(crate) fn acquire(
         None if waits => {
             drop(place.take());
             let deadline = started + wait.unwrap_or_default();
+            *waited = true;
+            let _waiting = Waiting::enter(b, kind.metric());
             let grant = loop {
                 let grant = kind
                     .own_wait(b, opts.lease, started, deadline, cancel)
@@ -202,6 +231,22 @@ pub(crate) fn restore(
         sent,
         Holding::Exclusive,
     )
+}
+
+/// Counts a waiter in the backend's waiters until dropped.
+struct Waiting<'a>(&'a Backend, LockKind);
+
+impl Waiting<'_> {
+    fn enter(b: &Backend, kind: LockKind) -> Waiting<'_> {
+        b.metrics.waiting(kind, 1);
+        Waiting(b, kind)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.metrics.waiting(self.1, -1);
+    }
 }
 
 /// Takes a place among the renewed locks when the options ask for auto-renewal.

@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 
 use crate::base::config::Config;
 use crate::base::error::Error;
+use crate::base::metrics::Metrics;
 use crate::engine::renewal::Renewer;
 use crate::stores::{self, LockStore};
 
@@ -41,6 +42,9 @@ pub(crate) struct Backend {
     /// Where the locks live: every call to Redis about a lock goes through it.
     pub store: Box<dyn LockStore>,
     pub renewer: Renewer,
+    /// Its metrics (the store's configuration holds the same): every client sharing this
+    /// backend shares them.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Keeps a backend running. Held by a client, by each lock taken through it, and for persistent
@@ -52,11 +56,17 @@ pub(crate) struct Owner {
 impl Owner {
     /// Builds a backend for this process. Starts no thread and opens no connection yet.
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
+        let metrics = Arc::new(Metrics::new(&cfg.metric_names));
+        let cfg = Config {
+            metrics: metrics.clone(),
+            ..cfg.clone()
+        };
         let backend = Backend {
             pid: std::process::id(),
             id: crate::engine::kinds::redisson::client_id(std::process::id())?,
-            store: stores::open(cfg, info)?,
+            store: stores::open(&cfg, info)?,
             renewer: Renewer::new(cfg.max_renewed_locks),
+            metrics,
         };
         Ok(Arc::new(Owner {
             backend: Some(Arc::new(backend)),

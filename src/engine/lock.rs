@@ -10,6 +10,7 @@ use crate::base::config::check_lease;
 use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::{LockKind, LostReason};
 use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::kinds::Holding;
@@ -65,13 +66,14 @@ pub(crate) struct LockState {
     /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
     /// locks), which decides the scripts that release and extend it.
     pub kind: Holding,
+    /// The same, as the metrics' `kind` label says it.
+    pub metric_kind: LockKind,
+    /// When the grant was made (for the hold-time histogram).
+    pub granted_at: Instant,
 }
 
 /// What [`Lock::on_lost`] calls.
 pub(crate) type LostCallback = Box<dyn FnOnce(&Error) + Send>;
-
-/// What a release or extend that found the key without our token says.
-const GONE: &str = "its lease ran out or another owner took it over";
 
 impl LockState {
     #[allow(clippy::too_many_arguments)]
@@ -86,6 +88,8 @@ impl LockState {
         kind: Holding,
     ) -> LockState {
         let auto_renew = reservation.is_some();
+        let metric_kind = kind.metric();
+        backend.metrics.holding(metric_kind, 1);
         let renew_id = if auto_renew {
             backend.renewer.next_id()
         } else {
@@ -110,7 +114,21 @@ impl LockState {
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
             kind,
+            metric_kind,
+            granted_at,
         }
+    }
+
+    /// The lock stopped being held (released, detached or lost): counted out of the held
+    /// locks, its hold time into the histogram.
+    fn ended(&self) {
+        let m = &self.backend.metrics;
+        m.holding(self.metric_kind, -1);
+        m.held_for(
+            self.metric_kind,
+            self.keys.name(),
+            self.granted_at.elapsed(),
+        );
     }
 
     fn check_process(&self) -> Result<(), Error> {
@@ -183,15 +201,20 @@ impl LockState {
             if released {
                 st.phase = Phase::Released;
                 st.reservation = None;
+                drop(st);
+                self.ended();
             } else {
-                self.mark_lost(st, GONE);
+                self.mark_lost(st, LostReason::FoundByRelease);
             }
         }
         self.stop_renewal();
         if released {
             Ok(())
         } else {
-            Err(Error::not_held(&self.keys.shown(), GONE))
+            Err(Error::not_held(
+                &self.keys.shown(),
+                LostReason::FoundByRelease.why(),
+            ))
         }
     }
 
@@ -204,19 +227,25 @@ impl LockState {
             st.phase = Phase::Detached;
             st.reservation = None;
         }
+        self.ended();
         self.stop_renewal();
         Ok(())
     }
 
     /// Marks the lock lost unless it was released meanwhile; then, with the status unlocked,
     /// logs it and calls the holder's [`Lock::on_lost`] callback on this thread.
-    pub(crate) fn mark_lost(&self, mut st: MutexGuard<'_, Status>, why: &'static str) {
+    pub(crate) fn mark_lost(&self, mut st: MutexGuard<'_, Status>, reason: LostReason) {
         if st.phase != Phase::Held {
             return;
         }
+        let why = reason.why();
         st.phase = Phase::Lost(why);
         st.reservation = None;
         drop(st);
+        self.ended();
+        self.backend
+            .metrics
+            .lost(self.metric_kind, self.keys.name(), reason);
         log::warn!("lock {} lost: {why}", self.keys.shown());
         let callback = self.on_lost.lock().take();
         if let Some(callback) = callback {
@@ -335,8 +364,11 @@ impl Held {
             }
             Ok(())
         } else {
-            s.mark_lost(st, GONE);
-            Err(Error::not_held(&s.keys.shown(), GONE))
+            s.mark_lost(st, LostReason::FoundByExtend);
+            Err(Error::not_held(
+                &s.keys.shown(),
+                LostReason::FoundByExtend.why(),
+            ))
         }
     }
 

@@ -150,6 +150,7 @@ fn rounds(
                     // The grant was made in the same event-loop turn that answered the BLPOP,
                     // so its lease counts from the reply less a millisecond for its way here.
                     Signal::Granted(fence) => {
+                        cfg.metrics.handoff(kind.metric());
                         return Ok(Some(Grant {
                             fence,
                             fences: Vec::new(),

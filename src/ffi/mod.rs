@@ -6,7 +6,7 @@
 //! conventions they state are in `cbindgen.toml`.
 //!
 //! Layout, after rustls-ffi: one module per C object ([`config`], [`client`], [`request`],
-//! [`lock`], [`cancel`]) and glue modules for the panic boundary ([`panic`]), handles and
+//! [`lock`], [`cancel`], [`metrics`]) and glue modules for the panic boundary ([`panic`]), handles and
 //! pointers ([`handle`]), result codes ([`result`], with the one mapping from
 //! [`ErrorKind`](crate::ErrorKind)) and the thread-local detail of the last failure
 //! ([`last_error`]).
@@ -33,6 +33,7 @@ pub mod inspect;
 pub mod last_error;
 pub mod lock;
 pub mod log;
+pub mod metrics;
 pub mod request;
 pub mod result;
 

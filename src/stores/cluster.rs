@@ -397,11 +397,13 @@ impl Cluster {
             match redirect {
                 Some(Redirect::Moved(addr)) if redirects < MAX_REDIRECTS => {
                     redirects += 1;
+                    self.cfg.metrics.cluster_moved.inc();
                     self.moved(slot, &addr)?;
                     continue;
                 }
                 Some(Redirect::Ask(addr)) if redirects < MAX_REDIRECTS => {
                     redirects += 1;
+                    self.cfg.metrics.cluster_ask.inc();
                     ask = Some(self.node_at(&addr)?);
                     continue;
                 }
@@ -464,7 +466,10 @@ impl Cluster {
         limit: Duration,
     ) -> bool {
         match Redirect::of(e) {
-            Some(Redirect::Moved(addr)) => self.moved(slot, &addr).is_ok(),
+            Some(Redirect::Moved(addr)) => {
+                self.cfg.metrics.cluster_moved.inc();
+                self.moved(slot, &addr).is_ok()
+            }
             // A waiter needs the lock's keys on one node (its queue script uses several keys):
             // during a migration it waits, then queues where the slot lives.
             Some(Redirect::Ask(_)) | Some(Redirect::Busy) => {
@@ -647,10 +652,12 @@ fn extend_many_in_cluster(c: &Cluster, locks: &[Extension<'_>]) -> Vec<Result<bo
                         };
                         match Redirect::of(&e) {
                             Some(Redirect::Moved(addr)) if !last_round => {
+                                c.cfg.metrics.cluster_moved.inc();
                                 let _ = c.moved(locks[i].keys.slot(), &addr);
                                 pending.push(i);
                             }
                             Some(Redirect::Ask(_)) => {
+                                c.cfg.metrics.cluster_ask.inc();
                                 let l = &locks[i];
                                 out[i] = Some(extend_routed(c, l));
                             }

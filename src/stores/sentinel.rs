@@ -125,6 +125,7 @@ impl Sentinel {
                     let mut m = self.master.lock();
                     if m.addr.as_ref() != Some(&addr) {
                         if m.addr.is_some() {
+                            self.cfg.metrics.sentinel_switches.inc();
                             log::info!(
                                 "Sentinel master {} is now at {}:{}",
                                 self.spec.master_name,

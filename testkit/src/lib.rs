@@ -50,7 +50,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, output_text};
 pub use cluster::Cluster;
 pub use masters::RedlockMasters;
-pub use process::{child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok};
+pub use process::{
+    cargo_build_example, child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok,
+};
 pub use sentinel::SentinelGroup;
 pub use server::{RedisServer, Server, free_port};
 pub use setup::{Setup, Topology};

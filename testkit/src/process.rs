@@ -2,6 +2,7 @@
 //! test binaries that re-execute themselves as a second process.
 
 use std::io::{self, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::mpsc;
@@ -214,4 +215,63 @@ pub fn wait_child_ok(child: Child, timeout: Duration) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// Builds the library and the example `name` of the crate at `root` with cargo, in the
+/// profile of the running test binary (`<target>/<profile>/deps/...`), within `timeout`, and
+/// returns the example's path as cargo reports it. (`cargo test --test NAME` and nextest build
+/// no examples, and one merely found under `target/<profile>/examples` may be stale.)
+pub fn cargo_build_example(root: &Path, name: &str, timeout: Duration) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe() failed");
+    let profile = match exe
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+    {
+        Some(dir) if dir != "debug" => dir.to_string_lossy().into_owned(),
+        _ => "dev".to_owned(),
+    };
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    // Without the variables cargo sets for running this test: build scripts that watch them
+    // (ring's watches CARGO_PKG_* and CARGO_MANIFEST_DIR) would rerun here, and again at the
+    // next ordinary build.
+    let set_for_test = |key: &str| {
+        ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_"]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
+            || matches!(
+                key,
+                "CARGO_CRATE_NAME" | "CARGO_PRIMARY_PACKAGE" | "CARGO_TARGET_TMPDIR" | "OUT_DIR"
+            )
+    };
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(set_for_test) {
+            cargo.env_remove(&key);
+        }
+    }
+    let child = cargo
+        .args(["build", "--lib", "--example", name, "--profile", &profile])
+        .arg("--message-format=json-render-diagnostics")
+        .current_dir(root)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot run cargo");
+    let out = wait_child(child, timeout);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo build --example {name} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One JSON message per line; the example is the build's only artifact with an executable.
+    let executable = stdout.lines().find_map(|line| {
+        let path = line.split("\"executable\":\"").nth(1)?.split('"').next()?;
+        Some(PathBuf::from(path))
+    });
+    executable
+        .filter(|path| path.is_file())
+        .unwrap_or_else(|| panic!("cargo reported no {name} executable:\n{stdout}"))
 }

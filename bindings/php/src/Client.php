@@ -56,6 +56,7 @@ final class Client
         'persistent' => ['redislock_config_set_persistent', 'bool'],
         'min_replicas' => ['redislock_config_set_min_replicas', 'u32'],
         'replica_timeout_ms' => ['redislock_config_set_replica_timeout_ms', 'u64'],
+        'metric_names' => ['redislock_config_add_metric_name', 'names'],
     ];
 
     private const U32_MAX = 4294967295;
@@ -136,6 +137,7 @@ final class Client
      * | persistent          | bool   | true            |
      * | min_replicas        | int    | 0               |
      * | replica_timeout_ms  | int    | 500             |
+     * | metric_names        | array  | []              |
      *
      * `persistent` (unlike in C and Rust, on by default here): share the connections and renewal
      * threads of every persistent client of this process with the same URL and connection
@@ -173,6 +175,13 @@ final class Client
         try {
             foreach ($options as $key => $value) {
                 [$setter, $type] = self::OPTIONS[$key];
+                if ($type === 'names') {
+                    // Lock names (or prefixes ending in `*`) with metric series of their own.
+                    foreach ($value as $name) {
+                        Library::check($ffi->$setter($config, $name, strlen($name)));
+                    }
+                    continue;
+                }
                 if ($type === 'bytes') {
                     // `const char *` + length in the PHP header: the string is passed as is.
                     $code = $ffi->$setter($config, $value, strlen($value));
@@ -200,6 +209,7 @@ final class Client
             'bool' => is_bool($value),
             'float' => (is_float($value) || is_int($value)) && is_finite((float) $value),
             'bytes' => is_string($value),
+            'names' => is_array($value) && array_filter($value, 'is_string') === $value,
         };
         if (!$ok) {
             $want = [
@@ -208,6 +218,7 @@ final class Client
                 'bool' => 'a bool',
                 'float' => 'a finite number',
                 'bytes' => 'a string',
+                'names' => 'an array of strings',
             ][$type];
             throw new InvalidArgumentException(sprintf(
                 'client option "%s" must be %s, got %s',
@@ -861,6 +872,41 @@ final class Client
         } finally {
             $ffi->redislock_inspect_free($info);
         }
+    }
+
+    /**
+     * The metrics of this client's backend in this process as Prometheus text (every metric is
+     * listed in docs/metrics.md). Persistent clients with the same URL and connection options
+     * share a backend, and so its numbers; each PHP-FPM worker has its own (to add them up, see
+     * {@see Metrics::sum()}).
+     */
+    public function metricsText(): string
+    {
+        $needed = $this->ffi->new('size_t[1]');
+        $size = 64 * 1024;
+        for ($try = 0; ; $try++) {
+            $buf = $this->ffi->new("char[$size]");
+            $code = $this->ffi->redislock_client_metrics_prometheus($this->handle(), $buf, $size, $needed);
+            if ($code === Result::OK) {
+                return FFI::string($buf, (int) $needed[0] - 1);
+            }
+            if ($code !== Result::INVALID_ARGUMENT || $try >= 3) {
+                Library::check($code);
+            }
+            // Too small: the size it needs, and a little more, as the numbers may grow meanwhile.
+            $size = (int) $needed[0] + 4096;
+        }
+    }
+
+    /**
+     * The metrics as an array: series (name with its labels, as in the Prometheus text) =>
+     * value, such as `['redislock_acquisitions_total{kind="exclusive",outcome="immediate"}' => 3]`.
+     *
+     * @return array<string, int|float>
+     */
+    public function metrics(): array
+    {
+        return Metrics::parse($this->metricsText());
     }
 
     /**

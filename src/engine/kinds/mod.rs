@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
@@ -67,6 +68,11 @@ pub(crate) trait Kind {
     ) -> Option<Result<Grant, Error>> {
         None
     }
+
+    /// The kind as the metrics' `kind` label says it.
+    fn metric(&self) -> LockKind {
+        self.holding().metric()
+    }
     /// An error of this kind's scripts in words a caller understands (another kind of lock on
     /// the name, a semaphore of another size).
     fn explain(&self, e: Error) -> Error {
@@ -79,6 +85,10 @@ pub(crate) trait Kind {
 pub(crate) trait QueueKind: Waiter {
     /// What the grant is once held.
     fn holding(&self) -> Holding;
+    /// The kind as the metrics' `kind` label says it.
+    fn metric(&self) -> LockKind {
+        self.holding().metric()
+    }
     /// The name(s) as shown in messages.
     fn shown(&self) -> String {
         self.keys().shown()
@@ -117,6 +127,10 @@ impl<T: QueueKind> Kind for T {
 
     fn holding(&self) -> Holding {
         QueueKind::holding(self)
+    }
+
+    fn metric(&self) -> LockKind {
+        QueueKind::metric(self)
     }
 
     fn explain(&self, e: Error) -> Error {
@@ -165,6 +179,18 @@ pub(crate) enum Holding {
 }
 
 impl Holding {
+    /// The kind as the metrics' `kind` label says it.
+    pub(crate) fn metric(&self) -> LockKind {
+        match self {
+            Holding::Exclusive => LockKind::Exclusive,
+            Holding::Read => LockKind::Read,
+            Holding::Write => LockKind::Write,
+            Holding::Permits(_) => LockKind::Semaphore,
+            Holding::Set(_) => LockKind::Set,
+            Holding::Redisson { .. } => LockKind::Redisson,
+        }
+    }
+
     /// Releases a grant of this kind held with `token`: runs the kind's release script, which
     /// hands it on to the waiters that can now proceed. Returns whether it was still ours.
     pub(crate) fn release(

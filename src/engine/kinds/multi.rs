@@ -24,6 +24,7 @@ use super::{Holding, QueueKind, Signal, Waiter, other_kind};
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
 use crate::engine::acquire;
@@ -171,6 +172,10 @@ impl<'a> SetWaiter<'a> {
 impl QueueKind for SetWaiter<'_> {
     fn holding(&self) -> Holding {
         Holding::Set(self.keys.to_vec().into_boxed_slice())
+    }
+
+    fn metric(&self) -> LockKind {
+        LockKind::Set
     }
 
     fn shown(&self) -> String {

@@ -2,7 +2,6 @@
 //! due in one pipeline per server and applies each reply to its lock.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -94,7 +93,7 @@ fn io_loop(inner: Arc<Inner>) {
         };
         let outcomes = send_batch(&batch);
         for (request, outcome) in batch.iter().zip(outcomes) {
-            apply(&inner, request, outcome);
+            apply(request, outcome);
         }
     }
 }
@@ -103,7 +102,7 @@ fn io_loop(inner: Arc<Inner>) {
 /// thread (unless it waits for this reply); anything else is left to that thread, woken now.
 /// Lock order: the lock's status, then the request's state (the renewal thread holds the status
 /// while it looks at the request).
-fn apply(inner: &Inner, r: &Request, outcome: Result<bool, Error>) {
+fn apply(r: &Request, outcome: Result<bool, Error>) {
     let lock = &r.lock;
     let mut st = lock.status.lock();
     let mut rs = r.state.lock();
@@ -112,7 +111,7 @@ fn apply(inner: &Inner, r: &Request, outcome: Result<bool, Error>) {
             if st.phase == Phase::Held {
                 st.valid_until = r.sent + r.lease.saturating_sub(drift(r.lease));
                 st.next_renewal = r.sent + r.lease / 3;
-                inner.renewals.fetch_add(1, Ordering::Relaxed);
+                lock.backend.metrics.renewals.inc();
             }
             rs.outcome = Some(Outcome::Extended);
             rs.waiting

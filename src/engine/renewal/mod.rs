@@ -40,6 +40,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::base::error::Error;
+use crate::base::metrics::Metrics;
 use crate::engine::lock::LockState;
 
 use io::IoQueue;
@@ -50,7 +51,8 @@ use worker::{Job, Worker};
 pub const IDLE_EXIT: Duration = Duration::from_secs(30);
 /// Stack size of renewal threads: they only run a script and parse a small reply.
 pub(super) const STACK_SIZE: usize = 128 * 1024;
-/// Counters of one client's renewal machinery, for monitoring and the benchmarks.
+/// Counters of one client's renewal machinery, for monitoring and the benchmarks (the same
+/// counts are among [`Client::metrics`](crate::Client::metrics), with many more).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -74,9 +76,6 @@ struct Inner {
     active: AtomicUsize,
     threads: AtomicUsize,
     idle: Mutex<Vec<Arc<Worker>>>,
-    renewals: AtomicU64,
-    late: AtomicU64,
-    lost: AtomicU64,
     next_id: AtomicU64,
     timer: Mutex<Timer>,
     timer_wake: Condvar,
@@ -188,9 +187,6 @@ impl Renewer {
                 active: AtomicUsize::new(0),
                 threads: AtomicUsize::new(0),
                 idle: Mutex::new(Vec::new()),
-                renewals: AtomicU64::new(0),
-                late: AtomicU64::new(0),
-                lost: AtomicU64::new(0),
                 next_id: AtomicU64::new(1),
                 timer: Mutex::new(Timer::default()),
                 timer_wake: Condvar::new(),
@@ -359,15 +355,16 @@ impl Renewer {
         }
     }
 
-    pub(crate) fn stats(&self) -> Stats {
+    /// The threads and places now, and the renewal counters of the backend's `metrics`.
+    pub(crate) fn stats(&self, metrics: &Metrics) -> Stats {
         let i = &self.inner;
         Stats {
             renewal_threads: i.threads.load(Ordering::Acquire),
             idle_renewal_threads: i.idle.lock().len(),
             renewed_locks: i.active.load(Ordering::Acquire),
-            renewals: i.renewals.load(Ordering::Relaxed),
-            late_renewals: i.late.load(Ordering::Relaxed),
-            lost_locks: i.lost.load(Ordering::Relaxed),
+            renewals: metrics.renewals.get(),
+            late_renewals: metrics.renewals_late.get(),
+            lost_locks: metrics.lost_by_renewal(),
         }
     }
 }

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::base::metrics::LostReason;
+
 use super::worker::{Job, Worker, worker_loop};
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 
@@ -94,8 +96,7 @@ fn attach(inner: &Arc<Inner>, job: Job) {
         }
         Err(_) => {
             // No thread, no renewal: say so rather than let the lease run out unnoticed.
-            lock.mark_lost(lock.status.lock(), "no renewal thread could be started");
-            inner.lost.fetch_add(1, Ordering::Relaxed);
+            lock.mark_lost(lock.status.lock(), LostReason::NoRenewalThread);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Renewal threads: one per held auto-renewed lock, parked between locks.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -8,6 +8,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::io::{Outcome, Request, submit};
 use super::{IDLE_EXIT, Inner, stopping};
+use crate::base::metrics::LostReason;
 use crate::engine::lock::{LockState, Phase};
 
 /// A renewal thread's mailbox.
@@ -66,11 +67,6 @@ pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
 /// without waking this one; a failure wakes it at once, and so does a reply that comes later than
 /// the next renewal would have been due. So a renewal costs this thread one wake-up.
 fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
-    let count = |pick: fn(&Inner) -> &AtomicU64| {
-        if let Some(inner) = renewer.upgrade() {
-            pick(&inner).fetch_add(1, Ordering::Relaxed);
-        }
-    };
     loop {
         let mut st = lock.status.lock();
         loop {
@@ -79,8 +75,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             }
             let now = Instant::now();
             if now >= st.valid_until {
-                lock.mark_lost(st, "its lease ran out before renewal could reach Redis");
-                count(|i| &i.lost);
+                lock.mark_lost(st, LostReason::Expired);
                 return;
             }
             let due = st.next_renewal.min(st.valid_until);
@@ -95,7 +90,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
         let sent = Instant::now();
         let late = sent.saturating_duration_since(due);
         if late > lease / 6 {
-            count(|i| &i.late);
+            lock.backend.metrics.renewals_late.inc();
             log::warn!(
                 "renewal of lock {} sent {} ms late (lease {} ms)",
                 lock.keys.shown(),
@@ -125,12 +120,12 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             // The key went with our own release, which is on its way: not a loss.
             Ok(_) if st.releasing => return,
             Ok(_) => {
-                lock.mark_lost(st, "renewal found the key gone or held by another owner");
-                count(|i| &i.lost);
+                lock.mark_lost(st, LostReason::TakenOver);
                 return;
             }
             Err(e) => {
                 // Unreachable or an error reply: try again soon, until the lease runs out.
+                lock.backend.metrics.renewal_failures.inc();
                 let retry =
                     (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(200));
                 log::warn!(

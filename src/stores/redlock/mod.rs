@@ -54,6 +54,7 @@ use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::Grant;
 use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
+use crate::base::metrics::Metrics;
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::base::url::{MultiHost, invalid};
@@ -107,6 +108,9 @@ pub(crate) struct Masters {
 pub(crate) struct Master {
     pub node: Node,
     health: Mutex<Health>,
+    /// Its place among the masters, for its failure counter in the metrics.
+    index: usize,
+    metrics: Arc<Metrics>,
 }
 
 #[derive(Default)]
@@ -129,7 +133,9 @@ impl Masters {
     ) -> Result<Masters, Error> {
         let db = info.redis_settings().db();
         let mut masters = Vec::with_capacity(spec.masters.len());
-        for addr in &spec.masters {
+        cfg.metrics
+            .redlock_masters(spec.masters.iter().map(|a| format!("{}:{}", a.0, a.1)));
+        for (index, addr) in spec.masters.iter().enumerate() {
             let info = info.clone().set_addr(node_addr(info.addr(), addr));
             let mut cfg = cfg.clone();
             cfg.server = format!("{}:{}/{db}", addr.0, addr.1);
@@ -137,6 +143,8 @@ impl Masters {
             masters.push(Master {
                 node: Node::new(&cfg, Arc::new(topology)),
                 health: Mutex::new(Health::default()),
+                index,
+                metrics: cfg.metrics.clone(),
             });
         }
         Ok(Masters {
@@ -221,6 +229,7 @@ impl Master {
     /// A call to the master failed. For want of an answer (not an error reply, and not because
     /// every pooled connection was busy), the master rests.
     fn failed(&self, e: &Error) {
+        self.metrics.redlock_failure(self.index);
         if e.kind() != ErrorKind::Connection || self.node.main.exhausted() {
             return;
         }

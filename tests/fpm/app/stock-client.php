@@ -10,6 +10,11 @@ require __DIR__ . '/common.php';
 
 $waitMs = isset($_GET['wait_ms']) ? (int) $_GET['wait_ms'] : WAIT_MS;
 $client = Redislock\Client::fromUrl(app_url());
+$metricsDir = (string) getenv('FPM_METRICS_DIR');
+if ($metricsDir !== '') {
+    // The test's pool only: each worker leaves its numbers for metrics.php to add up.
+    Redislock\Metrics::saveAtRequestEnd($client, $metricsDir);
+}
 try {
     $lock = $client->acquire(STOCK_LOCK, $waitMs);
 } catch (Redislock\Exception\WaitTimeoutException $e) {
