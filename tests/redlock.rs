@@ -611,6 +611,45 @@ fn a_waiter_whose_home_master_is_killed_is_woken_elsewhere() {
     a_waiter_whose_home_master_goes_away_is_woken_elsewhere(Away::Killed);
 }
 
+/// A master stopped while a lock is taken and given up: the `SET` it was sent runs when it
+/// continues, and the release it missed is done once it answers again, not a lease later (the
+/// key would refuse everyone there for 30 s, and a second master stopped meanwhile would leave no
+/// majority).
+#[test]
+fn a_master_back_from_a_stop_forgets_a_lock_given_up_meanwhile() {
+    let masters = RedlockMasters::start(3);
+    let m = masters.masters();
+    let c = fast(&masters).build().unwrap();
+    let name = unique_name("owed");
+    m[0].pause();
+    let lock = c
+        .lock(&name)
+        .lease(Duration::from_secs(30))
+        .auto_renew(false)
+        .try_acquire()
+        .expect("two of three masters grant it");
+    lock.release().unwrap();
+    m[0].resume();
+    // The stopped master ran the SET when it continued (nothing has asked it anything since).
+    assert!(
+        eventually(MARGIN, || exists(&mut m[0].conn(), &name)),
+        "the stopped master did not run the SET it was sent"
+    );
+    let resumed = Instant::now();
+    let other = unique_name("other");
+    assert!(
+        eventually(MARGIN, || {
+            if let Ok(l) = c.try_acquire(&other) {
+                let _ = l.release();
+            }
+            !exists(&mut m[0].conn(), &name)
+        }),
+        "the key given up stayed on the master that was stopped"
+    );
+    println!("deleted {:?} after the master continued", resumed.elapsed());
+    assert!(resumed.elapsed() < Duration::from_secs(20));
+}
+
 /// A c8 race on one name while each master in turn is stopped (SIGSTOP) for a while: no two
 /// holders ever overlap, and waiters are granted during every stop (their re-check is 120 s
 /// away: only releases wake them).

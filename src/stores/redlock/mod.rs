@@ -104,14 +104,32 @@ pub(crate) struct Masters {
     masters: Vec<Master>,
 }
 
-/// One master: its pools, and whether it rests after failing.
+/// One master: its pools, whether it rests after failing, and the deletes it still owes.
 pub(crate) struct Master {
     pub node: Node,
     health: Mutex<Health>,
     /// Its place among the masters, for its failure counter in the metrics.
     index: usize,
     metrics: Arc<Metrics>,
+    /// Our keys this master may still hold though we gave them up: a release or an attempt's
+    /// clean-up that it did not answer (it was stopped, say: a `SET` already sent runs when it
+    /// continues). They are deleted (if they still hold our token) once it answers again, so
+    /// that a master back from a stop does not refuse everyone for a whole lease.
+    owed: Mutex<Vec<Owed>>,
 }
+
+/// A compare-and-delete a master owes: the lock key, our token, and until when it matters (the
+/// key has expired by then).
+struct Owed {
+    keys: LockKeys,
+    token: Token,
+    until: Instant,
+}
+
+/// The most deletes one master is owed (the oldest are dropped first).
+const MAX_OWED: usize = 4096;
+/// How long a delete is owed at most: longer than any lease a lock is likely to have.
+const OWED_FOR: Duration = Duration::from_secs(600);
 
 #[derive(Default)]
 struct Health {
@@ -143,6 +161,7 @@ impl Masters {
             masters.push(Master {
                 node: Node::new(&cfg, Arc::new(topology)),
                 health: Mutex::new(Health::default()),
+                owed: Mutex::new(Vec::new()),
                 index,
                 metrics: cfg.metrics.clone(),
             });
@@ -217,12 +236,69 @@ impl Master {
         self.health.lock().failures
     }
 
-    /// The master answered: it rests no more.
-    fn answered(&self) {
+    /// The master answered: it rests no more. Returns whether it owes deletes.
+    fn answered(&self) -> bool {
         let mut h = self.health.lock();
         if h.failures > 0 {
             log::info!("{} answers again", self.node.main.server());
             *h = Health::default();
+        }
+        drop(h);
+        !self.owed.lock().is_empty()
+    }
+
+    /// The master did not answer a delete of `keys`' lock held with `token` (or an attempt's
+    /// clean-up): it is done once the master answers again.
+    fn owe(&self, keys: &LockKeys, token: &Token) {
+        let mut owed = self.owed.lock();
+        if owed.len() >= MAX_OWED {
+            owed.remove(0);
+        }
+        owed.push(Owed {
+            keys: keys.clone(),
+            token: token.clone(),
+            until: Instant::now() + OWED_FOR,
+        });
+    }
+
+    /// Deletes what the master owes, where our token is still there (one pipeline; what fails is
+    /// owed again).
+    fn pay_owed(&self) {
+        let now = Instant::now();
+        let owed: Vec<Owed> = std::mem::take(&mut *self.owed.lock())
+            .into_iter()
+            .filter(|o| o.until > now)
+            .collect();
+        if owed.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        for o in &owed {
+            pipe.cmd("EVALSHA")
+                .arg(scripts::QUORUM_RELEASE.get_hash())
+                .arg(4)
+                .arg(o.keys.lock())
+                .arg(o.keys.wanted())
+                .arg(o.keys.turn())
+                .arg(o.keys.blocked())
+                .arg(o.token.as_str())
+                .arg(0)
+                .ignore();
+        }
+        let paid = self.node.main.run(None, |c, _| {
+            scripts::QUORUM_RELEASE.load(c)?;
+            pipe.query::<()>(c)
+        });
+        match paid {
+            Ok(()) => log::debug!(
+                "{}: {} lock keys left by unanswered calls deleted",
+                self.node.main.server(),
+                owed.len()
+            ),
+            Err(e) => {
+                log::debug!("{}: owed deletes not done: {e}", self.node.main.server());
+                self.owed.lock().extend(owed);
+            }
         }
     }
 

@@ -62,6 +62,10 @@ impl Masters {
         let mut to_wake = Vec::new();
         let mut home_answered = false;
         for (i, a) in answers.into_iter().enumerate() {
+            if let Some(Answer::Failed { .. }) = a {
+                // Not deleted there, or not known to be: the master owes the delete.
+                self.masters[i].owe(keys, token);
+            }
             match a.map(|a| reply::<i64>(a, 0, self.server(i))) {
                 None => {}
                 Some(Ok(r)) => {

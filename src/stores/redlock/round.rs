@@ -43,6 +43,9 @@ impl Masters {
         let mut answers: Vec<Option<Answer>> = self.masters.iter().map(|_| None).collect();
         let mut written = Vec::with_capacity(targets.len());
         let mut again = Vec::new();
+        // Masters that answered and owe deletes (they are done after the round: a master back
+        // from a stop has run what it was sent while stopped by then).
+        let mut owing = Vec::new();
         let resting: Vec<Option<Error>> =
             targets.iter().map(|&i| self.masters[i].resting()).collect();
         // A round that cannot reach a majority without masters that rest asks them too, with
@@ -107,7 +110,9 @@ impl Masters {
             });
             match read {
                 Ok(values) => {
-                    m.answered();
+                    if m.answered() {
+                        owing.push(i);
+                    }
                     answers[i] = Some(Answer::Replies(values));
                 }
                 Err(e) => {
@@ -125,7 +130,9 @@ impl Masters {
             let result = m.node.main.run(None, |c, _| exchange(c, &build(i, true)));
             answers[i] = Some(match result {
                 Ok(values) => {
-                    m.answered();
+                    if m.answered() {
+                        owing.push(i);
+                    }
                     Answer::Replies(values)
                 }
                 Err(error) => {
@@ -133,6 +140,9 @@ impl Masters {
                     Answer::Failed { error, sent: true }
                 }
             });
+        }
+        for i in owing {
+            self.masters[i].pay_owed();
         }
         answers
     }
