@@ -54,6 +54,7 @@ mod metrics;
 mod php;
 mod php_rows;
 mod redlock;
+mod redlock_stops;
 mod report;
 mod scale;
 mod scenario;

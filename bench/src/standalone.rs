@@ -21,7 +21,7 @@ use crate::scenario::{self, Params, Sc};
 use crate::sentinel;
 use crate::server::Server;
 use crate::sys::{self, command_mix, server_calls};
-use crate::{cluster, redlock};
+use crate::{cluster, redlock, redlock_stops};
 
 pub struct Opts {
     pub port: Option<u16>,
@@ -431,6 +431,7 @@ pub fn run(o: &Opts) {
     // ---------------------------------------------------------------- Cluster and Redlock
     cluster::section(o, &server, &mut rep, &mut targets, rtt_us);
     redlock::section(o, &server, &mut rep, &mut targets, rtt_us);
+    redlock_stops::section(o, &server, &mut rep, &mut targets);
 
     // ---------------------------------------------------------------- renewal scale
     if o.wants("scale") {
