@@ -2,11 +2,11 @@
 //! serving while one of three masters is stopped (SIGSTOP: its connections stay open, nothing
 //! answers until SIGCONT).
 //!
-//! Eight threads of this process race on one lock name through `redlock://` over three fresh
+//! Eight threads of this process race on one lock name through `redlock://` over three
 //! test-kit masters (the library's default timeouts, re-check interval and lease, auto-renewal
 //! on); under the lock each does a non-atomic counter increment (GET, then SET) on the single
 //! server, so a lost update shows an overlap the holders did not see. Two runs, each with its own
-//! client on the same masters:
+//! client and its own three fresh masters (a key a stop leaves behind lives out its lease):
 //!
 //! - **in turn**: each master stopped for [`STOP`] in turn, [`GAP`] between a SIGCONT and the next
 //!   SIGSTOP;
@@ -95,7 +95,8 @@ fn home(key: &[u8], n: usize) -> usize {
     (h % n as u64) as usize
 }
 
-/// Clients blocked in BLPOP on each master (CLIENT LIST), 0 where it does not answer.
+/// Clients blocked (CLIENT LIST's flag `b`: the waiters' BLPOP) on each master, 0 where it does
+/// not answer.
 fn blocked(masters: &[RedisServer]) -> Vec<usize> {
     masters
         .iter()
@@ -104,7 +105,14 @@ fn blocked(masters: &[RedisServer]) -> Vec<usize> {
             redis::cmd("CLIENT")
                 .arg("LIST")
                 .query::<String>(&mut con)
-                .map(|l| l.lines().filter(|c| c.contains(" cmd=blpop ")).count())
+                .map(|l| {
+                    l.lines()
+                        .filter(|c| {
+                            c.split(' ')
+                                .any(|f| f.strip_prefix("flags=").is_some_and(|f| f.contains('b')))
+                        })
+                        .count()
+                })
                 .unwrap_or(0)
         })
         .collect()
@@ -115,16 +123,24 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
     if !topology::wants(o, "redlock", "redlock-stops") {
         return;
     }
-    eprintln!("  redlock stops: starting {MASTERS} masters ...");
-    let Some(group) = topology::start("Redlock with a master stopped", || {
-        RedlockMasters::start(MASTERS)
+    // A fresh set of masters for each run: a key a stop leaves behind on a master (it lives
+    // out its lease) must not weigh on the next run.
+    eprintln!("  redlock stops: starting 2 × {MASTERS} masters ...");
+    let Some(groups) = topology::start("Redlock with a master stopped", || {
+        [
+            RedlockMasters::start(MASTERS),
+            RedlockMasters::start(MASTERS),
+        ]
     }) else {
         return;
     };
     let home = home(NAME.as_bytes(), MASTERS);
     let procs = Procs {
         server,
-        pids: group.masters().iter().map(RedisServer::pid).collect(),
+        pids: groups
+            .iter()
+            .flat_map(|g| g.masters().iter().map(RedisServer::pid))
+            .collect(),
     };
     let loadavg = || {
         std::fs::read_to_string("/proc/loadavg")
@@ -135,18 +151,21 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
     let load = Load::start(&procs);
     let in_turn: Vec<usize> = (0..MASTERS).collect();
     let runs = [
-        race(&group, server, "in turn", &in_turn),
-        race(&group, server, "home only", &[home]),
+        race(&groups[0], server, "in turn", &in_turn),
+        race(&groups[1], server, "home only", &[home]),
     ];
     let cpu = load.end(&procs);
-    println!(
-        "\n## Redlock with a master stopped\n\nmasters {} (independent, no persistence; the lock {NAME:?}'s home master: {home}); the counter on the single server 127.0.0.1:{}; {THREADS} threads, library defaults, auto-renewal on; each stop {} s; load average {load_before} before, {} after\n",
-        group
-            .masters()
+    let addrs = |g: &RedlockMasters| {
+        g.masters()
             .iter()
             .map(RedisServer::addr)
             .collect::<Vec<_>>()
-            .join(", "),
+            .join(", ")
+    };
+    println!(
+        "\n## Redlock with a master stopped\n\nmasters (independent, no persistence) {} for the run in turn, {} for the home master only; the lock {NAME:?}'s home master: {home}; the counter on the single server 127.0.0.1:{}; {THREADS} threads, library defaults (lease, timeouts, re-check interval), auto-renewal on; each stop {} s; load average {load_before} before, {} after\n",
+        addrs(&groups[0]),
+        addrs(&groups[1]),
         server.port,
         STOP.as_secs(),
         loadavg(),
@@ -298,12 +317,9 @@ fn race(group: &RedlockMasters, server: &Server, label: &'static str, stop: &[us
                             if inside.fetch_add(1, Ordering::SeqCst) != 0 {
                                 overlaps.fetch_add(1, Ordering::SeqCst);
                             }
-                            let v: i64 = redis::cmd("GET").arg(ckey).query(&mut data).unwrap();
-                            let () = redis::cmd("SET")
-                                .arg(ckey)
-                                .arg(v + 1)
-                                .query(&mut data)
-                                .unwrap();
+                            let v: i64 = counter(&mut data, &url, redis::cmd("GET").arg(ckey));
+                            let () =
+                                counter(&mut data, &url, redis::cmd("SET").arg(ckey).arg(v + 1));
                             inside.fetch_sub(1, Ordering::SeqCst);
                             if let Err(e) = lock.release() {
                                 error(format!("release {:?}", e.kind()));
@@ -351,6 +367,23 @@ fn race(group: &RedlockMasters, server: &Server, label: &'static str, stop: &[us
         overlaps: overlaps.load(Ordering::SeqCst),
         errors: errors.into_inner().unwrap(),
     }
+}
+
+/// A command on the counter's server, again on a fresh connection if it fails (a signal, such as
+/// a debugger's attach, interrupts a read, and the connection's replies are out of step then).
+fn counter<T: redis::FromRedisValue>(
+    data: &mut redis::Connection,
+    url: &str,
+    cmd: &redis::Cmd,
+) -> T {
+    for _ in 0..3 {
+        match cmd.query(data) {
+            Ok(v) => return v,
+            Err(_) => *data = connect(url),
+        }
+    }
+    cmd.query(data)
+        .unwrap_or_else(|e| panic!("the counter's server {url}: {e}"))
 }
 
 /// Grants per second with their grant in `[from, to)`.
