@@ -19,8 +19,10 @@
 //! within it) among the waits that overlap the stop, and the longest time with no grant at all
 //! within it; and how many waiters were blocked (BLPOP) on each master just before the SIGSTOP,
 //! which shows the home master. Per run: grants, lost updates (grants − counter), overlaps (a
-//! holder found another inside), acquire and release errors by kind, and fairness once every
-//! master is back (per-thread grants max/min over the last [`FAIR`]).
+//! holder found another inside), acquire and release errors by kind, fairness once every
+//! master is back (per-thread grants max/min over the last [`FAIR`]), and the lock key still on
+//! each master once every thread has finished (nobody holds the lock then: such a key only
+//! expires).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -82,6 +84,9 @@ struct Run {
     counter: i64,
     overlaps: u64,
     errors: Vec<(String, usize)>,
+    /// The lock key's PTTL (ms) on each master once every thread has finished (no holder
+    /// left): a key still there is one nobody will delete, and it lives out its lease.
+    left: Vec<Option<i64>>,
 }
 
 /// The lock's home master: FNV-1a 64 of the lock key modulo the masters (the library's rule,
@@ -207,6 +212,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             "errors",
             "fairness after (per-thread min-max, max/min)",
             "longest wait ms (whole run)",
+            "lock key left per master after the run (PTTL s)",
         ],
         &sums,
     );
@@ -254,7 +260,16 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             .set("overlaps", run.overlaps)
             .set("errors", run.errors.iter().map(|(_, n)| n).sum::<usize>())
             .set("fair_min", min)
-            .set("fair_max", max);
+            .set("fair_max", max)
+            .set(
+                "left_pttl_ms",
+                J::Arr(
+                    run.left
+                        .iter()
+                        .map(|l| l.map_or(J::Null, J::from))
+                        .collect(),
+                ),
+            );
         rep.summary("redlock_stops_run", j);
     }
 }
@@ -358,6 +373,17 @@ fn race(group: &RedlockMasters, server: &Server, label: &'static str, stop: &[us
             .collect()
     });
     let counter: i64 = redis::cmd("GET").arg(&ckey).query(&mut admin).unwrap();
+    let left = group
+        .masters()
+        .iter()
+        .map(|m| {
+            let pttl: i64 = redis::cmd("PTTL")
+                .arg(NAME)
+                .query(&mut m.conn())
+                .expect("PTTL");
+            (pttl >= 0).then_some(pttl)
+        })
+        .collect();
     Run {
         label,
         stops,
@@ -366,6 +392,7 @@ fn race(group: &RedlockMasters, server: &Server, label: &'static str, stop: &[us
         counter,
         overlaps: overlaps.load(Ordering::SeqCst),
         errors: errors.into_inner().unwrap(),
+        left,
     }
 }
 
@@ -490,6 +517,11 @@ fn report(run: &Run, home: usize) -> (Vec<Vec<String>>, Vec<String>) {
         errors,
         format!("{min}-{max} ({})", f2(max as f64 / min.max(1) as f64)),
         format!("{whole:.0}"),
+        run.left
+            .iter()
+            .map(|l| l.map_or("-".into(), |ms| format!("{:.1}", ms as f64 / 1e3)))
+            .collect::<Vec<_>>()
+            .join(" / "),
     ];
     (rows, sum)
 }
