@@ -8,8 +8,8 @@
 //! server, so a lost update shows an overlap the holders did not see. Two runs, each with its own
 //! client and its own three fresh masters (a key a stop leaves behind lives out its lease):
 //!
-//! - **in turn**: each master stopped for [`STOP`] in turn, [`GAP`] between a SIGCONT and the next
-//!   SIGSTOP;
+//! - **in turn**: each master stopped for [`STOP`] in turn, `--stops-gap` (4 s) between a SIGCONT
+//!   and the next SIGSTOP;
 //! - **home only**: only the lock's home master stopped, once (the master its waiters block on
 //!   while all answer: FNV-1a 64 of the lock key modulo the masters, as in the library; the lock
 //!   key is the name, as no key prefix is set).
@@ -43,8 +43,6 @@ const MASTERS: usize = 3;
 const THREADS: usize = 8;
 /// How long a master stays stopped.
 const STOP: Duration = Duration::from_secs(5);
-/// From a master's SIGCONT to the next SIGSTOP (in turn).
-const GAP: Duration = Duration::from_secs(4);
 /// The race before the first stop.
 const WARM: Duration = Duration::from_secs(4);
 /// The race after the last SIGCONT.
@@ -156,8 +154,8 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
     let load = Load::start(&procs);
     let in_turn: Vec<usize> = (0..MASTERS).collect();
     let runs = [
-        race(&groups[0], server, "in turn", &in_turn),
-        race(&groups[1], server, "home only", &[home]),
+        race(&groups[0], server, "in turn", &in_turn, o.stops_gap),
+        race(&groups[1], server, "home only", &[home], o.stops_gap),
     ];
     let cpu = load.end(&procs);
     let addrs = |g: &RedlockMasters| {
@@ -168,11 +166,12 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             .join(", ")
     };
     println!(
-        "\n## Redlock with a master stopped\n\nmasters (independent, no persistence) {} for the run in turn, {} for the home master only; the lock {NAME:?}'s home master: {home}; the counter on the single server 127.0.0.1:{}; {THREADS} threads, library defaults (lease, timeouts, re-check interval), auto-renewal on; each stop {} s; load average {load_before} before, {} after\n",
+        "\n## Redlock with a master stopped\n\nmasters (independent, no persistence) {} for the run in turn, {} for the home master only; the lock {NAME:?}'s home master: {home}; the counter on the single server 127.0.0.1:{}; {THREADS} threads, library defaults (lease, timeouts, re-check interval), auto-renewal on; each stop {} s, {} s from a SIGCONT to the next SIGSTOP; load average {load_before} before, {} after\n",
         addrs(&groups[0]),
         addrs(&groups[1]),
         server.port,
         STOP.as_secs(),
+        o.stops_gap.as_secs_f64(),
         loadavg(),
     );
     let mut rows = Vec::new();
@@ -275,7 +274,13 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
 }
 
 /// One race on `group`: the threads start, then each master of `stop` is stopped in turn.
-fn race(group: &RedlockMasters, server: &Server, label: &'static str, stop: &[usize]) -> Run {
+fn race(
+    group: &RedlockMasters,
+    server: &Server,
+    label: &'static str,
+    stop: &[usize],
+    gap: Duration,
+) -> Run {
     eprintln!("  redlock stops: {label} ...");
     let client = Client::builder(&group.url())
         .auto_renew(true)
@@ -349,7 +354,7 @@ fn race(group: &RedlockMasters, server: &Server, label: &'static str, stop: &[us
         thread::sleep(WARM);
         for (k, &m) in stop.iter().enumerate() {
             if k > 0 {
-                thread::sleep(GAP);
+                thread::sleep(gap);
             }
             let master = &group.masters()[m];
             let blocked = blocked(group.masters());

@@ -36,6 +36,8 @@ pub struct Opts {
     pub scale_pool_size: Option<u32>,
     /// Failover trials of the Sentinel section (0: none).
     pub failovers: usize,
+    /// The Redlock stops section's time from a master's SIGCONT to the next master's SIGSTOP.
+    pub stops_gap: Duration,
     pub only: Vec<String>,
     pub skip: Vec<String>,
     pub raw: Option<PathBuf>,
