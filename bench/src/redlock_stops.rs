@@ -5,14 +5,15 @@
 //! Eight threads of this process race on one lock name through `redlock://` over three
 //! test-kit masters (the library's default timeouts, re-check interval and lease, auto-renewal
 //! on); under the lock each does a non-atomic counter increment (GET, then SET) on the single
-//! server, so a lost update shows an overlap the holders did not see. Two runs, each with its own
+//! server, so a lost update shows an overlap the holders did not see. Three runs, each with its own
 //! client and its own three fresh masters (a key a stop leaves behind lives out its lease):
 //!
 //! - **in turn**: each master stopped for [`STOP`] in turn, `--stops-gap` (4 s) between a SIGCONT
 //!   and the next SIGSTOP;
 //! - **home only**: only the lock's home master stopped, once (the master its waiters block on
 //!   while all answer: FNV-1a 64 of the lock key modulo the masters, as in the library; the lock
-//!   key is the name, as no key prefix is set).
+//!   key is the name, as no key prefix is set);
+//! - **not home only**: only the master after the home master stopped, once.
 //!
 //! Per stop: grants/s over the [`WINDOW`] before the SIGSTOP, during the stop, and over the
 //! [`WINDOW`] after the SIGCONT; the longest wait (a thread's request → its grant, errors retried
@@ -128,16 +129,21 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
     }
     // A fresh set of masters for each run: a key a stop leaves behind on a master (it lives
     // out its lease) must not weigh on the next run.
-    eprintln!("  redlock stops: starting 2 × {MASTERS} masters ...");
+    let home = home(NAME.as_bytes(), MASTERS);
+    let plan: [(&'static str, Vec<usize>); 3] = [
+        ("in turn", (0..MASTERS).collect()),
+        ("home only", vec![home]),
+        ("not home only", vec![(home + 1) % MASTERS]),
+    ];
+    eprintln!(
+        "  redlock stops: starting {} × {MASTERS} masters ...",
+        plan.len()
+    );
     let Some(groups) = topology::start("Redlock with a master stopped", || {
-        [
-            RedlockMasters::start(MASTERS),
-            RedlockMasters::start(MASTERS),
-        ]
+        plan.clone().map(|_| RedlockMasters::start(MASTERS))
     }) else {
         return;
     };
-    let home = home(NAME.as_bytes(), MASTERS);
     let procs = Procs {
         server,
         pids: groups
@@ -152,23 +158,23 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
     };
     let load_before = loadavg();
     let load = Load::start(&procs);
-    let in_turn: Vec<usize> = (0..MASTERS).collect();
-    let runs = [
-        race(&groups[0], server, "in turn", &in_turn, o.stops_gap),
-        race(&groups[1], server, "home only", &[home], o.stops_gap),
-    ];
+    let runs: Vec<Run> = plan
+        .iter()
+        .zip(&groups)
+        .map(|((label, stop), group)| race(group, server, label, stop, o.stops_gap))
+        .collect();
     let cpu = load.end(&procs);
-    let addrs = |g: &RedlockMasters| {
-        g.masters()
-            .iter()
-            .map(RedisServer::addr)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let masters: Vec<String> = plan
+        .iter()
+        .zip(&groups)
+        .map(|((label, _), g)| {
+            let addrs: Vec<String> = g.masters().iter().map(RedisServer::addr).collect();
+            format!("{} ({label})", addrs.join(", "))
+        })
+        .collect();
     println!(
-        "\n## Redlock with a master stopped\n\nmasters (independent, no persistence) {} for the run in turn, {} for the home master only; the lock {NAME:?}'s home master: {home}; the counter on the single server 127.0.0.1:{}; {THREADS} threads, library defaults (lease, timeouts, re-check interval), auto-renewal on; each stop {} s, {} s from a SIGCONT to the next SIGSTOP; load average {load_before} before, {} after\n",
-        addrs(&groups[0]),
-        addrs(&groups[1]),
+        "\n## Redlock with a master stopped\n\nmasters (independent, no persistence, fresh for each run) {}; the lock {NAME:?}'s home master: {home}; the counter on the single server 127.0.0.1:{}; {THREADS} threads, library defaults (lease, timeouts, re-check interval), auto-renewal on; each stop {} s, {} s from a SIGCONT to the next SIGSTOP; load average {load_before} before, {} after\n",
+        masters.join("; "),
         server.port,
         STOP.as_secs(),
         o.stops_gap.as_secs_f64(),
