@@ -6,7 +6,7 @@
 //! cargo build --release -p redislock-bench
 //! target/release/redislock-bench [--port P] [--n 20000] [--target 2000] [--htarget 200] [--cap 60]
 //!     [--rounds 5] [--scale-secs 30] [--scale-locks 1000,10000,30000] [--scale-lease-ms 3000]
-//!     [--scale-pool-size N] [--failovers 3]
+//!     [--scale-pool-size N] [--failovers 3] [--stops-gap 4]
 //!     [--only u1,u8,c8,h2,sentinel,cluster,redlock,scale,kinds,php] [--skip ...] [--raw FILE.jsonl]
 //!     [--php auto|on|off] [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
 //! ```
@@ -22,7 +22,9 @@
 //! test-kit cluster of three masters with a replica each: u1 and c8 through `redis-cluster://`
 //! beside the floor on the keys' master and the single server; `cluster`, `cluster-u1`,
 //! `cluster-c8`); Redlock (three test-kit masters: u1 and c8 through `redlock://` beside the
-//! Redlock floor, `SET NX PX` on all masters at once; `redlock`, `redlock-u1`, `redlock-c8`);
+//! Redlock floor, `SET NX PX` on all masters at once; `redlock`, `redlock-u1`, `redlock-c8`;
+//! and `redlock-stops`: a c8 race while each master is SIGSTOPped for 5 s in turn, `--stops-gap`
+//! seconds apart, then the lock's home master alone, on fresh masters);
 //! renewal at scale
 //! (1,000 and 10,000 auto-renewed locks, and the refusal of one lock beyond
 //! `max_renewed_locks`); the other kinds (`kinds`: a read-mostly load on the read/write lock
@@ -54,6 +56,7 @@ mod metrics;
 mod php;
 mod php_rows;
 mod redlock;
+mod redlock_stops;
 mod report;
 mod scale;
 mod scenario;
@@ -77,12 +80,13 @@ The redislock benchmark program (BENCHMARKS.md).
 Standalone run (its own redis-server through the test kit, or 127.0.0.1:P with --port):
   redislock-bench [--port P] [--n 20000] [--rounds 5] [--target 2000]
       [--htarget 200] [--cap 60] [--scale-secs 30] [--scale-locks 1000,10000,30000]
-      [--scale-lease-ms 3000] [--scale-pool-size N] [--failovers 3]
+      [--scale-lease-ms 3000] [--scale-pool-size N] [--failovers 3] [--stops-gap 4]
       [--only SECTIONS] [--skip SECTIONS] [--raw FILE.jsonl] [--php auto|on|off]
       [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
   SECTIONS: comma-separated u1, u8, c8, h2, sentinel (or one part of it: sentinel-u1,
   sentinel-c8, sentinel-failover), cluster (cluster-u1, cluster-c8), redlock (redlock-u1,
-  redlock-c8), scale, kinds (read/write lock and semaphore), php.
+  redlock-c8, redlock-stops: each master stopped in turn, --stops-gap seconds apart), scale,
+  kinds (read/write lock and semaphore), php.
 
 One scenario under the peers harness's contract (appends one JSON record to FILE):
   redislock-bench [--impl redislock|floor|handoff-floor] [--auto-renew on|off] --scenario u1|u8|c8|h2
@@ -133,6 +137,7 @@ fn main() {
         scale_lease: Duration::from_secs(3),
         scale_pool_size: None,
         failovers: 3,
+        stops_gap: Duration::from_secs(4),
         only: Vec::new(),
         skip: Vec::new(),
         raw: None,
@@ -186,6 +191,7 @@ fn main() {
                 o.scale_lease = Duration::from_millis(num("--scale-lease-ms", &val()))
             }
             "--failovers" => o.failovers = num("--failovers", &val()),
+            "--stops-gap" => o.stops_gap = Duration::from_secs_f64(num("--stops-gap", &val())),
             "--only" => o.only = val().split(',').map(str::to_owned).collect(),
             "--skip" => o.skip = val().split(',').map(str::to_owned).collect(),
             "--raw" => o.raw = Some(PathBuf::from(val())),

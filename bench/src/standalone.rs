@@ -21,7 +21,7 @@ use crate::scenario::{self, Params, Sc};
 use crate::sentinel;
 use crate::server::Server;
 use crate::sys::{self, command_mix, server_calls};
-use crate::{cluster, redlock};
+use crate::{cluster, redlock, redlock_stops};
 
 pub struct Opts {
     pub port: Option<u16>,
@@ -36,6 +36,8 @@ pub struct Opts {
     pub scale_pool_size: Option<u32>,
     /// Failover trials of the Sentinel section (0: none).
     pub failovers: usize,
+    /// The Redlock stops section's time from a master's SIGCONT to the next master's SIGSTOP.
+    pub stops_gap: Duration,
     pub only: Vec<String>,
     pub skip: Vec<String>,
     pub raw: Option<PathBuf>,
@@ -431,6 +433,7 @@ pub fn run(o: &Opts) {
     // ---------------------------------------------------------------- Cluster and Redlock
     cluster::section(o, &server, &mut rep, &mut targets, rtt_us);
     redlock::section(o, &server, &mut rep, &mut targets, rtt_us);
+    redlock_stops::section(o, &server, &mut rep, &mut targets);
 
     // ---------------------------------------------------------------- renewal scale
     if o.wants("scale") {
