@@ -1,11 +1,16 @@
 //! Release on every master, waking a waiter afterwards; the holder a majority names.
 
+use std::time::{Duration, Instant};
+
 use super::round::{Answer, Request, reply};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::scripts;
 use crate::base::token::Token;
+
+/// A release round slower than this may have met a master that was just continuing from a stop.
+const SLOW_ROUND: Duration = Duration::from_millis(100);
 
 impl Masters {
     /// Releases on every master, then wakes a waiter if any master says there are waiters
@@ -55,16 +60,28 @@ impl Masters {
                 .count()
                 >= needed
         };
+        // A master that failed lately may have just continued from a stop: a SET it was sent
+        // while stopped, on another connection, may run after this delete.
+        let was_failing: Vec<bool> = self.masters.iter().map(|m| m.failures() > 0).collect();
+        let started = Instant::now();
         let answers = self.round(targets, &build, &decided);
+        let slow = started.elapsed() >= SLOW_ROUND;
         let (mut released, mut not_ours, mut wanted) = (0, 0, false);
         let mut failed = Vec::new();
         let home = self.home_index(keys);
         let mut to_wake = Vec::new();
         let mut home_answered = false;
         for (i, a) in answers.into_iter().enumerate() {
-            if let Some(Answer::Failed { .. }) = a {
-                // Not deleted there, or not known to be: the master owes the delete.
-                self.masters[i].owe(keys, token);
+            let answered = matches!(a, Some(Answer::Replies(_)));
+            if a.is_some() && (!answered || was_failing[i] || slow) {
+                // Not deleted there, or a write sent before may still come after the delete:
+                // the master owes the delete. One that answered does it now (what it was sent
+                // before has run by then).
+                let m = &self.masters[i];
+                m.owe(keys, token);
+                if answered {
+                    m.pay_owed();
+                }
             }
             match a.map(|a| reply::<i64>(a, 0, self.server(i))) {
                 None => {}

@@ -264,19 +264,23 @@ fn create_hashtable() -> &'static HashTable {
 /// child's new threads: the child's next park or unpark walks corrupted queues and hangs or
 /// crashes. A child starts with only the forking thread, which is not parked, so it can simply
 /// start over with an empty table (the old one is leaked, as tables always are).
+///
+/// The registration is claimed with an atomic flag, not a `std::sync::Once`: a `fork()` while
+/// another thread is inside `call_once` leaves the child's `Once` running forever, and every
+/// thread of the child that then creates the table waits on it for good.
 #[cfg(unix)]
 fn reset_in_forked_children() {
     extern "C" fn forget_table() {
         HASHTABLE.store(ptr::null_mut(), Ordering::Release);
     }
-    static REGISTER: std::sync::Once = std::sync::Once::new();
-    REGISTER.call_once(|| {
+    static REGISTERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !REGISTERED.swap(true, Ordering::AcqRel) {
         // SAFETY: registers a handler that only does an atomic store, which is async-signal-safe
         // and so allowed in a child after fork.
         unsafe {
             libc::pthread_atfork(None, None, Some(forget_table));
         }
-    });
+    }
 }
 
 #[cfg(not(unix))]
