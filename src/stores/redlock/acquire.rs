@@ -152,6 +152,13 @@ impl Masters {
         }
         if tally.granted >= q {
             if elapsed < validity {
+                // Masters that were sent the SET and did not answer may set it later: theirs
+                // is deleted when the lock is released.
+                for (i, a) in answers.iter().enumerate() {
+                    if matches!(a, Some(Answer::Failed { sent: true, .. })) {
+                        self.masters[i].owe(keys, token, true);
+                    }
+                }
                 return Ok(Attempt::Granted(Grant {
                     fence: 0,
                     fences: Vec::new(),

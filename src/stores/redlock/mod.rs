@@ -119,11 +119,13 @@ pub(crate) struct Master {
 }
 
 /// A compare-and-delete a master owes: the lock key, our token, and until when it matters (the
-/// key has expired by then).
+/// key has expired by then). `held`: the key may appear there for a lock we hold (an acquire
+/// granted by the others while this master did not answer); it is owed once the lock is released.
 struct Owed {
     keys: LockKeys,
     token: Token,
     until: Instant,
+    held: bool,
 }
 
 /// The most deletes one master is owed (the oldest are dropped first).
@@ -244,12 +246,13 @@ impl Master {
             *h = Health::default();
         }
         drop(h);
-        !self.owed.lock().is_empty()
+        self.owed.lock().iter().any(|o| !o.held)
     }
 
     /// The master did not answer a delete of `keys`' lock held with `token` (or an attempt's
-    /// clean-up): it is done once the master answers again.
-    fn owe(&self, keys: &LockKeys, token: &Token) {
+    /// clean-up): it is done once the master answers again. With `held`, the lock is ours: the
+    /// delete is owed once it is released ([`released`](Self::released)).
+    fn owe(&self, keys: &LockKeys, token: &Token, held: bool) {
         let mut owed = self.owed.lock();
         if owed.len() >= MAX_OWED {
             owed.remove(0);
@@ -258,17 +261,33 @@ impl Master {
             keys: keys.clone(),
             token: token.clone(),
             until: Instant::now() + OWED_FOR,
+            held,
         });
+    }
+
+    /// The lock held with `token` is released: a delete kept for it (see [`owe`](Self::owe)) is
+    /// owed now. Returns whether there was one.
+    fn released(&self, token: &Token) -> bool {
+        let mut owed = self.owed.lock();
+        let mut found = false;
+        for o in owed.iter_mut().filter(|o| o.held && o.token == *token) {
+            o.held = false;
+            found = true;
+        }
+        found
     }
 
     /// Deletes what the master owes, where our token is still there (one pipeline; what fails is
     /// owed again).
     fn pay_owed(&self) {
         let now = Instant::now();
-        let owed: Vec<Owed> = std::mem::take(&mut *self.owed.lock())
-            .into_iter()
-            .filter(|o| o.until > now)
-            .collect();
+        let owed: Vec<Owed> = {
+            let mut all = self.owed.lock();
+            all.retain(|o| o.until > now);
+            let (held, due) = std::mem::take(&mut *all).into_iter().partition(|o| o.held);
+            *all = held;
+            due
+        };
         if owed.is_empty() {
             return;
         }

@@ -1,16 +1,11 @@
 //! Release on every master, waking a waiter afterwards; the holder a majority names.
 
-use std::time::{Duration, Instant};
-
 use super::round::{Answer, Request, reply};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::scripts;
 use crate::base::token::Token;
-
-/// A release round slower than this may have met a master that was just continuing from a stop.
-const SLOW_ROUND: Duration = Duration::from_millis(100);
 
 impl Masters {
     /// Releases on every master, then wakes a waiter if any master says there are waiters
@@ -60,32 +55,28 @@ impl Masters {
                 .count()
                 >= needed
         };
-        // A master that failed lately may have just continued from a stop: a SET it was sent
-        // while stopped, on another connection, may run after this delete.
-        let was_failing: Vec<bool> = self.masters.iter().map(|m| m.failures() > 0).collect();
-        let started = Instant::now();
         let answers = self.round(targets, &build, &decided);
-        let slow = started.elapsed() >= SLOW_ROUND;
         let (mut released, mut not_ours, mut wanted) = (0, 0, false);
         let mut failed = Vec::new();
         let home = self.home_index(keys);
         let mut to_wake = Vec::new();
         let mut home_answered = false;
         for (i, a) in answers.into_iter().enumerate() {
-            let answered = matches!(a, Some(Answer::Replies(_)));
-            if a.is_some() && (!answered || was_failing[i] || slow) {
-                // Not deleted there, or a write sent before may still come after the delete:
-                // the master owes the delete. One that answered does it now (what it was sent
-                // before has run by then).
-                let m = &self.masters[i];
-                m.owe(keys, token);
-                if answered {
-                    m.pay_owed();
-                }
+            let Some(a) = a else { continue };
+            // What a master that did not answer may still hold, it owes: an attempt's keys
+            // (`wake` false: a clean-up), a delete it was sent, and a lock whose acquire it did
+            // not answer (the SET may come after any delete). One that answered pays at once
+            // (what it was sent while stopped has run by then).
+            let m = &self.masters[i];
+            let answered = matches!(a, Answer::Replies(_));
+            if !answered && (!wake || matches!(a, Answer::Failed { sent: true, .. })) {
+                m.owe(keys, token, false);
             }
-            match a.map(|a| reply::<i64>(a, 0, self.server(i))) {
-                None => {}
-                Some(Ok(r)) => {
+            if m.released(token) && answered {
+                m.pay_owed();
+            }
+            match reply::<i64>(a, 0, self.server(i)) {
+                Ok(r) => {
                     if r & 1 == 1 {
                         released += 1;
                     } else {
@@ -97,7 +88,7 @@ impl Masters {
                         to_wake.push(i);
                     }
                 }
-                Some(Err(e)) => failed.push((i, e)),
+                Err(e) => failed.push((i, e)),
             }
         }
         if wake && wanted {
