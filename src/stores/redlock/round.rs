@@ -11,6 +11,10 @@ use crate::base::pool::{mark_broken, worth_retrying};
 
 /// How long a master's reply is waited for once the round's outcome is decided without it.
 const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
+/// How long a master that has not failed lately is waited for once the round's outcome is
+/// decided without it (at most the read timeout): a master that stops answering costs the
+/// rounds in flight this, not the whole read timeout.
+const DECIDED_GRACE: Duration = Duration::from_millis(200);
 
 /// One master's part of a round: commands packed into one write, how many replies they get,
 /// and the script they run (loaded again if the master answers NOSCRIPT).
@@ -31,7 +35,8 @@ pub(super) enum Answer {
 impl Masters {
     /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
-    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`]. A connection the
+    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`], the others
+    /// [`DECIDED_GRACE`]. A connection the
     /// server had dropped (a restart) is replaced and the master asked again, with `retry` set:
     /// the request must then be safe to repeat. Indexed by master; `None` for non-targets.
     pub(super) fn round(
@@ -85,13 +90,19 @@ impl Masters {
         written.sort_by_cached_key(|(i, ..)| self.masters[*i].failures());
         for (i, mut conn, request, probe) in written {
             let m = &self.masters[i];
-            // Only a master that failed recently is cut short: a healthy one's reply is on its
-            // way, and changing a socket's timeout costs two system calls.
-            let straggler = m.failures() > 0 && (probe || decided(&answers));
-            let read = if straggler {
-                conn.redis.set_read_timeout(Some(STRAGGLER_GRACE))
-            } else {
-                Ok(())
+            // Once the outcome is decided without it, a master gets a grace instead of the
+            // read timeout: a short one if it failed lately, a longer one else (its reply is
+            // most likely on its way; two system calls to change the socket's timeout).
+            let is_decided = probe || decided(&answers);
+            let grace = match (is_decided, m.failures() > 0 || probe) {
+                (false, _) => None,
+                (true, true) => Some(STRAGGLER_GRACE),
+                (true, false) => Some(DECIDED_GRACE.min(m.node.main.read_timeout())),
+            };
+            let straggler = grace.is_some();
+            let read = match grace {
+                Some(grace) => conn.redis.set_read_timeout(Some(grace)),
+                None => Ok(()),
             };
             let read = read.and_then(|()| read_replies(&mut conn.redis, request.replies));
             let read = read.and_then(|values| {
