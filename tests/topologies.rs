@@ -491,34 +491,71 @@ fn try_is_refused_while_held(t: &Shared, k: Kind) {
 /// A waiter is woken by the holder's release, not by a re-check: the holder's lease and the
 /// waiter's re-check interval are both `FAR`, the waiter is granted within `WAKE_BOUND`.
 fn a_waiter_is_woken_by_the_release(t: &Shared, k: Kind) {
-    let c = rechecks_far_apart(t);
-    let n = Arc::new(Names::new(k, "woken"));
-    let holder_client = Client::open(t.url()).unwrap();
-    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let waiter = {
-        let (c, n) = (c.clone(), n.clone());
-        thread::spawn(move || {
-            let got = take(&c, k.own(), &n, Some(SURELY), Opts::default());
-            tx.send(Instant::now()).unwrap();
-            got
-        })
-    };
-    wait_until_waiting(t, k.own(), &n, 1);
+    let w = Waiting::behind_a_holder(t, k, "woken");
     thread::sleep(Duration::from_millis(100));
     assert!(
-        rx.try_recv().is_err(),
+        w.granted.try_recv().is_err(),
         "the waiter got in beside the holder"
     );
-    let released = Instant::now();
-    holder.release().unwrap();
-    let granted = rx.recv_timeout(SURELY).expect("the waiter never returned");
-    let grant = waiter.join().unwrap().expect("the waiter was not granted");
-    let after = granted.saturating_duration_since(released);
+    let n = w.n.clone();
+    let (grant, after) = w.release();
     assert!(after < WAKE_BOUND, "granted {after:?} after the release");
     assert!(grant.is_held());
     grant.release().unwrap();
     assert_nothing_left(t, &n);
+}
+
+/// A waiter (in a thread of its own, re-checking only after `FAR`) for the own request of `k`,
+/// queued behind a rival holder whose lease is `FAR`.
+struct Waiting {
+    n: Arc<Names>,
+    _holder_client: Client,
+    holder: Grant,
+    waiter: thread::JoinHandle<Result<Grant, Error>>,
+    /// When the waiter's acquire returned.
+    granted: mpsc::Receiver<Instant>,
+}
+
+impl Waiting {
+    fn behind_a_holder(t: &Shared, k: Kind, what: &str) -> Waiting {
+        let c = rechecks_far_apart(t);
+        let n = Arc::new(Names::new(k, what));
+        let holder_client = Client::open(t.url()).unwrap();
+        let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
+        let (tx, granted) = mpsc::channel();
+        let waiter = {
+            let n = n.clone();
+            thread::spawn(move || {
+                let got = take(&c, k.own(), &n, Some(SURELY), Opts::default());
+                tx.send(Instant::now()).unwrap();
+                got
+            })
+        };
+        wait_until_waiting(t, k.own(), &n, 1);
+        Waiting {
+            n,
+            _holder_client: holder_client,
+            holder,
+            waiter,
+            granted,
+        }
+    }
+
+    /// Releases the holder: the waiter's grant, and how long after the release it came.
+    fn release(self) -> (Grant, Duration) {
+        let released = Instant::now();
+        self.holder.release().unwrap();
+        let granted = self
+            .granted
+            .recv_timeout(SURELY)
+            .expect("the waiter never returned");
+        let grant = self
+            .waiter
+            .join()
+            .unwrap()
+            .expect("the waiter was not granted");
+        (grant, granted.saturating_duration_since(released))
+    }
 }
 
 /// Signals handled while a waiter blocks (each interrupts its blocking read: EINTR) end
@@ -539,47 +576,27 @@ fn a_signal_while_waiting_is_not_a_failure(t: &Shared, k: Kind) {
             0
         );
     }
-    let c = rechecks_far_apart(t);
-    let n = Arc::new(Names::new(k, "signalled"));
-    let holder_client = Client::open(t.url()).unwrap();
-    let holder = take(&holder_client, k.rival(), &n, None, Opts::lease(FAR, false)).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let waiter = {
-        let (c, n) = (c.clone(), n.clone());
-        thread::spawn(move || {
-            let got = take(&c, k.own(), &n, Some(SURELY), Opts::default());
-            tx.send(Instant::now()).unwrap();
-            got
-        })
-    };
-    wait_until_waiting(t, k.own(), &n, 1);
+    let w = Waiting::behind_a_holder(t, k, "signalled");
+    let n = w.n.clone();
     let before = HANDLED.load(Ordering::SeqCst);
     for _ in 0..5 {
         thread::sleep(Duration::from_millis(60));
         assert_eq!(
-            unsafe { libc::pthread_kill(waiter.as_pthread_t(), libc::SIGUSR1) },
+            unsafe { libc::pthread_kill(w.waiter.as_pthread_t(), libc::SIGUSR1) },
             0
         );
     }
     assert!(eventually(SURELY, || HANDLED.load(Ordering::SeqCst) >= before + 5));
     thread::sleep(Duration::from_millis(100));
     assert!(
-        rx.try_recv().is_err(),
-        "the signalled waiter returned while the lock was held: {:?}",
-        waiter.join().unwrap().map(|g| g.is_held())
+        w.granted.try_recv().is_err(),
+        "the signalled waiter returned while the lock was held"
     );
     assert!(
         waiting(t, k.own(), &n, 1),
         "the signalled waiter left its place"
     );
-    let released = Instant::now();
-    holder.release().unwrap();
-    let granted = rx.recv_timeout(SURELY).expect("the waiter never returned");
-    let grant = waiter
-        .join()
-        .unwrap()
-        .expect("the signalled waiter was not granted");
-    let after = granted.saturating_duration_since(released);
+    let (grant, after) = w.release();
     println!("signalled waiter granted {after:?} after the release");
     assert!(after < WAKE_BOUND, "granted {after:?} after the release");
     grant.release().unwrap();
