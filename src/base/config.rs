@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::base::connection::Endpoint;
 use crate::base::error::Error;
 use crate::base::metrics::{self, Metrics};
 use crate::base::url::mask_url;
@@ -233,27 +234,28 @@ impl Config {
         }
         if cfg.tls_ca_pem.is_some() {
             // Parses the certificates now, so a bad PEM is reported by build().
-            redis_client(cfg, info)?;
+            endpoint(cfg, info)?;
         }
         Ok(())
     }
 }
 
-/// The redis-rs client for a configuration: with the configured TLS root certificates, if any.
-pub(crate) fn redis_client(
-    cfg: &Config,
-    info: &redis::ConnectionInfo,
-) -> Result<redis::Client, Error> {
+/// Where a configuration's connections go: with the configured TLS root certificates, if any.
+pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Endpoint, Error> {
     // Without CLIENT SETINFO on connect: redis-rs reads each of its two replies with the whole
     // connect timeout, so a server that accepts connections and never answers would take twice
     // the timeout to fail. (Connections then show no library name in CLIENT LIST.)
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    let info = &info.clone().set_redis_settings(settings);
-    match &cfg.tls_ca_pem {
-        None => redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e)),
+    let info = info.clone().set_redis_settings(settings);
+    let is_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    let tls = match &cfg.tls_ca_pem {
+        None if !is_tls => None,
+        None => Some(
+            redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e))?,
+        ),
         #[cfg(feature = "tls")]
         Some(pem) => {
-            if !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            if !is_tls {
                 return Err(Error::invalid_argument(
                     "tls_root_cert_pem needs a rediss:// URL",
                 ));
@@ -267,14 +269,19 @@ pub(crate) fn redis_client(
                 client_tls: None,
                 root_cert: Some(pem.clone()),
             };
-            redis::Client::build_with_tls(info.clone(), certs)
-                .map_err(|e| Error::invalid_argument(format!("TLS root certificate: {e}")))
+            Some(
+                redis::Client::build_with_tls(info.clone(), certs)
+                    .map_err(|e| Error::invalid_argument(format!("TLS root certificate: {e}")))?,
+            )
         }
         #[cfg(not(feature = "tls"))]
-        Some(_) => Err(Error::invalid_argument(
-            "TLS needs redislock's `tls` feature",
-        )),
-    }
+        Some(_) => {
+            return Err(Error::invalid_argument(
+                "TLS needs redislock's `tls` feature",
+            ));
+        }
+    };
+    Ok(Endpoint::new(info, tls))
 }
 
 /// Checks a lease for a lock with or without auto-renewal. The message states the whole

@@ -3,6 +3,7 @@
 //! replica acknowledgement and the metrics every layer counts into.
 
 pub(crate) mod config;
+pub(crate) mod connection;
 pub(crate) mod error;
 pub(crate) mod facade;
 pub(crate) mod grant;

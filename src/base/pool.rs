@@ -23,7 +23,8 @@ use crate::base::metrics::Metrics;
 /// server, the master of a Sentinel group, one node of a cluster).
 pub(crate) trait Connect: Send + Sync {
     /// A connection to the server that holds the locks now, within `timeout`.
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection>;
+    fn connect(&self, timeout: Duration)
+    -> redis::RedisResult<crate::base::connection::Connection>;
 
     /// Which generation of the lock server new and idle connections must belong to: it moves on
     /// when the server that holds the locks changed (a failover), and idle connections of an
@@ -37,14 +38,14 @@ pub(crate) trait Connect: Send + Sync {
 
 /// One Redis connection of a pool and whether it must be thrown away.
 pub(crate) struct Conn {
-    pub redis: redis::Connection,
+    pub redis: crate::base::connection::Connection,
     broken: bool,
     /// The topology's generation when it was opened (see [`Connect::generation`]).
     generation: u64,
 }
 
 struct State {
-    idle: Vec<(redis::Connection, u64)>,
+    idle: Vec<(crate::base::connection::Connection, u64)>,
     /// Connections that exist or are being opened: idle, checked out, or connecting.
     open: u32,
 }
@@ -214,7 +215,11 @@ impl ConnPool {
         self.returned.notify_one();
     }
 
-    fn pooled(&self, redis: redis::Connection, generation: u64) -> PooledConn<'_> {
+    fn pooled(
+        &self,
+        redis: crate::base::connection::Connection,
+        generation: u64,
+    ) -> PooledConn<'_> {
         PooledConn {
             pool: self,
             conn: Some(Conn {
@@ -225,7 +230,10 @@ impl ConnPool {
         }
     }
 
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    fn connect(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<crate::base::connection::Connection> {
         let redis = self
             .topology
             .connect(timeout.max(Duration::from_millis(1)))?;
@@ -251,7 +259,7 @@ impl ConnPool {
     pub(crate) fn run<T>(
         &self,
         limit: Option<Duration>,
-        mut op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
+        mut op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         let mut attempt = 0;
         loop {

@@ -33,7 +33,10 @@ pub(crate) fn check(acks: i64, cfg: &Config) -> redis::RedisResult<()> {
 }
 
 /// Sends WAIT alone on `c` (after the connection's own writes) and checks it.
-pub(crate) fn wait(c: &mut redis::Connection, cfg: &Config) -> redis::RedisResult<()> {
+pub(crate) fn wait(
+    c: &mut crate::base::connection::Connection,
+    cfg: &Config,
+) -> redis::RedisResult<()> {
     if cfg.min_replicas == 0 {
         return Ok(());
     }

@@ -31,7 +31,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::single::Single;
 use super::{Topology, node_addr};
-use crate::base::config::{ClusterSpec, Config, hosts, redis_client};
+use crate::base::config::{ClusterSpec, Config, endpoint, hosts};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::url::{MultiHost, host_list, invalid};
@@ -309,11 +309,11 @@ impl Cluster {
             .template
             .clone()
             .set_addr(node_addr(self.template.addr(), addr));
-        let client = redis_client(&self.cfg, &info).map_err(|e| {
+        let endpoint = endpoint(&self.cfg, &info).map_err(|e| {
             redis::RedisError::from(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
         })?;
         let timeout = timeout.max(Duration::from_millis(1));
-        let mut con = client.get_connection_with_timeout(timeout)?;
+        let mut con = endpoint.connect(timeout)?;
         con.set_read_timeout(Some(timeout))?;
         con.set_write_timeout(Some(timeout))?;
         let reply: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con)?;
@@ -363,7 +363,7 @@ impl Cluster {
         &self,
         slot: u16,
         patience: Duration,
-        mut op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
+        mut op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         let started = Instant::now();
         let mut ask: Option<Arc<Node>> = None;

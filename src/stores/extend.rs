@@ -59,7 +59,7 @@ pub(crate) fn extend_pipeline<'a>(
 /// Sends the EXTENDs of `locks` on `c` in one pipeline (with WAIT for `min_replicas`), loading
 /// the scripts first if the server lost them; each lock's outcome.
 pub(crate) fn send_extends<'a>(
-    c: &mut redis::Connection,
+    c: &mut crate::base::connection::Connection,
     cfg: &Config,
     locks: impl Iterator<Item = &'a Extension<'a>> + Clone,
 ) -> redis::RedisResult<Vec<redis::RedisResult<bool>>> {

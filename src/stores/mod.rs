@@ -138,7 +138,10 @@ pub(crate) trait LockStore: Send + Sync {
         _token: &Token,
         lease: Duration,
         sent: &mut bool,
-        attempt: &mut dyn FnMut(&mut redis::Connection, bool) -> redis::RedisResult<Step>,
+        attempt: &mut dyn FnMut(
+            &mut crate::base::connection::Connection,
+            bool,
+        ) -> redis::RedisResult<Step>,
     ) -> Result<Option<Grant>, Error> {
         let mut sent_at = Instant::now();
         let step = run_on(self, keys, |c, n| {
@@ -247,7 +250,8 @@ pub(crate) trait LockStore: Send + Sync {
 }
 
 /// A call on a connection, repeated with `attempt` ≥ 1 on another (see [`LockStore::run_dyn`]).
-pub(crate) type Call<'a> = dyn FnMut(&mut redis::Connection, u32) -> redis::RedisResult<()> + 'a;
+pub(crate) type Call<'a> =
+    dyn FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<()> + 'a;
 
 /// What a store may not offer.
 pub(crate) enum Check<'a> {
@@ -266,7 +270,7 @@ pub(crate) enum Check<'a> {
 pub(crate) fn run_on<S: LockStore + ?Sized, T>(
     store: &S,
     keys: &LockKeys,
-    mut op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
+    mut op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
 ) -> Result<T, Error> {
     let mut out = None;
     store.run_dyn(keys, &mut |c, attempt| {
@@ -282,7 +286,7 @@ impl dyn LockStore + '_ {
     pub(crate) fn run<T>(
         &self,
         keys: &LockKeys,
-        op: impl FnMut(&mut redis::Connection, u32) -> redis::RedisResult<T>,
+        op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         run_on(self, keys, op)
     }
@@ -364,7 +368,10 @@ impl Topology {
 
 impl Connect for Topology {
     /// A connection to the server that holds the locks now, within `timeout`.
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    fn connect(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<crate::base::connection::Connection> {
         match self {
             Topology::Single(t) => t.connect(timeout),
             Topology::Sentinel(t) => t.connect(timeout),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::node_addr;
-use crate::base::config::{Config, SentinelSpec, redis_client};
+use crate::base::config::{Config, SentinelSpec, endpoint};
 use crate::base::error::Error;
 use crate::base::url::{MultiHost, host_list, invalid};
 
@@ -79,7 +79,10 @@ impl Sentinel {
         self.master.lock().generation
     }
 
-    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
+    pub(crate) fn connect(
+        &self,
+        timeout: Duration,
+    ) -> redis::RedisResult<crate::base::connection::Connection> {
         let deadline = Instant::now() + timeout;
         let mut last = None;
         for _ in 0..2 {
@@ -170,16 +173,16 @@ impl Sentinel {
         &self,
         addr: &(String, u16),
         deadline: Instant,
-    ) -> redis::RedisResult<redis::Connection> {
+    ) -> redis::RedisResult<crate::base::connection::Connection> {
         let left = deadline.saturating_duration_since(Instant::now());
         let info = self
             .template
             .clone()
             .set_addr(node_addr(self.template.addr(), addr));
-        let client = redis_client(&self.cfg, &info).map_err(|e| {
+        let endpoint = endpoint(&self.cfg, &info).map_err(|e| {
             redis::RedisError::from(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
         })?;
-        let mut con = client.get_connection_with_timeout(left.max(Duration::from_millis(1)))?;
+        let mut con = endpoint.connect(left.max(Duration::from_millis(1)))?;
         con.set_read_timeout(Some(self.connect_timeout))?;
         let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut con)?;
         let is_master = matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master");

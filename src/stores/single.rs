@@ -3,27 +3,28 @@
 
 use std::time::Duration;
 
-use crate::base::config::{Config, redis_client};
+use crate::base::config::{Config, endpoint};
+use crate::base::connection::{Connection, Endpoint};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::stores::extend::{Extension, extend_pipeline};
 use crate::stores::wait::{Queue, QueueSession, Session};
 use crate::stores::{Call, LockStore, Node, NodeRef};
 
-/// One server, reached through one redis-rs client (with the configured TLS roots).
+/// One server, reached through one endpoint (with the configured TLS roots).
 pub(crate) struct Single {
-    client: redis::Client,
+    endpoint: Endpoint,
 }
 
 impl Single {
     pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Single, Error> {
         Ok(Single {
-            client: redis_client(cfg, info)?,
+            endpoint: endpoint(cfg, info)?,
         })
     }
 
-    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<redis::Connection> {
-        self.client.get_connection_with_timeout(timeout)
+    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+        self.endpoint.connect(timeout)
     }
 }
 

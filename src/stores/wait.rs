@@ -14,7 +14,9 @@
 
 use std::time::{Duration, Instant};
 
-use redis::{Connection, RedisResult};
+use redis::RedisResult;
+
+use crate::base::connection::Connection;
 
 use crate::base::error::Error;
 use crate::base::grant::Grant;
@@ -196,7 +198,7 @@ impl<'a> QueueSession<'a> {
 
     /// The round's step and block on `c`; `Err` is the connection's failure.
     fn on_conn(
-        c: &mut redis::Connection,
+        c: &mut crate::base::connection::Connection,
         q: &dyn Queue,
         lease: Duration,
         mode: Mode,

@@ -10,7 +10,9 @@ use std::cell::OnceCell;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Connection, RedisResult};
+use redis::RedisResult;
+
+use crate::base::connection::Connection;
 
 use super::{Holding, Kind, Signal, Waiter, fence_of};
 use crate::base::error::Error;
@@ -86,7 +88,7 @@ impl Kind for Exclusive<'_> {
 
     fn try_once(
         &self,
-        c: &mut redis::Connection,
+        c: &mut crate::base::connection::Connection,
         retry: bool,
         store: &dyn LockStore,
     ) -> redis::RedisResult<Step> {

@@ -48,7 +48,7 @@ pub(crate) trait Kind {
     /// is repeated after a dropped connection, and the first may have been applied.
     fn try_once(
         &self,
-        c: &mut redis::Connection,
+        c: &mut crate::base::connection::Connection,
         retry: bool,
         store: &dyn LockStore,
     ) -> redis::RedisResult<Step>;
@@ -114,7 +114,7 @@ impl<T: QueueKind> Kind for T {
 
     fn try_once(
         &self,
-        c: &mut redis::Connection,
+        c: &mut crate::base::connection::Connection,
         _: bool,
         _: &dyn LockStore,
     ) -> redis::RedisResult<Step> {
@@ -263,7 +263,11 @@ impl Holding {
 }
 
 /// With `min_replicas`, an extension counts once enough replicas acknowledged it.
-fn acknowledged(c: &mut redis::Connection, b: &Backend, extended: i64) -> redis::RedisResult<i64> {
+fn acknowledged(
+    c: &mut crate::base::connection::Connection,
+    b: &Backend,
+    extended: i64,
+) -> redis::RedisResult<i64> {
     if extended == 1 {
         replication::wait(c, b.store.cfg())?;
     }

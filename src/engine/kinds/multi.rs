@@ -18,7 +18,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Connection, RedisResult};
+use redis::RedisResult;
+
+use crate::base::connection::Connection;
 
 use super::{Holding, QueueKind, Signal, Waiter, other_kind};
 use crate::base::error::Error;
@@ -136,7 +138,7 @@ impl<'a> SetWaiter<'a> {
 
     fn call(
         &self,
-        c: &mut redis::Connection,
+        c: &mut crate::base::connection::Connection,
         mode: &str,
         entry_ttl: Duration,
     ) -> redis::RedisResult<Step> {

@@ -150,7 +150,7 @@ impl Kind for Redisson<'_> {
     /// then outlives its last release by at most one lease (renewal has stopped).
     fn try_once(
         &self,
-        c: &mut redis::Connection,
+        c: &mut crate::base::connection::Connection,
         _retry: bool,
         _store: &dyn LockStore,
     ) -> RedisResult<Step> {

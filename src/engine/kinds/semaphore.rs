@@ -11,7 +11,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::{Connection, RedisResult};
+use redis::RedisResult;
+
+use crate::base::connection::Connection;
 
 use super::{Holding, QueueKind, Signal, Waiter, fence_of, other_kind};
 use crate::base::error::Error;

@@ -363,7 +363,10 @@ impl LockStore for Masters {
         token: &Token,
         lease: Duration,
         _: &mut bool,
-        _: &mut dyn FnMut(&mut redis::Connection, bool) -> redis::RedisResult<Step>,
+        _: &mut dyn FnMut(
+            &mut crate::base::connection::Connection,
+            bool,
+        ) -> redis::RedisResult<Step>,
     ) -> Result<Option<Grant>, Error> {
         match self.attempt(keys, token, lease, None, false)? {
             Attempt::Granted(grant) => Ok(Some(grant)),

@@ -1,13 +1,15 @@
 //! One round: a request written to every master's connection first, then every reply read,
 //! so that a round costs about one round trip to the slowest master it needs.
 
-use std::time::Duration;
+use std::io;
+use std::time::{Duration, Instant};
 
 use redis::{FromRedisValue, Script, Value};
 
 use super::{Master, Masters};
+use crate::base::connection::{Connection, first_readable};
 use crate::base::error::Error;
-use crate::base::pool::{mark_broken, worth_retrying};
+use crate::base::pool::{PooledConn, mark_broken, worth_retrying};
 
 /// How long a master's reply is waited for once the round's outcome is decided without it.
 const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
@@ -22,6 +24,36 @@ pub(super) struct Request {
     pub(super) packed: Vec<u8>,
     pub(super) replies: usize,
     pub(super) script: Option<&'static Script>,
+}
+
+/// A master whose reply a round waits for, and until when.
+struct Pending<'a> {
+    i: usize,
+    conn: PooledConn<'a>,
+    request: Request,
+    deadline: Instant,
+    probe: bool,
+}
+
+/// Which of `pending` to read next: the first whose reply can be read now (or that cannot be
+/// polled), waiting for one until the earliest deadline; `None` when that passed first.
+fn next_reply(pending: &[Pending<'_>]) -> Option<usize> {
+    let mut fds = Vec::with_capacity(pending.len());
+    for (k, p) in pending.iter().enumerate() {
+        match p.conn.redis.poll_fd() {
+            Some(fd) => fds.push(fd),
+            None => return Some(k),
+        }
+    }
+    let earliest = pending.iter().map(|p| p.deadline).min()?;
+    let left = earliest.saturating_duration_since(Instant::now());
+    // A failed poll (it cannot fail with valid descriptors) reads the first in turn.
+    first_readable(&fds, left).unwrap_or(Some(0))
+}
+
+/// The error of a master that did not answer in time.
+fn timed_out() -> redis::RedisError {
+    io::Error::new(io::ErrorKind::TimedOut, "no reply in time").into()
 }
 
 /// What a master answered in a round.
@@ -87,26 +119,78 @@ impl Masters {
                 }
             }
         }
+        // Replies are read as they arrive; masters that failed lately are read last of those
+        // that can be read at once (TLS connections, which cannot be polled, are read in turn).
         written.sort_by_cached_key(|(i, ..)| self.masters[*i].failures());
-        for (i, mut conn, request, probe) in written {
-            let m = &self.masters[i];
-            // Once the outcome is decided without it, a master gets a grace instead of the
-            // read timeout: a short one if it failed lately, a longer one else (its reply is
-            // most likely on its way; two system calls to change the socket's timeout).
-            let is_decided = probe || decided(&answers);
-            let grace = match (is_decided, m.failures() > 0 || probe) {
-                (false, _) => None,
-                (true, true) => Some(STRAGGLER_GRACE),
-                (true, false) => Some(DECIDED_GRACE.min(m.node.main.read_timeout())),
+        let sent = Instant::now();
+        let mut pending: Vec<Pending<'_>> = written
+            .into_iter()
+            .map(|(i, conn, request, probe)| Pending {
+                i,
+                conn,
+                request,
+                // A probe gets a short grace from the start.
+                deadline: sent
+                    + if probe {
+                        STRAGGLER_GRACE
+                    } else {
+                        self.masters[i].node.main.read_timeout()
+                    },
+                probe,
+            })
+            .collect();
+        let mut straggler = false;
+        while !pending.is_empty() {
+            if !straggler && decided(&answers) {
+                // Once the outcome is decided without them, masters get a grace instead of the
+                // read timeout: a short one if they failed lately, a longer one else (their
+                // replies are most likely on their way).
+                straggler = true;
+                let now = Instant::now();
+                for p in &mut pending {
+                    let m = &self.masters[p.i];
+                    let grace = if m.failures() > 0 || p.probe {
+                        STRAGGLER_GRACE
+                    } else {
+                        DECIDED_GRACE.min(m.node.main.read_timeout())
+                    };
+                    p.deadline = p.deadline.min(now + grace);
+                }
+            }
+            let Some(k) = next_reply(&pending) else {
+                // Nothing came in time: the masters whose time is up failed.
+                let now = Instant::now();
+                pending.retain_mut(|p| {
+                    if p.deadline > now {
+                        return true;
+                    }
+                    mark_broken(&mut p.conn);
+                    answers[p.i] = Some(self.masters[p.i].failure(&timed_out(), true));
+                    false
+                });
+                continue;
             };
-            let straggler = grace.is_some();
-            let read = match grace {
-                Some(grace) => conn.redis.set_read_timeout(Some(grace)),
+            let Pending {
+                i,
+                mut conn,
+                request,
+                deadline,
+                probe,
+            } = pending.remove(k);
+            let m = &self.masters[i];
+            // A connection that cannot be polled is read with the time it has left, as its
+            // read timeout while it is read (two system calls, only for TLS stragglers).
+            let limit = (conn.redis.poll_fd().is_none() && (straggler || probe))
+                .then(|| deadline.saturating_duration_since(Instant::now()));
+            let read = match limit {
+                Some(limit) => conn
+                    .redis
+                    .set_read_timeout(Some(limit.max(Duration::from_millis(1)))),
                 None => Ok(()),
             };
             let read = read.and_then(|()| read_replies(&mut conn.redis, request.replies));
             let read = read.and_then(|values| {
-                if straggler {
+                if limit.is_some() {
                     conn.redis
                         .set_read_timeout(Some(m.node.main.read_timeout()))?;
                 }
@@ -200,13 +284,13 @@ fn has_noscript(values: &[Value]) -> bool {
 }
 
 /// Reads `n` replies (error replies are values, not errors).
-fn read_replies(c: &mut redis::Connection, n: usize) -> redis::RedisResult<Vec<Value>> {
+fn read_replies(c: &mut Connection, n: usize) -> redis::RedisResult<Vec<Value>> {
     (0..n).map(|_| c.recv_response()).collect()
 }
 
 /// Sends a request and reads its replies on one connection, loading its script first if the
 /// server answers NOSCRIPT.
-fn exchange(c: &mut redis::Connection, request: &Request) -> redis::RedisResult<Vec<Value>> {
+fn exchange(c: &mut Connection, request: &Request) -> redis::RedisResult<Vec<Value>> {
     c.send_packed_command(&request.packed)?;
     let values = read_replies(c, request.replies)?;
     match request.script {
