@@ -226,6 +226,40 @@ fn one_master_stopped_acquires_and_renewals_go_on() {
     }));
 }
 
+/// A round reads the masters' replies as they arrive: a master stopped while it had never failed
+/// (so it is the first the round would read in turn) costs no read timeout when the other two
+/// decide the outcome without it.
+#[test]
+fn a_stopped_master_is_not_waited_for_once_the_others_decide() {
+    let masters = RedlockMasters::start(3);
+    let read_timeout = Duration::from_secs(10);
+    let c = fast(&masters)
+        .read_timeout(read_timeout)
+        .write_timeout(read_timeout)
+        .build()
+        .unwrap();
+    // Connections to every master exist before the stop, so that nothing is refused.
+    c.try_acquire(&unique_name("warm"))
+        .unwrap()
+        .release()
+        .unwrap();
+    masters.masters()[0].pause();
+    let name = unique_name("first-read-stopped");
+    let (lock, took) = timed(|| c.try_acquire(&name));
+    let lock = lock.unwrap_or_else(|e| panic!("acquire with master 0 stopped: {e}"));
+    assert!(
+        took < read_timeout / 2,
+        "the acquire waited {took:?} for the stopped master"
+    );
+    let (released, took) = timed(|| lock.release());
+    released.unwrap();
+    assert!(
+        took < read_timeout / 2,
+        "the release waited {took:?} for the stopped master"
+    );
+    masters.masters()[0].resume();
+}
+
 #[test]
 fn two_of_three_down_acquire_fails_with_every_masters_answer() {
     let masters = RedlockMasters::start(3);

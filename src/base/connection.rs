@@ -281,7 +281,15 @@ impl Own {
     /// The next reply, reading as much as it takes.
     fn read_value(&mut self) -> RedisResult<Value> {
         loop {
-            match parse(&self.buf[self.start..self.end], 0) {
+            // Framed first (no allocation), parsed once whole: a large reply that comes in many
+            // reads is not built again after each.
+            let unread = &self.buf[self.start..self.end];
+            let parsed = match frame(unread, 0) {
+                Ok(Some(_)) => parse(unread, 0),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            match parsed {
                 Ok(Some((value, used))) => {
                     self.start += used;
                     if self.start == self.end {
@@ -463,7 +471,7 @@ fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
         b':' => Value::Int(number(line, at)?),
         b'_' => Value::Nil,
         b'$' => {
-            let Ok(n) = usize::try_from(number(line, at)?) else {
+            let Ok(n) = usize::try_from(length(line, at)?) else {
                 return Ok(Some((Value::Nil, next)));
             };
             let Some(data) = b.get(next..next + n + 2) else {
@@ -475,7 +483,7 @@ fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
             return Ok(Some((Value::BulkString(data[..n].to_vec()), next + n + 2)));
         }
         _ => {
-            let Ok(n) = usize::try_from(number(line, at)?) else {
+            let Ok(n) = usize::try_from(length(line, at)?) else {
                 return Ok(Some((Value::Nil, next)));
             };
             let mut items = Vec::with_capacity(n.min(1024));
@@ -507,13 +515,13 @@ fn frame(b: &[u8], at: usize) -> RedisResult<Option<usize>> {
     let items = match kind {
         b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => return Ok(Some(next)),
         b'$' | b'=' | b'!' => {
-            let Ok(n) = usize::try_from(number(line, at)?) else {
+            let Ok(n) = usize::try_from(length(line, at)?) else {
                 return Ok(Some(next));
             };
             return Ok((b.len() >= next + n + 2).then_some(next + n + 2));
         }
-        b'*' | b'~' | b'>' => number(line, at)?,
-        _ => number(line, at)?.saturating_mul(2),
+        b'*' | b'~' | b'>' => length(line, at)?,
+        _ => length(line, at)?.saturating_mul(2),
     };
     let mut pos = next;
     for _ in 0..items.max(0) {
@@ -532,12 +540,23 @@ fn line(b: &[u8], at: usize) -> Option<(&[u8], usize)> {
     (rest.len() > cr + 1).then(|| (&rest[..cr], at + cr + 2))
 }
 
+/// A length or an integer reply. Lengths beyond Redis' own limit on a bulk string (512 MB)
+/// are refused: a peer that is not Redis must not make the buffer grow without end.
 fn number(line: &[u8], at: usize) -> RedisResult<i64> {
     std::str::from_utf8(line)
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| parse_error(at, "not a number"))
 }
+
+fn length(line: &[u8], at: usize) -> RedisResult<i64> {
+    match number(line, at)? {
+        n if n > MAX_LENGTH => Err(parse_error(at, "a length beyond 512 MB")),
+        n => Ok(n),
+    }
+}
+
+const MAX_LENGTH: i64 = 512 << 20;
 
 /// A stream that is not RESP: worded as redis-rs' parser words it ("Parse error at …"), which is
 /// how `Error::from_redis` tells a peer that is not a Redis server.
@@ -622,6 +641,7 @@ mod tests {
             &b"HTTP/1.1 400 Bad Request\r\n"[..],
             b"SSH-2.0-OpenSSH\r\n",
             b":x\r\n",
+            b"$999999999999\r\n",
             b"\x15\x03\x03\x00\x02\x02\x32",
         ] {
             let e = one(bytes).unwrap_err();

@@ -1,5 +1,6 @@
-//! One round: a request written to every master's connection first, then every reply read,
-//! so that a round costs about one round trip to the slowest master it needs.
+//! One round: a request written to every master's connection first, then the replies read in
+//! the order they arrive, so that a round costs about one round trip to the slowest master it
+//! needs, and a master that stops answering costs only a grace once the others decide.
 
 use std::io;
 use std::time::{Duration, Instant};
