@@ -239,7 +239,7 @@ fn a_stopped_master_is_not_waited_for_once_the_others_decide() {
         .build()
         .unwrap();
     // Connections to every master exist before the stop, so that nothing is refused.
-    c.try_acquire(&unique_name("warm"))
+    c.try_acquire(unique_name("warm"))
         .unwrap()
         .release()
         .unwrap();
