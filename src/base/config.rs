@@ -246,7 +246,10 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
     // connect timeout, so a server that accepts connections and never answers would take twice
     // the timeout to fail. (Connections then show no library name in CLIENT LIST.)
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
-    let info = info.clone().set_redis_settings(settings);
+    let info = info
+        .clone()
+        .set_redis_settings(settings)
+        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
     let is_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
     let tls = match &cfg.tls_ca_pem {
         None if !is_tls => None,

@@ -382,7 +382,9 @@ fn connect_tcp(host: &str, port: u16, deadline: Instant) -> RedisResult<TcpStrea
     let mut last = None;
     for addr in (host, port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, remaining(deadline)?) {
-            Ok(s) => return Ok(s),
+            // Without Nagle's delay: a request larger than a segment (a script loaded, a long
+            // renewal pipeline) is not held back waiting for the server's delayed ACK.
+            Ok(s) => return s.set_nodelay(true).map(|()| s).map_err(Into::into),
             Err(e) => last = Some(e),
         }
     }
