@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::base::config::Config;
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::metrics::Metrics;
 
@@ -23,8 +24,7 @@ use crate::base::metrics::Metrics;
 /// server, the master of a Sentinel group, one node of a cluster).
 pub(crate) trait Connect: Send + Sync {
     /// A connection to the server that holds the locks now, within `timeout`.
-    fn connect(&self, timeout: Duration)
-    -> redis::RedisResult<crate::base::connection::Connection>;
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection>;
 
     /// Which generation of the lock server new and idle connections must belong to: it moves on
     /// when the server that holds the locks changed (a failover), and idle connections of an
@@ -38,14 +38,14 @@ pub(crate) trait Connect: Send + Sync {
 
 /// One Redis connection of a pool and whether it must be thrown away.
 pub(crate) struct Conn {
-    pub redis: crate::base::connection::Connection,
+    pub redis: Connection,
     broken: bool,
     /// The topology's generation when it was opened (see [`Connect::generation`]).
     generation: u64,
 }
 
 struct State {
-    idle: Vec<(crate::base::connection::Connection, u64)>,
+    idle: Vec<(Connection, u64)>,
     /// Connections that exist or are being opened: idle, checked out, or connecting.
     open: u32,
 }
@@ -215,11 +215,7 @@ impl ConnPool {
         self.returned.notify_one();
     }
 
-    fn pooled(
-        &self,
-        redis: crate::base::connection::Connection,
-        generation: u64,
-    ) -> PooledConn<'_> {
+    fn pooled(&self, redis: Connection, generation: u64) -> PooledConn<'_> {
         PooledConn {
             pool: self,
             conn: Some(Conn {
@@ -230,10 +226,7 @@ impl ConnPool {
         }
     }
 
-    fn connect(
-        &self,
-        timeout: Duration,
-    ) -> redis::RedisResult<crate::base::connection::Connection> {
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
         let redis = self
             .topology
             .connect(timeout.max(Duration::from_millis(1)))?;
@@ -259,7 +252,7 @@ impl ConnPool {
     pub(crate) fn run<T>(
         &self,
         limit: Option<Duration>,
-        mut op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
+        mut op: impl FnMut(&mut Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         let mut attempt = 0;
         loop {

@@ -6,6 +6,7 @@
 use std::io;
 
 use crate::base::config::Config;
+use crate::base::connection::Connection;
 
 /// Adds `WAIT min_replicas timeout` to `pipe` when the configuration asks for acknowledgement;
 /// returns whether it did (its reply is then the pipeline's last).
@@ -33,10 +34,7 @@ pub(crate) fn check(acks: i64, cfg: &Config) -> redis::RedisResult<()> {
 }
 
 /// Sends WAIT alone on `c` (after the connection's own writes) and checks it.
-pub(crate) fn wait(
-    c: &mut crate::base::connection::Connection,
-    cfg: &Config,
-) -> redis::RedisResult<()> {
+pub(crate) fn wait(c: &mut Connection, cfg: &Config) -> redis::RedisResult<()> {
     if cfg.min_replicas == 0 {
         return Ok(());
     }

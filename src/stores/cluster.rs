@@ -32,6 +32,7 @@ use parking_lot::{Mutex, RwLock};
 use super::single::Single;
 use super::{Topology, node_addr};
 use crate::base::config::{ClusterSpec, Config, endpoint, hosts};
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::url::{MultiHost, host_list, invalid};
@@ -363,7 +364,7 @@ impl Cluster {
         &self,
         slot: u16,
         patience: Duration,
-        mut op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
+        mut op: impl FnMut(&mut Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         let started = Instant::now();
         let mut ask: Option<Arc<Node>> = None;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::base::config::Config;
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::pool::ConnPool;
@@ -59,7 +60,7 @@ pub(crate) fn extend_pipeline<'a>(
 /// Sends the EXTENDs of `locks` on `c` in one pipeline (with WAIT for `min_replicas`), loading
 /// the scripts first if the server lost them; each lock's outcome.
 pub(crate) fn send_extends<'a>(
-    c: &mut crate::base::connection::Connection,
+    c: &mut Connection,
     cfg: &Config,
     locks: impl Iterator<Item = &'a Extension<'a>> + Clone,
 ) -> redis::RedisResult<Vec<redis::RedisResult<bool>>> {

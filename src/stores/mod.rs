@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::config::{Config, Deployment};
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::inspect::{LockInfo, LockKind};
@@ -138,10 +139,7 @@ pub(crate) trait LockStore: Send + Sync {
         _token: &Token,
         lease: Duration,
         sent: &mut bool,
-        attempt: &mut dyn FnMut(
-            &mut crate::base::connection::Connection,
-            bool,
-        ) -> redis::RedisResult<Step>,
+        attempt: &mut dyn FnMut(&mut Connection, bool) -> redis::RedisResult<Step>,
     ) -> Result<Option<Grant>, Error> {
         let mut sent_at = Instant::now();
         let step = run_on(self, keys, |c, n| {
@@ -250,8 +248,7 @@ pub(crate) trait LockStore: Send + Sync {
 }
 
 /// A call on a connection, repeated with `attempt` ≥ 1 on another (see [`LockStore::run_dyn`]).
-pub(crate) type Call<'a> =
-    dyn FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<()> + 'a;
+pub(crate) type Call<'a> = dyn FnMut(&mut Connection, u32) -> redis::RedisResult<()> + 'a;
 
 /// What a store may not offer.
 pub(crate) enum Check<'a> {
@@ -270,7 +267,7 @@ pub(crate) enum Check<'a> {
 pub(crate) fn run_on<S: LockStore + ?Sized, T>(
     store: &S,
     keys: &LockKeys,
-    mut op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
+    mut op: impl FnMut(&mut Connection, u32) -> redis::RedisResult<T>,
 ) -> Result<T, Error> {
     let mut out = None;
     store.run_dyn(keys, &mut |c, attempt| {
@@ -286,7 +283,7 @@ impl dyn LockStore + '_ {
     pub(crate) fn run<T>(
         &self,
         keys: &LockKeys,
-        op: impl FnMut(&mut crate::base::connection::Connection, u32) -> redis::RedisResult<T>,
+        op: impl FnMut(&mut Connection, u32) -> redis::RedisResult<T>,
     ) -> Result<T, Error> {
         run_on(self, keys, op)
     }
@@ -368,10 +365,7 @@ impl Topology {
 
 impl Connect for Topology {
     /// A connection to the server that holds the locks now, within `timeout`.
-    fn connect(
-        &self,
-        timeout: Duration,
-    ) -> redis::RedisResult<crate::base::connection::Connection> {
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
         match self {
             Topology::Single(t) => t.connect(timeout),
             Topology::Sentinel(t) => t.connect(timeout),

@@ -21,6 +21,7 @@ use parking_lot::Mutex;
 
 use super::node_addr;
 use crate::base::config::{Config, SentinelSpec, endpoint};
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::url::{MultiHost, host_list, invalid};
 
@@ -79,10 +80,7 @@ impl Sentinel {
         self.master.lock().generation
     }
 
-    pub(crate) fn connect(
-        &self,
-        timeout: Duration,
-    ) -> redis::RedisResult<crate::base::connection::Connection> {
+    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
         let deadline = Instant::now() + timeout;
         let mut last = None;
         for _ in 0..2 {
@@ -173,7 +171,7 @@ impl Sentinel {
         &self,
         addr: &(String, u16),
         deadline: Instant,
-    ) -> redis::RedisResult<crate::base::connection::Connection> {
+    ) -> redis::RedisResult<Connection> {
         let left = deadline.saturating_duration_since(Instant::now());
         let info = self
             .template

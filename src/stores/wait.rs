@@ -198,7 +198,7 @@ impl<'a> QueueSession<'a> {
 
     /// The round's step and block on `c`; `Err` is the connection's failure.
     fn on_conn(
-        c: &mut crate::base::connection::Connection,
+        c: &mut Connection,
         q: &dyn Queue,
         lease: Duration,
         mode: Mode,

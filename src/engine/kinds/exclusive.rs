@@ -88,7 +88,7 @@ impl Kind for Exclusive<'_> {
 
     fn try_once(
         &self,
-        c: &mut crate::base::connection::Connection,
+        c: &mut Connection,
         retry: bool,
         store: &dyn LockStore,
     ) -> redis::RedisResult<Step> {

@@ -18,6 +18,7 @@ pub(crate) mod semaphore;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
@@ -48,7 +49,7 @@ pub(crate) trait Kind {
     /// is repeated after a dropped connection, and the first may have been applied.
     fn try_once(
         &self,
-        c: &mut crate::base::connection::Connection,
+        c: &mut Connection,
         retry: bool,
         store: &dyn LockStore,
     ) -> redis::RedisResult<Step>;
@@ -112,12 +113,7 @@ impl<T: QueueKind> Kind for T {
         QueueKind::shown(self)
     }
 
-    fn try_once(
-        &self,
-        c: &mut crate::base::connection::Connection,
-        _: bool,
-        _: &dyn LockStore,
-    ) -> redis::RedisResult<Step> {
+    fn try_once(&self, c: &mut Connection, _: bool, _: &dyn LockStore) -> redis::RedisResult<Step> {
         self.step(c, Mode::Try, Duration::ZERO)
     }
 
@@ -263,11 +259,7 @@ impl Holding {
 }
 
 /// With `min_replicas`, an extension counts once enough replicas acknowledged it.
-fn acknowledged(
-    c: &mut crate::base::connection::Connection,
-    b: &Backend,
-    extended: i64,
-) -> redis::RedisResult<i64> {
+fn acknowledged(c: &mut Connection, b: &Backend, extended: i64) -> redis::RedisResult<i64> {
     if extended == 1 {
         replication::wait(c, b.store.cfg())?;
     }

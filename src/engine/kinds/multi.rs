@@ -138,7 +138,7 @@ impl<'a> SetWaiter<'a> {
 
     fn call(
         &self,
-        c: &mut crate::base::connection::Connection,
+        c: &mut Connection,
         mode: &str,
         entry_ttl: Duration,
     ) -> redis::RedisResult<Step> {

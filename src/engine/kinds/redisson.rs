@@ -28,6 +28,7 @@ use redis::RedisResult;
 
 use super::{Holding, Kind, Waiter, other_kind};
 use crate::base::config::Deployment;
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
@@ -150,7 +151,7 @@ impl Kind for Redisson<'_> {
     /// then outlives its last release by at most one lease (renewal has stopped).
     fn try_once(
         &self,
-        c: &mut crate::base::connection::Connection,
+        c: &mut Connection,
         _retry: bool,
         _store: &dyn LockStore,
     ) -> RedisResult<Step> {

@@ -50,6 +50,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::base::config::{Config, RedlockSpec};
+use crate::base::connection::Connection;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::Grant;
 use crate::base::inspect::{LockInfo, LockKind};
@@ -363,10 +364,7 @@ impl LockStore for Masters {
         token: &Token,
         lease: Duration,
         _: &mut bool,
-        _: &mut dyn FnMut(
-            &mut crate::base::connection::Connection,
-            bool,
-        ) -> redis::RedisResult<Step>,
+        _: &mut dyn FnMut(&mut Connection, bool) -> redis::RedisResult<Step>,
     ) -> Result<Option<Grant>, Error> {
         match self.attempt(keys, token, lease, None, false)? {
             Attempt::Granted(grant) => Ok(Some(grant)),
