@@ -281,15 +281,7 @@ impl Own {
     /// The next reply, reading as much as it takes.
     fn read_value(&mut self) -> RedisResult<Value> {
         loop {
-            // Framed first (no allocation), parsed once whole: a large reply that comes in many
-            // reads is not built again after each.
-            let unread = &self.buf[self.start..self.end];
-            let parsed = match frame(unread, 0) {
-                Ok(Some(_)) => parse(unread, 0),
-                Ok(None) => Ok(None),
-                Err(e) => Err(e),
-            };
-            match parsed {
+            match reply(&self.buf[self.start..self.end]) {
                 Ok(Some((value, used))) => {
                     self.start += used;
                     if self.start == self.end {
@@ -452,6 +444,16 @@ impl AsRawFd for Sock {
     }
 }
 
+/// The complete reply at the start of `b` and where it ends; `None` while it is not complete.
+/// Framed first (no allocation), parsed once whole: a large reply that comes in many reads is not
+/// built again after each.
+fn reply(b: &[u8]) -> RedisResult<Option<(Value, usize)>> {
+    match frame(b, 0, 0)? {
+        Some(_) => parse(b, 0),
+        None => Ok(None),
+    }
+}
+
 /// The reply that starts at `b[at]` and where it ends; `None` while it is not complete.
 fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
     let Some(&kind) = b.get(at) else {
@@ -459,12 +461,12 @@ fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
     };
     if !matches!(kind, b'+' | b':' | b'$' | b'*' | b'_') {
         // Rarer replies: framed here, read by redis-rs' parser.
-        return Ok(match frame(b, at)? {
+        return Ok(match frame(b, at, 0)? {
             Some(end) => Some((redis::parse_redis_value(&b[at..end])?, end)),
             None => None,
         });
     }
-    let Some((line, next)) = line(b, at + 1) else {
+    let Some((line, next)) = line(b, at + 1)? else {
         return Ok(None);
     };
     let value = match kind {
@@ -504,14 +506,19 @@ fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
 }
 
 /// Where the reply that starts at `b[at]` ends, whatever its type; `None` while incomplete.
-fn frame(b: &[u8], at: usize) -> RedisResult<Option<usize>> {
+/// `depth`: how many aggregates it is inside of (a peer that is not Redis must not exhaust the
+/// stack with `*1` after `*1`).
+fn frame(b: &[u8], at: usize, depth: usize) -> RedisResult<Option<usize>> {
     let Some(&kind) = b.get(at) else {
         return Ok(None);
     };
     if !b"+-:_#,($=!*~>%|".contains(&kind) {
         return Err(parse_error(at, "not a RESP type"));
     }
-    let Some((line, next)) = line(b, at + 1) else {
+    if depth > MAX_DEPTH {
+        return Err(parse_error(at, "aggregates nested too deep"));
+    }
+    let Some((line, next)) = line(b, at + 1)? else {
         return Ok(None);
     };
     let items = match kind {
@@ -527,7 +534,7 @@ fn frame(b: &[u8], at: usize) -> RedisResult<Option<usize>> {
     };
     let mut pos = next;
     for _ in 0..items.max(0) {
-        match frame(b, pos)? {
+        match frame(b, pos, depth + 1)? {
             Some(end) => pos = end,
             None => return Ok(None),
         }
@@ -535,15 +542,21 @@ fn frame(b: &[u8], at: usize) -> RedisResult<Option<usize>> {
     Ok(Some(pos))
 }
 
-/// The line that starts at `b[at]` (without its CRLF) and where the next one starts.
-fn line(b: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let rest = b.get(at..)?;
-    let cr = rest.iter().position(|&c| c == b'\r')?;
-    (rest.len() > cr + 1).then(|| (&rest[..cr], at + cr + 2))
+/// The line that starts at `b[at]` (without its CRLF) and where the next one starts; `None`
+/// while incomplete. A line longer than Redis' own inline limit (64 KB) is refused: a peer that is
+/// not Redis must not make the buffer grow without end.
+fn line(b: &[u8], at: usize) -> RedisResult<Option<(&[u8], usize)>> {
+    let Some(rest) = b.get(at..) else {
+        return Ok(None);
+    };
+    match rest.iter().position(|&c| c == b'\r') {
+        Some(cr) => Ok((rest.len() > cr + 1).then(|| (&rest[..cr], at + cr + 2))),
+        None if rest.len() > MAX_LINE => Err(parse_error(at, "a line longer than 64 KB")),
+        None => Ok(None),
+    }
 }
 
-/// A length or an integer reply. Lengths beyond Redis' own limit on a bulk string (512 MB)
-/// are refused: a peer that is not Redis must not make the buffer grow without end.
+/// An integer reply, or a length.
 fn number(line: &[u8], at: usize) -> RedisResult<i64> {
     std::str::from_utf8(line)
         .ok()
@@ -551,6 +564,8 @@ fn number(line: &[u8], at: usize) -> RedisResult<i64> {
         .ok_or_else(|| parse_error(at, "not a number"))
 }
 
+/// A length. Lengths beyond Redis' own limit on a bulk string (512 MB) are refused: a peer that
+/// is not Redis must not make the buffer grow without end.
 fn length(line: &[u8], at: usize) -> RedisResult<i64> {
     match number(line, at)? {
         n if n > MAX_LENGTH => Err(parse_error(at, "a length beyond 512 MB")),
@@ -559,6 +574,9 @@ fn length(line: &[u8], at: usize) -> RedisResult<i64> {
 }
 
 const MAX_LENGTH: i64 = 512 << 20;
+const MAX_LINE: usize = 64 << 10;
+/// Far deeper than any reply of Redis (the lock scripts' replies are one level deep).
+const MAX_DEPTH: usize = 128;
 
 /// A stream that is not RESP: worded as redis-rs' parser words it ("Parse error at …"), which is
 /// how `Error::from_redis` tells a peer that is not a Redis server.
@@ -575,7 +593,7 @@ mod tests {
     use super::*;
 
     fn one(bytes: &[u8]) -> RedisResult<Option<(Value, usize)>> {
-        parse(bytes, 0)
+        reply(bytes)
     }
 
     #[test]
@@ -645,6 +663,8 @@ mod tests {
             b":x\r\n",
             b"$999999999999\r\n",
             b"\x15\x03\x03\x00\x02\x02\x32",
+            &[&b"+"[..], &[b'a'; 70_000]].concat(),
+            &[&b"*1\r\n".repeat(200)[..], b":1\r\n"].concat(),
         ] {
             let e = one(bytes).unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Parse, "{bytes:?}");
