@@ -246,6 +246,9 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
     // connect timeout, so a server that accepts connections and never answers would take twice
     // the timeout to fail. (Connections then show no library name in CLIENT LIST.)
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
+    // Without Nagle's delay (plain and TLS connections alike): a request larger than a TCP
+    // segment (a script loaded, a long renewal pipeline) is not held back waiting for the
+    // server's delayed ACK.
     let info = info
         .clone()
         .set_redis_settings(settings)

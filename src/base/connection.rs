@@ -45,7 +45,11 @@ impl Endpoint {
         }
         let deadline = Instant::now() + timeout;
         let sock = match self.info.addr() {
-            ConnectionAddr::Tcp(host, port) => Sock::Tcp(connect_tcp(host, *port, deadline)?),
+            ConnectionAddr::Tcp(host, port) => {
+                let s = connect_tcp(host, *port, deadline)?;
+                s.set_nodelay(self.info.tcp_settings().nodelay())?;
+                Sock::Tcp(s)
+            }
             ConnectionAddr::Unix(path) => Sock::Unix(UnixStream::connect(path)?),
             _ => {
                 return Err(RedisError::from((
@@ -374,9 +378,7 @@ fn connect_tcp(host: &str, port: u16, deadline: Instant) -> RedisResult<TcpStrea
     let mut last = None;
     for addr in (host, port).to_socket_addrs()? {
         match TcpStream::connect_timeout(&addr, remaining(deadline)?) {
-            // Without Nagle's delay: a request larger than a segment (a script loaded, a long
-            // renewal pipeline) is not held back waiting for the server's delayed ACK.
-            Ok(s) => return s.set_nodelay(true).map(|()| s).map_err(Into::into),
+            Ok(s) => return Ok(s),
             Err(e) => last = Some(e),
         }
     }
@@ -653,6 +655,30 @@ mod tests {
             one(b"%1\r\n+a\r\n:1\r\n").unwrap().map(|(_, e)| e),
             Some(12)
         );
+    }
+
+    /// The endpoint's TCP settings decide Nagle's algorithm for its own connections too (no
+    /// command is sent without a password or database: a bare listener is enough).
+    #[test]
+    fn tcp_connections_follow_the_endpoints_nodelay() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        for nodelay in [true, false] {
+            let info = format!("redis://127.0.0.1:{port}/")
+                .parse::<ConnectionInfo>()
+                .unwrap()
+                .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(nodelay));
+            let c = Endpoint::new(info, None)
+                .connect(Duration::from_secs(5))
+                .unwrap();
+            let Connection(Inner::Own(Own {
+                sock: Sock::Tcp(s), ..
+            })) = &c
+            else {
+                panic!("a plain TCP connection of our own");
+            };
+            assert_eq!(s.nodelay().unwrap(), nodelay);
+        }
     }
 
     #[test]
