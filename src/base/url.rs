@@ -42,6 +42,16 @@ impl<'a> MultiHost<'a> {
     }
 }
 
+/// What follows `plain://` or `tls://` in `url`, and whether it was the TLS scheme; `None` for a
+/// URL of neither scheme (each topology's parser tries its own two).
+pub(crate) fn after_scheme<'a>(url: &'a str, plain: &str, tls: &str) -> Option<(bool, &'a str)> {
+    let rest = |scheme: &str| url.strip_prefix(scheme)?.strip_prefix("://");
+    match rest(plain) {
+        Some(rest) => Some((false, rest)),
+        None => rest(tls).map(|rest| (true, rest)),
+    }
+}
+
 /// A URL's form, with `url` masked, as an invalid-argument error: `invalid {what} URL ...`.
 pub(crate) fn invalid(what: &str, url: &str, detail: &str) -> Error {
     Error::invalid_argument(format!("invalid {what} URL {}: {detail}", mask_url(url)))
@@ -127,6 +137,21 @@ pub(crate) fn scrub(text: &str, url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_topology_takes_only_its_own_two_schemes() {
+        let ours = |url| after_scheme(url, "redlock", "rediss-redlock");
+        assert_eq!(ours("redlock://a:1,b:2"), Some((false, "a:1,b:2")));
+        assert_eq!(ours("rediss-redlock://a:1"), Some((true, "a:1")));
+        for other in [
+            "redis://a:1",
+            "redlockx://a:1",
+            "redlock:/a:1",
+            "rediss-redlock:a",
+        ] {
+            assert_eq!(ours(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn passwords_are_masked() {

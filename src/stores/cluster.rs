@@ -35,7 +35,7 @@ use crate::base::config::{ClusterSpec, Config, endpoint, hosts};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
-use crate::base::url::{MultiHost, host_list, invalid};
+use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
 use crate::stores::Node;
 use crate::stores::extend::{Extension, extend_pipeline, send_extends};
 use crate::stores::wait::{Queue, QueueSession, Session};
@@ -536,13 +536,7 @@ fn parse_slots(reply: redis::Value, asked: &Addr) -> Vec<SlotRange> {
 /// Parses a `redis-cluster://` or `rediss-cluster://` URL: the plain URL of the nodes (at the
 /// first listed address) and the nodes. `None` for other URLs.
 pub(crate) fn parse_url(url: &str) -> Option<Result<(String, ClusterSpec), Error>> {
-    let (tls, rest) = if let Some(rest) = url.strip_prefix("redis-cluster://") {
-        (false, rest)
-    } else if let Some(rest) = url.strip_prefix("rediss-cluster://") {
-        (true, rest)
-    } else {
-        return None;
-    };
+    let (tls, rest) = after_scheme(url, "redis-cluster", "rediss-cluster")?;
     let bad = |what: &str| Some(Err(invalid("Cluster", url, what)));
     if rest.contains('#') {
         return bad("a cluster URL has no #name (that is a Sentinel URL's master)");

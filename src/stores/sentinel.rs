@@ -23,7 +23,7 @@ use super::node_addr;
 use crate::base::config::{Config, SentinelSpec, endpoint};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
-use crate::base::url::{MultiHost, host_list, invalid};
+use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
 
 /// How old the sentinels' answer may be at a checkout before it is asked for again.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);
@@ -215,13 +215,7 @@ fn not_found(spec: &SentinelSpec, detail: &str) -> redis::RedisError {
 /// Parses a `redis-sentinel://` or `rediss-sentinel://` URL: the plain URL of the data nodes
 /// (at the first sentinel's address) and the group. `None` for other URLs.
 pub(crate) fn parse_url(url: &str) -> Option<Result<(String, SentinelSpec), Error>> {
-    let (tls, rest) = if let Some(rest) = url.strip_prefix("redis-sentinel://") {
-        (false, rest)
-    } else if let Some(rest) = url.strip_prefix("rediss-sentinel://") {
-        (true, rest)
-    } else {
-        return None;
-    };
+    let (tls, rest) = after_scheme(url, "redis-sentinel", "rediss-sentinel")?;
     let bad = |what: &str| Some(Err(invalid("Sentinel", url, what)));
     let Some((rest, master_name)) = rest.rsplit_once('#') else {
         return bad("the master's name is missing (…#mymaster)");

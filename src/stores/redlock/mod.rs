@@ -58,7 +58,7 @@ use crate::base::keys::LockKeys;
 use crate::base::metrics::Metrics;
 use crate::base::scripts;
 use crate::base::token::Token;
-use crate::base::url::{MultiHost, invalid};
+use crate::base::url::{MultiHost, after_scheme, invalid};
 use crate::stores::extend::Extension;
 use crate::stores::node_addr;
 use crate::stores::single::Single;
@@ -493,13 +493,7 @@ fn home_index(key: &[u8], n: usize) -> usize {
 /// majority buys no more fault tolerance than with one master fewer, and a master named twice
 /// would count twice towards the majority. `None` for other URLs.
 pub(crate) fn parse_url(url: &str) -> Option<Result<(String, RedlockSpec), Error>> {
-    let (tls, rest) = if let Some(rest) = url.strip_prefix("redlock://") {
-        (false, rest)
-    } else if let Some(rest) = url.strip_prefix("rediss-redlock://") {
-        (true, rest)
-    } else {
-        return None;
-    };
+    let (tls, rest) = after_scheme(url, "redlock", "rediss-redlock")?;
     let bad = |what: String| Some(Err(invalid("Redlock", url, &what)));
     if rest.contains('#') {
         return bad("a fragment (#...) has no meaning here".into());
