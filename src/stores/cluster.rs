@@ -23,15 +23,14 @@
 //! use. A master the table no longer names is dropped, with its idle connections, once no call
 //! holds it any more.
 
-use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
 use super::single::Single;
-use super::{Topology, node_addr};
-use crate::base::config::{ClusterSpec, Config, endpoint, hosts};
+use super::{Topology, connect_node, node_addr};
+use crate::base::config::{ClusterSpec, Config, hosts};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
@@ -306,15 +305,8 @@ impl Cluster {
 
     /// One node's `CLUSTER SLOTS`: (first slot, last slot, master address) ranges.
     fn ask_slots(&self, addr: &Addr, timeout: Duration) -> redis::RedisResult<Vec<SlotRange>> {
-        let info = self
-            .template
-            .clone()
-            .set_addr(node_addr(self.template.addr(), addr));
-        let endpoint = endpoint(&self.cfg, &info).map_err(|e| {
-            redis::RedisError::from(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
-        })?;
         let timeout = timeout.max(Duration::from_millis(1));
-        let mut con = endpoint.connect(timeout)?;
+        let mut con = connect_node(&self.cfg, &self.template, addr, timeout)?;
         con.set_read_timeout(Some(timeout))?;
         con.set_write_timeout(Some(timeout))?;
         let reply: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con)?;

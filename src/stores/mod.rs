@@ -22,11 +22,12 @@ pub(crate) mod sentinel;
 pub(crate) mod single;
 pub(crate) mod wait;
 
+use std::io;
 use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::base::config::{Config, Deployment};
+use crate::base::config::{Config, Deployment, endpoint};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
@@ -88,6 +89,21 @@ pub(crate) fn check_config(cfg: &Config) -> Result<(), Error> {
         Deployment::Redlock(_) => redlock::check_config(cfg),
         _ => Ok(()),
     }
+}
+
+/// A connection, within `timeout`, to another node of the deployment: `template`'s settings at
+/// `addr` (a Sentinel group's master candidate, a cluster node asked for its slots).
+pub(crate) fn connect_node(
+    cfg: &Config,
+    template: &redis::ConnectionInfo,
+    addr: &(String, u16),
+    timeout: Duration,
+) -> redis::RedisResult<Connection> {
+    let info = template.clone().set_addr(node_addr(template.addr(), addr));
+    let endpoint = endpoint(cfg, &info).map_err(|e| {
+        redis::RedisError::from(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+    })?;
+    endpoint.connect(timeout.max(Duration::from_millis(1)))
 }
 
 /// The template's address kind (plain or TLS, with its TLS settings) at another node's address:

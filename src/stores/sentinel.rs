@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::node_addr;
-use crate::base::config::{Config, SentinelSpec, endpoint};
+use super::connect_node;
+use crate::base::config::{Config, SentinelSpec};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
@@ -173,14 +173,7 @@ impl Sentinel {
         deadline: Instant,
     ) -> redis::RedisResult<Connection> {
         let left = deadline.saturating_duration_since(Instant::now());
-        let info = self
-            .template
-            .clone()
-            .set_addr(node_addr(self.template.addr(), addr));
-        let endpoint = endpoint(&self.cfg, &info).map_err(|e| {
-            redis::RedisError::from(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
-        })?;
-        let mut con = endpoint.connect(left.max(Duration::from_millis(1)))?;
+        let mut con = connect_node(&self.cfg, &self.template, addr, left)?;
         con.set_read_timeout(Some(self.connect_timeout))?;
         let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut con)?;
         let is_master = matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master");
