@@ -133,6 +133,8 @@ redislock_result redislock_config_set_write_timeout_ms(redislock_config *config,
 
 redislock_result redislock_config_set_checkout_timeout_ms(redislock_config *config, uint64_t ms);
 
+redislock_result redislock_config_set_release_timeout_ms(redislock_config *config, uint64_t ms);
+
 redislock_result redislock_config_set_lease_ms(redislock_config *config, uint64_t ms);
 
 redislock_result redislock_config_set_auto_renew(redislock_config *config, bool on);

@@ -21,12 +21,15 @@ const CONNECT_TIMEOUT: Duration = Duration::from_millis(200);
 const CHECKOUT_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// A builder with short connect / read / write / checkout timeouts.
+/// Short timeouts; a release or extend that finds no server gives up after its first try
+/// (the riding out of a failover is `failover.rs`'s).
 fn fast(url: &str) -> ClientBuilder {
     Client::builder(url)
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(READ_TIMEOUT)
         .write_timeout(READ_TIMEOUT)
         .checkout_timeout(CHECKOUT_TIMEOUT)
+        .release_timeout(Duration::ZERO)
 }
 
 /// Polls `cond` every 5 ms for up to `limit`; returns how long it took to hold, if it did.
@@ -235,25 +238,23 @@ fn paused_server_makes_calls_time_out_and_service_resumes() {
     assert_timeout_error("release", r, took, limit);
     let (r, took) = timed(|| b.extend(Duration::from_secs(20)));
     assert_timeout_error("extend", r, took, limit);
-    // The blocked waiter gives up too: its BLPOP read times out after the re-check interval
-    // (500 ms) plus the read timeout, then its cancel times out.
-    let (r, waited, done) = waiter.join().unwrap();
-    let since_pause = done.saturating_duration_since(paused);
-    println!(
-        "blocked waiter: {:?} after waiting {} ms ({} ms after the pause)",
-        r.as_ref().err(),
-        waited.as_millis(),
-        since_pause.as_millis()
-    );
-    let e = r.expect_err("the blocked waiter");
-    assert_eq!(e.kind(), ErrorKind::Connection, "{e}");
-    assert!(e.is_timeout(), "{e}");
-    assert!(
-        since_pause < Duration::from_secs(4),
-        "waiter took {since_pause:?}"
-    );
+    // The blocked waiter rides the pause out within its bound (10 s): once the server is back
+    // it is granted `a`, whose release, unanswered above, went on on a thread of the library.
     srv.resume();
     let resumed = Instant::now();
+    let (r, waited, done) = waiter.join().unwrap();
+    let since_resume = done.saturating_duration_since(resumed);
+    println!(
+        "blocked waiter: {:?} after waiting {} ms ({} ms after the resume)",
+        r.as_ref().err(),
+        waited.as_millis(),
+        since_resume.as_millis()
+    );
+    r.expect("the blocked waiter rode out the pause");
+    assert!(
+        since_resume < Duration::from_secs(2),
+        "waiter granted {since_resume:?} after the resume"
+    );
 
     // An orphan of the timed-out acquire (its SET and its clean-up may be run in either order
     // once the server resumes) lives no longer than its lease.

@@ -295,6 +295,7 @@ fn extend_and_release_on_a_killed_server_are_connection_errors() {
     let c = Client::builder(&srv.url())
         .connect_timeout(Duration::from_millis(300))
         .checkout_timeout(Duration::from_millis(800))
+        .release_timeout(Duration::from_millis(500))
         .auto_renew(false)
         .build()
         .unwrap();

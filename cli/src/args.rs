@@ -78,6 +78,11 @@ pub struct Connection {
     #[arg(long, global = true, value_name = "DURATION", default_value = "2s",
           value_parser = parse_duration)]
     pub timeout: Duration,
+    /// How long a release (or extend) keeps trying while Redis cannot be reached, as during a
+    /// Sentinel or Cluster failover (never past the lease)
+    #[arg(long, global = true, value_name = "DURATION", default_value = "10s",
+          value_parser = parse_duration)]
+    pub release_timeout: Duration,
     /// Key prefix of the lock keys
     #[arg(long, global = true, value_name = "PREFIX", default_value = "")]
     pub prefix: String,

@@ -25,6 +25,7 @@ pub fn client(
         .read_timeout(t)
         .write_timeout(t)
         .checkout_timeout(t + std::time::Duration::from_secs(1))
+        .release_timeout(conn.release_timeout)
         .key_prefix(&conn.prefix)
         .lease(lease)
         .auto_renew(renew)

@@ -238,7 +238,8 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
         Err(e) if e.is_not_held() => {}
         Err(e) => {
             eprintln!(
-                "redislock: warning: {} (the lock ends with its lease)",
+                "redislock: warning: {} (no answer within --release-timeout: the lock ends \
+                 with its lease)",
                 exit::one_line(&e.to_string())
             );
             return Ok(status);

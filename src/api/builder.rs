@@ -37,6 +37,7 @@ impl ClientBuilder {
                 read_timeout: Duration::from_secs(2),
                 write_timeout: Duration::from_secs(2),
                 checkout_timeout: Duration::from_secs(3),
+                release_timeout: Duration::from_secs(10),
                 lease: Duration::from_secs(30),
                 auto_renew: true,
                 fencing: false,
@@ -88,6 +89,18 @@ impl ClientBuilder {
     /// The longest a call waits for a pooled connection, including connecting one (default 3 s).
     pub fn checkout_timeout(mut self, d: Duration) -> Self {
         self.cfg.checkout_timeout = d;
+        self
+    }
+    /// How long a release or an extend keeps trying while the server that holds the lock
+    /// cannot be reached, as during a Sentinel or Cluster failover (default 10 s; zero: no
+    /// longer than its first try). It tries again with back-off, asking the sentinels or the
+    /// cluster for the new master each time, and never past the lock's lease (after it the
+    /// key is gone anyway). A release that still has no answer when the bound runs out
+    /// returns its error and goes on trying on a thread of the library until the lease ends;
+    /// so does a lock dropped without [`release`](crate::Lock::release), without blocking the
+    /// thread that drops it. A release only ever deletes a key that holds its own token.
+    pub fn release_timeout(mut self, d: Duration) -> Self {
+        self.cfg.release_timeout = d;
         self
     }
     /// Default lease of a lock (default 30 s). With auto-renewal the key is extended every

@@ -259,9 +259,13 @@ impl Deref for AnyLock {
 }
 
 impl AnyLock {
-    /// Releases the grant, keeping the handle (which reports it released from then on).
+    /// Releases the grant, keeping the handle (which reports it released from then on). While
+    /// the server cannot be reached it tries again for up to the client's `release_timeout`;
+    /// without an answer by then the lock is still held by the handle, and freeing the handle
+    /// goes on with the release on a thread of the library.
     pub(crate) fn release(&self) -> Result<(), Error> {
-        self.held.state.release()
+        let s = &self.held.state;
+        s.release(s.backend.store.cfg().release_timeout)
     }
 
     /// Leaves an exclusive lock to its lease; the handle reports it detached from then on.

@@ -34,6 +34,9 @@ pub(crate) struct Config {
     pub read_timeout: Duration,
     pub write_timeout: Duration,
     pub checkout_timeout: Duration,
+    /// How long a release or an extend keeps trying while the server that holds the lock cannot
+    /// be reached (a failover), on top of its first try; never past the lock's lease.
+    pub release_timeout: Duration,
     pub lease: Duration,
     pub auto_renew: bool,
     pub fencing: bool,
@@ -70,6 +73,7 @@ impl Config {
             && self.read_timeout == other.read_timeout
             && self.write_timeout == other.write_timeout
             && self.checkout_timeout == other.checkout_timeout
+            && self.release_timeout == other.release_timeout
             && self.recheck_interval == other.recheck_interval
             && self.recheck_jitter == other.recheck_jitter
             && self.max_renewed_locks == other.max_renewed_locks
@@ -89,6 +93,7 @@ impl fmt::Debug for Config {
             .field("read_timeout", &self.read_timeout)
             .field("write_timeout", &self.write_timeout)
             .field("checkout_timeout", &self.checkout_timeout)
+            .field("release_timeout", &self.release_timeout)
             .field("lease", &self.lease)
             .field("auto_renew", &self.auto_renew)
             .field("fencing", &self.fencing)
@@ -186,6 +191,12 @@ impl Config {
         positive("write_timeout", cfg.write_timeout)?;
         positive("checkout_timeout", cfg.checkout_timeout)?;
         positive("recheck_interval", cfg.recheck_interval)?;
+        if cfg.release_timeout > MAX_LEASE {
+            return Err(Error::invalid_argument(format!(
+                "release_timeout must be at most 30 days, got {:?}",
+                cfg.release_timeout
+            )));
+        }
         check_lease(cfg.lease, cfg.auto_renew)?;
         if !(1..=MAX_POOL_SIZE).contains(&cfg.pool_size) {
             return Err(Error::invalid_argument(format!(

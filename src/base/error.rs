@@ -103,6 +103,12 @@ impl Error {
         )
     }
 
+    /// The same error with `note` added to its message (after a colon).
+    pub(crate) fn with_note(mut self, note: &str) -> Error {
+        self.message = format!("{}: {note}", self.message).into();
+        self
+    }
+
     pub(crate) fn not_held(name: &str, why: &str) -> Error {
         Error::new(
             ErrorKind::NotHeld,
@@ -235,6 +241,21 @@ impl Error {
     /// A connect, read, write or pool-checkout timeout (a [`ErrorKind::Connection`] error).
     pub fn is_timeout(&self) -> bool {
         self.timeout
+    }
+    /// Whether the call may succeed if repeated a little later, on the lock's server as the
+    /// deployment names it then: the server could not be reached or did not answer (it may have
+    /// died, its replica not promoted yet), or it answered that it cannot serve right now
+    /// (`LOADING` after a restart, `MASTERDOWN`, `READONLY` from a demoted master, a Cluster's
+    /// `CLUSTERDOWN` or `TRYAGAIN`). What a release, an extend and a queued waiter ride out.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self.kind {
+            ErrorKind::Connection => true,
+            ErrorKind::Redis => matches!(
+                self.redis_code(),
+                Some("LOADING" | "MASTERDOWN" | "READONLY" | "CLUSTERDOWN" | "TRYAGAIN")
+            ),
+            _ => false,
+        }
     }
     /// Redis replied with an error.
     pub fn is_redis_error(&self) -> bool {

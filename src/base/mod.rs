@@ -2,6 +2,7 @@
 //! its checks, errors, the keys of a lock, tokens, the connection pool, the Lua scripts,
 //! replica acknowledgement and the metrics every layer counts into.
 
+pub(crate) mod backoff;
 pub(crate) mod config;
 pub(crate) mod connection;
 pub(crate) mod error;

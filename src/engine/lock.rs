@@ -2,10 +2,12 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
+use crate::base::backoff::Backoff;
 use crate::base::config::check_lease;
 use crate::base::error::Error;
 use crate::base::grant::drift;
@@ -162,9 +164,11 @@ impl LockState {
     }
 
     /// Releases the lock; a second call reports [`Error::is_not_held`]. The handle's state
-    /// changes only with the server's answer: after a connection error or timeout the lock is
-    /// still held as far as this handle knows (and still renewed), so the call can be repeated.
-    pub(crate) fn release(&self) -> Result<(), Error> {
+    /// changes only with the server's answer: while the server cannot be reached (a failover)
+    /// the release is tried again for up to `patience` (see [`LockState::ride_out`]), and if
+    /// it still has no answer the lock is still held as far as this handle knows (and still
+    /// renewed), so the call can be repeated.
+    pub(crate) fn release(&self, patience: Duration) -> Result<(), Error> {
         self.check_process()?;
         {
             let mut st = self.held_status()?;
@@ -173,7 +177,10 @@ impl LockState {
             st.reservation = None;
             st.releasing = true;
         }
-        let released = match self.kind.release(&self.backend, &self.keys, &self.token) {
+        let released = self.ride_out(patience, || {
+            self.kind.release(&self.backend, &self.keys, &self.token)
+        });
+        let released = match released {
             Ok(released) => released,
             Err(e) => {
                 // Still ours as far as we know, and still renewed: take a place again if one is
@@ -215,6 +222,41 @@ impl LockState {
                 &self.keys.shown(),
                 LostReason::FoundByRelease.why(),
             ))
+        }
+    }
+
+    /// Runs `call` (a release or an extend of this lock) and, while it fails only because the
+    /// server that holds the lock cannot be reached or cannot serve yet ([`Error::is_transient`]:
+    /// a master died and its replica is being promoted), runs it again after a back-off pause,
+    /// for up to `patience` and never past the lease (after it the key is gone on any master).
+    /// Each try asks the deployment for the lock's server anew (the sentinels, the cluster's
+    /// slot table), so it lands on the new master once there is one. The scripts act only on a
+    /// key that holds our token, so a repeat can never touch another owner's lock.
+    fn ride_out<T>(
+        &self,
+        patience: Duration,
+        mut call: impl FnMut() -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        // `Duration::MAX`: no bound but the lease.
+        let bound = Instant::now().checked_add(patience);
+        let mut backoff = Backoff::new(self.token.as_str().as_bytes());
+        loop {
+            let e = match call() {
+                Err(e) if e.is_transient() => e,
+                done => return done,
+            };
+            let valid_until = self.status.lock().valid_until;
+            let until = bound.map_or(valid_until, |b| b.min(valid_until));
+            let pause = backoff.pause();
+            if Instant::now() + pause >= until {
+                return Err(e);
+            }
+            log::debug!(
+                "lock {}: its server cannot serve ({e}); trying again in {} ms",
+                self.keys.shown(),
+                pause.as_millis()
+            );
+            thread::sleep(pause);
         }
     }
 
@@ -342,8 +384,12 @@ impl Held {
         check_lease(lease, s.auto_renew)?;
         s.check_process()?;
         drop(s.held_status()?);
-        let sent = Instant::now();
-        let extended = s.kind.extend(&s.backend, &s.keys, &s.token, lease)?;
+        let patience = s.backend.store.cfg().release_timeout;
+        let mut sent = Instant::now();
+        let extended = s.ride_out(patience, || {
+            sent = Instant::now();
+            s.kind.extend(&s.backend, &s.keys, &s.token, lease)
+        })?;
         let mut st = s.status.lock();
         if extended {
             if st.phase != Phase::Held {
@@ -376,14 +422,23 @@ impl Held {
     /// waiter); [`Error::is_not_held`] means it had already expired, been lost or taken over,
     /// so the protected work may have overlapped with another holder's.
     ///
-    /// When the call fails for want of an answer (connection error, timeout), the lock may or
-    /// may not have been released; it is then no longer renewed, so it ends with its lease at
-    /// the latest.
+    /// While the server cannot be reached (a failover) the release is tried again for up to
+    /// the client's `release_timeout`. When it still has no answer then, the error is
+    /// returned and the release goes on on a thread of the library until it is answered or
+    /// the lease has run out, so the name is free again soon after the failover, not only at
+    /// the end of the lease.
     pub(crate) fn release(self) -> Result<(), Error> {
-        let result = self.state.release();
-        if result.is_err() && self.state.check_process().is_ok() {
-            // This handle is gone with the call: leave the key to its lease rather than retry.
-            let _ = self.state.detach();
+        let patience = self.state.backend.store.cfg().release_timeout;
+        let result = self.state.release(patience);
+        match &result {
+            Err(e) if e.is_transient() && self.state.check_process().is_ok() => {
+                release_later(self);
+            }
+            // This handle is gone with the call: leave the key to its lease.
+            Err(_) if self.state.check_process().is_ok() => {
+                let _ = self.state.detach();
+            }
+            _ => {}
         }
         result
     }
@@ -424,12 +479,57 @@ impl Held {
 }
 
 impl Drop for Held {
+    /// Releases a lock still held: one try on this thread; if the server cannot be reached (a
+    /// failover), the release goes on on a thread of the library ([`release_later`]), so the
+    /// thread that drops the lock (a PHP request's end, a scope's) is not held up.
     fn drop(&mut self) {
         let s = &self.state;
         let held = s.status.lock().phase == Phase::Held;
-        if held && s.check_process().is_ok() {
-            let _ = s.release();
+        if !held || s.check_process().is_err() {
+            return;
         }
+        if let Err(e) = s.release(Duration::ZERO)
+            && e.is_transient()
+        {
+            release_later(Held {
+                state: s.clone(),
+                _owner: self._owner.clone(),
+            });
+        }
+    }
+}
+
+/// Goes on with the release of `held`, which found no server to answer it, on a thread of its
+/// own (`redislock-release`): tried again with back-off until it is answered or the lease has
+/// run out (then the key is gone anyway and the handle is left detached). The thread keeps the
+/// client's connections alive until then, and ends with it. If no thread can be started, the
+/// lock is left to its lease, as before a release at all.
+fn release_later(held: Held) {
+    let state = held.state.clone();
+    let started = thread::Builder::new()
+        .name("redislock-release".to_owned())
+        .spawn(move || {
+            let s = &held.state;
+            let result = s.release(Duration::MAX);
+            match result {
+                Ok(()) => log::info!("lock {} released once its server answered", s.keys.shown()),
+                Err(e) if !e.is_not_held() => {
+                    log::warn!(
+                        "release of lock {} not confirmed: it ends with its lease ({e})",
+                        s.keys.shown()
+                    );
+                    let _ = s.detach();
+                }
+                Err(_) => {}
+            }
+            drop(held);
+        });
+    if let Err(e) = started {
+        log::warn!(
+            "release of lock {} left to its lease: no thread to retry it ({e})",
+            state.keys.shown()
+        );
+        let _ = state.detach();
     }
 }
 

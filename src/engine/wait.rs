@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::base::backoff::Jitter;
 use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
@@ -195,49 +196,5 @@ fn sleep_unless_cancelled(d: Duration, cancel: Option<&Cancel>) {
             return;
         }
         thread::sleep((until - now).min(CANCEL_LOOK));
-    }
-}
-
-/// A small xorshift generator for re-check jitter, seeded from the waiter's own signal list
-/// (whose name holds the waiter's random id).
-pub(crate) struct Jitter(u64);
-
-impl Jitter {
-    pub(crate) fn new(seed: &[u8]) -> Jitter {
-        // FNV-1a of the seed.
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for &b in seed {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        Jitter(h | 1)
-    }
-
-    /// `d` less a random fraction (up to `fraction`) of it.
-    pub(crate) fn shorten(&mut self, d: Duration, fraction: f64) -> Duration {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        let u = (self.0 >> 11) as f64 / (1u64 << 53) as f64;
-        d.mul_f64(1.0 - fraction * u)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_in_range() {
-        let mut j = Jitter::new(b"{lock}:w:0123456789abcdef");
-        let d = Duration::from_millis(1000);
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..1000 {
-            let s = j.shorten(d, 0.2);
-            assert!(s <= d && s >= Duration::from_millis(800), "{s:?}");
-            seen.insert(s.as_millis());
-        }
-        assert!(seen.len() > 50, "jitter should spread: {}", seen.len());
-        assert_eq!(j.shorten(d, 0.0), d);
     }
 }

@@ -178,6 +178,22 @@ pub extern "C" fn redislock_config_set_checkout_timeout_ms(
     }
 }
 
+/// How long a release or an extend keeps trying while the server that holds the lock cannot
+/// be reached (a Sentinel or Cluster failover), in milliseconds (default 10000; 0 to 30 days;
+/// 0: no longer than its first try). Never past the lock's lease. A release still without an
+/// answer at the bound returns its error and goes on trying on a thread of the library until
+/// the lease ends; so does `redislock_lock_free` of a held lock, without blocking.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_config_set_release_timeout_ms(
+    config: *mut redislock_config,
+    ms: u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        update(try_mut!(config), |b| b.release_timeout(Duration::from_millis(ms)));
+        REDISLOCK_OK
+    }
+}
+
 /// Default lease of a lock in milliseconds (default 30000; 1 ms to 30 days, at least 100 ms
 /// with auto-renewal). With auto-renewal the key is extended every lease/3 while held; without
 /// it the lock simply expires after the lease.

@@ -576,6 +576,12 @@ impl LockStore for Cluster {
         }
     }
 
+    fn server_unreachable(&self, _keys: &LockKeys, node: &NodeRef<'_>) {
+        if let NodeRef::Shared(node) = node {
+            let _ = self.refresh(Instant::now(), None, Some(node));
+        }
+    }
+
     /// A script runs on one master: the names of a set must share one hash slot.
     fn check(&self, what: Check<'_>) -> Result<(), Error> {
         let Check::OneServer { keys, shown } = what else {

@@ -238,6 +238,12 @@ pub(crate) trait LockStore: Send + Sync {
         false
     }
 
+    /// For a waiter that found the server of `keys`' lock unreachable (`node`): a store that
+    /// can look for the lock's new server does so now (a cluster reads its slot table again),
+    /// so that the waiter's next round, through [`waiter_node`](Self::waiter_node), goes
+    /// there. (A Sentinel group's pools ask the sentinels on their next connect.)
+    fn server_unreachable(&self, _keys: &LockKeys, _node: &NodeRef<'_>) {}
+
     /// Whether this store can do `what` (before anything is sent).
     fn check(&self, _what: Check<'_>) -> Result<(), Error> {
         Ok(())

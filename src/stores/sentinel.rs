@@ -13,15 +13,23 @@
 //!
 //! When the answer names another master, the generation moves on and the pools close their
 //! idle connections to the old one.
+//!
+//! The sentinels are asked over connections kept from one question to the next (one per
+//! sentinel per backend, with the same timeouts as any other), and the questions are paced:
+//! one at a time, and none within [`MIN_ASK_INTERVAL`] of the last. During a failover every
+//! failing call wants a new answer, and without this each would open a connection of its own
+//! (thousands per second from a busy process, left in TIME-WAIT).
 
 use std::io;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use redis::IntoConnectionInfo;
+
 use super::connect_node;
 use crate::base::config::{Config, SentinelSpec};
-use crate::base::connection::Connection;
+use crate::base::connection::{Connection, Endpoint};
 use crate::base::error::Error;
 use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
 
@@ -30,6 +38,9 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(1);
 /// The longest a sentinel may take to answer (it answers from memory); a paused sentinel must
 /// not stall a checkout for a whole read timeout.
 const SENTINEL_TIMEOUT: Duration = Duration::from_millis(500);
+/// Questions to the sentinels come no closer together than this: the callers in between get
+/// the last answer.
+pub(crate) const MIN_ASK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A Sentinel group's master.
 pub(crate) struct Sentinel {
@@ -39,6 +50,17 @@ pub(crate) struct Sentinel {
     cfg: Config,
     connect_timeout: Duration,
     master: Mutex<Master>,
+    /// Held while the sentinels are asked, so that callers that want an answer at the same time
+    /// wait for one question instead of each asking their own.
+    asking: Mutex<Asking>,
+}
+
+/// The sentinels' connections and the last question.
+struct Asking {
+    /// One per sentinel, in the URL's order: how to reach it, and the connection kept to it.
+    sentinels: Vec<(Endpoint, Option<Connection>)>,
+    /// When the last question ended, and why it found no master, if it did not.
+    last: Option<(Instant, Option<String>)>,
 }
 
 #[derive(Default)]
@@ -55,12 +77,27 @@ impl Sentinel {
         info: &redis::ConnectionInfo,
         spec: SentinelSpec,
     ) -> Result<Sentinel, Error> {
+        let mut sentinels = Vec::with_capacity(spec.sentinels.len());
+        for (host, port) in &spec.sentinels {
+            let info = redis::ConnectionAddr::Tcp(host.clone(), *port)
+                .into_connection_info()
+                .map_err(|e| Error::from_redis(&cfg.server, &e))?;
+            let settings = info.redis_settings().clone().set_skip_set_lib_name();
+            let info = info
+                .set_redis_settings(settings)
+                .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+            sentinels.push((Endpoint::new(info, None), None));
+        }
         Ok(Sentinel {
             spec,
             template: info.clone(),
             cfg: cfg.clone(),
             connect_timeout: cfg.connect_timeout,
             master: Mutex::new(Master::default()),
+            asking: Mutex::new(Asking {
+                sentinels,
+                last: None,
+            }),
         })
     }
 
@@ -113,56 +150,84 @@ impl Sentinel {
         demoted
     }
 
-    /// Asks the sentinels for the master, in order, until one answers; keeps the answer.
+    /// Asks the sentinels for the master, in order, until one answers; keeps the answer. Within
+    /// [`MIN_ASK_INTERVAL`] of the last question, or while another caller asks, the answer (or
+    /// failure) that question gives is taken instead.
     fn resolve(&self, deadline: Instant) -> redis::RedisResult<(String, u16)> {
+        let mut asking = self.asking.lock();
+        if let Some((at, failure)) = &asking.last
+            && at.elapsed() < MIN_ASK_INTERVAL
+        {
+            let known = self.master.lock().addr.clone();
+            return match (known, failure) {
+                (Some(addr), None) => Ok(addr),
+                (_, failure) => Err(not_found(
+                    &self.spec,
+                    failure.as_deref().unwrap_or("it was forgotten since"),
+                )),
+            };
+        }
         let mut errors = Vec::new();
-        for (host, port) in &self.spec.sentinels {
+        let mut found = None;
+        for (i, (host, port)) in self.spec.sentinels.iter().enumerate() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                errors.push("out of time".to_owned());
                 break;
             }
-            match self.ask(host, *port, left) {
+            match self.ask(&mut asking.sentinels[i], left) {
                 Ok(Some(addr)) => {
-                    let mut m = self.master.lock();
-                    if m.addr.as_ref() != Some(&addr) {
-                        if m.addr.is_some() {
-                            self.cfg.metrics.sentinel_switches.inc();
-                            log::info!(
-                                "Sentinel master {} is now at {}:{}",
-                                self.spec.master_name,
-                                addr.0,
-                                addr.1
-                            );
-                        }
-                        m.addr = Some(addr.clone());
-                        m.generation += 1;
-                    }
-                    m.checked = Some(Instant::now());
-                    return Ok(addr);
+                    found = Some(addr);
+                    break;
                 }
                 Ok(None) => errors.push(format!("{host}:{port} does not know it")),
                 Err(e) => errors.push(format!("{host}:{port}: {e}")),
             }
         }
-        Err(not_found(&self.spec, &errors.join("; ")))
+        let Some(addr) = found else {
+            let failure = errors.join("; ");
+            asking.last = Some((Instant::now(), Some(failure.clone())));
+            return Err(not_found(&self.spec, &failure));
+        };
+        asking.last = Some((Instant::now(), None));
+        drop(asking);
+        let mut m = self.master.lock();
+        if m.addr.as_ref() != Some(&addr) {
+            if m.addr.is_some() {
+                self.cfg.metrics.sentinel_switches.inc();
+                log::info!(
+                    "Sentinel master {} is now at {}:{}",
+                    self.spec.master_name,
+                    addr.0,
+                    addr.1
+                );
+            }
+            m.addr = Some(addr.clone());
+            m.generation += 1;
+        }
+        m.checked = Some(Instant::now());
+        Ok(addr)
     }
 
-    /// One sentinel's answer.
+    /// One sentinel's answer, on the connection kept to it (opened first if there is none; a
+    /// connection that failed is dropped).
     fn ask(
         &self,
-        host: &str,
-        port: u16,
+        (endpoint, kept): &mut (Endpoint, Option<Connection>),
         timeout: Duration,
     ) -> redis::RedisResult<Option<(String, u16)>> {
-        let client = redis::Client::open(redis::ConnectionAddr::Tcp(host.to_owned(), port))?;
         let timeout = timeout.min(SENTINEL_TIMEOUT).max(Duration::from_millis(1));
-        let mut con = client.get_connection_with_timeout(timeout)?;
+        let mut con = match kept.take() {
+            Some(con) => con,
+            None => endpoint.connect(timeout)?,
+        };
         con.set_read_timeout(Some(timeout))?;
         con.set_write_timeout(Some(timeout))?;
         let addr: Option<(String, String)> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.spec.master_name)
             .query(&mut con)?;
+        *kept = Some(con);
         Ok(addr.and_then(|(h, p)| Some((h, p.parse().ok()?))))
     }
 

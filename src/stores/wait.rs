@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use redis::RedisResult;
 
+use crate::base::backoff::Backoff;
 use crate::base::connection::Connection;
-
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
@@ -28,8 +28,6 @@ use crate::stores::{LockStore, NodeRef};
 /// How much longer than its next re-check a queue entry lives: enough for a live waiter to come
 /// back, short enough that a dead waiter is skipped soon.
 pub(crate) const ENTRY_GRACE: Duration = Duration::from_millis(500);
-/// How often one wait replaces a connection the server dropped before it gives up.
-const MAX_RECONNECTS: u32 = 3;
 /// How far past the wait bound a waiter keeps reading before it gives up on the server (the
 /// kernel rounds socket timeouts up to its next tick, a few ms more).
 pub(crate) const DEADLINE_SLACK: Duration = Duration::from_millis(1);
@@ -176,8 +174,13 @@ pub(crate) struct QueueSession<'a> {
     /// waiters' pool, given back when the session ends or moves on).
     node: Option<NodeRef<'a>>,
     conn: Option<Conn>,
-    /// Connections replaced after the server dropped them.
-    reconnects: u32,
+    /// Whether a round has reached the server: from then on the waiter may be queued there,
+    /// and it rides out the server's failure (a failover) instead of giving up.
+    reached: bool,
+    /// Since when the rounds have found no server to answer them (None: the last one answered).
+    unreachable_since: Option<Instant>,
+    /// The pauses between rounds that find no server.
+    backoff: Backoff,
 }
 
 impl<'a> QueueSession<'a> {
@@ -192,11 +195,15 @@ impl<'a> QueueSession<'a> {
             lease,
             node: None,
             conn: None,
-            reconnects: 0,
+            reached: false,
+            unreachable_since: None,
+            backoff: Backoff::new(q.signals()[0].as_slice()),
         }
     }
 
-    /// The round's step and block on `c`; `Err` is the connection's failure.
+    /// The round's step and block on `c`; `Err` is the connection's failure. `reached` is set
+    /// once the step was answered.
+    #[allow(clippy::too_many_arguments)]
     fn on_conn(
         c: &mut Connection,
         q: &dyn Queue,
@@ -205,11 +212,14 @@ impl<'a> QueueSession<'a> {
         entry_ttl: Duration,
         planned: Duration,
         timeout: Duration,
+        reached: &mut bool,
     ) -> redis::RedisResult<Round> {
         // One read timeout serves the whole round (one setsockopt, not two around every BLPOP).
         c.set_read_timeout(Some(timeout))?;
         let sent = Instant::now();
-        let pttl = match q.step(c, mode, entry_ttl)?.into_grant(lease, sent) {
+        let step = q.step(c, mode, entry_ttl)?;
+        *reached = true;
+        let pttl = match step.into_grant(lease, sent) {
             Ok(grant) => return Ok(Round::Granted(grant)),
             Err(pttl) => pttl,
         };
@@ -236,6 +246,34 @@ impl QueueSession<'_> {
             node.wait.put_back(conn);
         }
     }
+
+    /// A round that found no server to answer it (`e`: it died, was paused, or cannot serve
+    /// yet). A waiter that has reached the server before rides it out: it pauses (a back-off,
+    /// within the wait bound) and comes back through the store, which finds the lock's server
+    /// anew (a Sentinel group's new master, a cluster's slot table read again), where its queue
+    /// entry keeps its place if it reached that server. The first failure after an answer is
+    /// retried at once (a connection the server closed: a restart, CLIENT KILL). Else the
+    /// wait ends with `e`.
+    fn unreachable(&mut self, e: Error, retry_at_once: bool) -> Result<Round, Error> {
+        if !self.reached || !e.is_transient() {
+            return Err(e);
+        }
+        if let Some(node) = self.node.take() {
+            self.store.server_unreachable(self.q.keys(), &node);
+        }
+        let first = self.unreachable_since.is_none();
+        self.unreachable_since.get_or_insert_with(Instant::now);
+        if retry_at_once && first {
+            return Ok(Round::Interrupted);
+        }
+        let pause = self.backoff.pause();
+        log::debug!(
+            "waiter for {}: its server cannot serve ({e}); back in {} ms",
+            self.q.keys().shown(),
+            pause.as_millis()
+        );
+        Ok(Round::Unreachable(pause))
+    }
 }
 
 impl Drop for QueueSession<'_> {
@@ -256,11 +294,12 @@ impl Session for QueueSession<'_> {
         if self.conn.is_none() {
             // A connection of the pool only waiters use, so that blocked waiters never starve
             // releases and renewals of connections.
-            match node.wait.get(Some(left)) {
-                Ok(c) => self.conn = Some(c.into_inner()),
+            let got = node.wait.get(Some(left)).map(|c| c.into_inner());
+            match got {
+                Ok(c) => self.conn = Some(c),
                 // Every waiter connection is in use: wait for one until the deadline.
                 Err(_) if node.wait.exhausted() => return Ok(Round::Interrupted),
-                Err(e) => return Err(e),
+                Err(e) => return self.unreachable(e, false),
             }
         }
         let c = self.conn.as_mut().expect("set above");
@@ -285,8 +324,14 @@ impl Session for QueueSession<'_> {
             entry_ttl,
             planned,
             planned + slack,
+            &mut self.reached,
         ) {
-            Ok(round) => return Ok(round),
+            Ok(round) => {
+                if self.unreachable_since.take().is_some() {
+                    self.backoff = Backoff::new(self.q.signals()[0].as_slice());
+                }
+                return Ok(round);
+            }
             Err(e) => e,
         };
         mark_broken(c);
@@ -298,6 +343,7 @@ impl Session for QueueSession<'_> {
         }
         let follows = store.waiter_follows(keys, node, &e, rest);
         let server = node.wait.server().to_owned();
+        let retryable = node.wait.retryable(&e);
         self.put_back();
         if follows {
             log::info!(
@@ -307,18 +353,19 @@ impl Session for QueueSession<'_> {
             self.node = None;
             return Ok(Round::Interrupted);
         }
-        // A killed connection (CLIENT KILL, server restart) or a signal's EINTR: a new
-        // connection; the queue entry is still there, so the place in line is kept. Signals may
-        // come often and end nothing; dropped connections are counted.
-        let node = self.node.as_ref().expect("kept");
-        if node.wait.retryable(&e)
-            && (!e.is_connection_dropped() || self.reconnects < MAX_RECONNECTS)
-        {
-            log::info!("waiter for {} reconnects to {server}: {e}", keys.shown());
-            self.reconnects += u32::from(e.is_connection_dropped());
+        // A signal's EINTR: the queue entry is still there, so the place in line is kept.
+        // Signals may come often and end nothing.
+        if retryable && !e.is_connection_dropped() {
             return Ok(Round::Interrupted);
         }
-        Err(Error::from_redis(&server, &e))
+        // A dropped connection (CLIENT KILL, a restart, a master that died) or no answer (a
+        // paused master): ridden out, see `unreachable`.
+        let e = if retryable {
+            Error::connection(&server, &e, false)
+        } else {
+            Error::from_redis(&server, &e)
+        };
+        self.unreachable(e, retryable)
     }
 
     fn leave(&mut self, _woken: bool) -> Result<Option<Grant>, Error> {
@@ -326,5 +373,17 @@ impl Session for QueueSession<'_> {
         let sent = Instant::now();
         let left = self.store.run(self.q.keys(), |c, _| self.q.leave(c))?;
         Ok(left.into_grant(self.lease, sent).ok())
+    }
+
+    fn timed_out(&self, shown: &str, waited: Duration) -> Error {
+        let e = Error::wait_timeout(shown, waited);
+        match self.unreachable_since {
+            Some(since) => e.with_note(&format!(
+                "its server could not be reached for the last {} ms (a failover may have been \
+                 under way)",
+                since.elapsed().as_millis()
+            )),
+            None => e,
+        }
     }
 }

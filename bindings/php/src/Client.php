@@ -46,6 +46,7 @@ final class Client
         'read_timeout_ms' => ['redislock_config_set_read_timeout_ms', 'u64'],
         'write_timeout_ms' => ['redislock_config_set_write_timeout_ms', 'u64'],
         'checkout_timeout_ms' => ['redislock_config_set_checkout_timeout_ms', 'u64'],
+        'release_timeout_ms' => ['redislock_config_set_release_timeout_ms', 'u64'],
         'lease_ms' => ['redislock_config_set_lease_ms', 'u64'],
         'auto_renew' => ['redislock_config_set_auto_renew', 'bool'],
         'fencing' => ['redislock_config_set_fencing', 'bool'],
@@ -127,6 +128,7 @@ final class Client
      * | read_timeout_ms     | int    | 2000            |
      * | write_timeout_ms    | int    | 2000            |
      * | checkout_timeout_ms | int    | 3000            |
+     * | release_timeout_ms  | int    | 10000           |
      * | lease_ms            | int    | 30000           |
      * | auto_renew          | bool   | true            |
      * | fencing             | bool   | false           |

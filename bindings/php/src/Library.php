@@ -438,6 +438,7 @@ final class Library
         'read_timeout_ms' => 'read_timeout must be between 1 ms and 30 days',
         'write_timeout_ms' => 'write_timeout must be between 1 ms and 30 days',
         'checkout_timeout_ms' => 'checkout_timeout must be between 1 ms and 30 days',
+        'release_timeout_ms' => 'release_timeout must be at most 30 days',
         'recheck_interval_ms' => 'recheck_interval must be between 1 ms and 30 days',
         'max_renewed_locks' => 'max_renewed_locks must be between 0 and 1000000',
     ];

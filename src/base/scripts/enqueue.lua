@@ -21,5 +21,5 @@ if not cur then
   if ARGV[6] == '1' then leave_queue(KEYS[3], ARGV[4], KEYS[4], KEYS[5]) end
   return {1, f, tonumber(ARGV[2])}
 end
-join_queue(KEYS[3], KEYS[4], ARGV[4], tonumber(ARGV[5]))
+join_queue(KEYS[3], KEYS[4], ARGV[4], tonumber(ARGV[5]), ARGV[6] == '1')
 return {0, 0, redis.call('PTTL', KEYS[1])}

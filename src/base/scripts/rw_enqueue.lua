@@ -34,5 +34,5 @@ if not queued and redis.call('LLEN', Q) == 0 then
   end
 end
 if mode == 'try' then return {0, 0, next_ms()} end
-join_queue(Q, alive, entry, tonumber(ARGV[6]))
+join_queue(Q, alive, entry, tonumber(ARGV[6]), mode == 'again')
 return {0, 0, next_ms()}

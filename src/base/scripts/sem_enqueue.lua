@@ -38,5 +38,5 @@ if not queued and redis.call('LLEN', Q) == 0 and used + k <= n then
 end
 sync()
 if mode == 'try' then return {0, 0, next_ms()} end
-join_queue(Q, alive, entry, tonumber(ARGV[6]))
+join_queue(Q, alive, entry, tonumber(ARGV[6]), mode == 'again')
 return {0, 0, next_ms()}

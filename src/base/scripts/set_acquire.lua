@@ -52,5 +52,5 @@ if mode == 'leave' then
   if busy then leave_queue(key(busy, 3), entry, key(busy, 4), key(busy, 5)) end
   return {0, 0}
 end
-join_queue(key(busy, 3), key(busy, 4), entry, tonumber(ARGV[6]))
+join_queue(key(busy, 3), key(busy, 4), entry, tonumber(ARGV[6]), mode == 'again')
 return {0, redis.call('PTTL', key(busy, 1))}

@@ -5,14 +5,21 @@
 -- only ever extended, to at least that of every liveness key.
 
 -- Queues `entry` at the back (a first call, or a re-check that finds its entry used up), or
--- keeps its place (a re-check): either way the waiter is alive for `ttl` ms more.
-local function join_queue(queue, alive, entry, ttl)
+-- keeps its place (a re-check): either way the waiter is alive for `ttl` ms more. A re-check
+-- (`again`) whose liveness key ran out while it could not reach the server (a failover: the
+-- entry reached the new master, its liveness key expired there before the waiter came back)
+-- keeps its place too while its entry is still queued: no release has skipped it meanwhile.
+-- The queue itself outlives its last liveness key by 10 s, so that it survives such a wait.
+local function join_queue(queue, alive, entry, ttl, again)
   if redis.call('SET', alive, '1', 'PX', ttl, 'NX') then
-    redis.call('RPUSH', queue, entry)
+    if not (again and redis.call('LPOS', queue, entry)) then
+      redis.call('RPUSH', queue, entry)
+    end
   else
     redis.call('PEXPIRE', alive, ttl)
   end
-  if redis.call('PTTL', queue) < ttl then redis.call('PEXPIRE', queue, 2 * ttl) end
+  local keep = ttl + 10000
+  if redis.call('PTTL', queue) < keep then redis.call('PEXPIRE', queue, 2 * keep) end
 end
 
 -- Removes the waiter's entry, liveness key and signal list (it has the lock, or gave up).
