@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{Client, MAX_WAIT};
+use redislock::{
+    Client, Error, Lock, MAX_WAIT, MultiLock, Permits, RedissonLock, WriteLock,
+};
 use support::{Cluster, RedisServer, SentinelGroup, eventually, unique_name};
 
 /// How soon after the promotion a name freed by a release in flight must be granted again: the
@@ -107,10 +109,10 @@ fn kill_master(d: &dyn Deployment, name: &str) -> u16 {
 }
 
 /// Tries `name` every 20 ms from `c` until granted (then releases it); when it was granted.
-fn first_grant(c: &Client, name: &str, limit: Duration) -> Option<Instant> {
+fn first_grant_of(c: &Client, take: Take, name: &str, limit: Duration) -> Option<Instant> {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
-        if let Ok(lock) = c.try_acquire(name) {
+        if let Ok(lock) = take(c, name) {
             let at = Instant::now();
             let _ = lock.release();
             return Some(at);
@@ -120,12 +122,56 @@ fn first_grant(c: &Client, name: &str, limit: Duration) -> Option<Instant> {
     None
 }
 
+/// A held grant of some kind, released or dropped as a whole.
+trait Grant: Send {
+    fn release(self: Box<Self>) -> Result<(), Error>;
+}
+
+macro_rules! grants {
+    ($($t:ty),*) => {$(
+        impl Grant for $t {
+            fn release(self: Box<Self>) -> Result<(), Error> {
+                (*self).release()
+            }
+        }
+    )*};
+}
+grants!(Lock, WriteLock, Permits, MultiLock, RedissonLock);
+
+/// How a kind takes the grant of `name` (one attempt).
+type Take = fn(&Client, &str) -> Result<Box<dyn Grant>, Error>;
+
+fn exclusive(c: &Client, name: &str) -> Result<Box<dyn Grant>, Error> {
+    Ok(Box::new(c.try_acquire(name)?))
+}
+
+fn write_lock(c: &Client, name: &str) -> Result<Box<dyn Grant>, Error> {
+    Ok(Box::new(c.rw_lock(name).try_write()?))
+}
+
+fn permit(c: &Client, name: &str) -> Result<Box<dyn Grant>, Error> {
+    Ok(Box::new(c.semaphore(name, 1).try_acquire(1)?))
+}
+
+fn set_of_two(c: &Client, name: &str) -> Result<Box<dyn Grant>, Error> {
+    let names = [name.to_owned(), format!("{{{name}}}:second")];
+    Ok(Box::new(c.lock_all(&names).try_acquire()?))
+}
+
+fn redisson(c: &Client, name: &str) -> Result<Box<dyn Grant>, Error> {
+    Ok(Box::new(c.redisson_lock(name).try_acquire()?))
+}
+
 /// A holder whose release (or drop) comes 0.3 s after the kill, before the promotion: the
 /// name is granted again within [`FREED_WITHIN`] of the promotion (lease 30 s).
 fn release_in_the_failover_window(d: &dyn Deployment, drop_it: bool) {
+    release_of_a_kind_in_the_failover_window(d, exclusive, drop_it);
+}
+
+fn release_of_a_kind_in_the_failover_window(d: &dyn Deployment, take: Take, drop_it: bool) {
     let c = client(d);
     let name = unique_name(if drop_it { "dropped" } else { "released" });
-    let lock = c.try_acquire(&name).unwrap();
+    let lock = take(&c, &name).unwrap();
     let old = kill_master(d, &name);
     thread::sleep(Duration::from_millis(300));
     let releaser = thread::spawn(move || {
@@ -140,7 +186,7 @@ fn release_in_the_failover_window(d: &dyn Deployment, drop_it: bool) {
     });
     let promoted = d.promoted(&name, old);
     let other = client(d);
-    let granted = first_grant(&other, &name, Duration::from_secs(15))
+    let granted = first_grant_of(&other, take, &name, Duration::from_secs(15))
         .expect("the name was not granted again within 15 s of the promotion");
     let after = granted.saturating_duration_since(promoted);
     let (result, took) = releaser.join().unwrap();
@@ -171,6 +217,26 @@ fn sentinel_a_lock_dropped_in_the_failover_window_is_released_by_the_library() {
 #[test]
 fn cluster_a_release_in_the_failover_window_frees_the_name_soon_after_the_promotion() {
     release_in_the_failover_window(&Cluster::start(), false);
+}
+
+#[test]
+fn sentinel_a_write_lock_released_in_the_failover_window_is_freed() {
+    release_of_a_kind_in_the_failover_window(&SentinelGroup::start(), write_lock, false);
+}
+
+#[test]
+fn sentinel_a_permit_released_in_the_failover_window_is_freed() {
+    release_of_a_kind_in_the_failover_window(&SentinelGroup::start(), permit, false);
+}
+
+#[test]
+fn sentinel_a_set_released_in_the_failover_window_is_freed() {
+    release_of_a_kind_in_the_failover_window(&SentinelGroup::start(), set_of_two, false);
+}
+
+#[test]
+fn cluster_a_redisson_lock_released_in_the_failover_window_is_freed() {
+    release_of_a_kind_in_the_failover_window(&Cluster::start(), redisson, false);
 }
 
 /// A holder and waiters queued before the kill (one without a bound, one with 10 s, and for

@@ -170,8 +170,9 @@ pub(crate) enum Holding {
     /// first name's, for messages).
     Set(Box<[LockKeys]>),
     /// Redisson's RLock: the hash at the lock key has the token as a field (`redisson.rs`);
-    /// a release that keeps a hold resets the lease to `lease_ms`.
-    Redisson { lease_ms: u64 },
+    /// a release that keeps a hold resets the lease to `lease_ms`; `latch` is the id of the
+    /// hold's unlock latch.
+    Redisson { lease_ms: u64, latch: Box<str> },
 }
 
 impl Holding {
@@ -201,7 +202,9 @@ impl Holding {
             Holding::Write => rwlock::release(b, keys, token, true),
             Holding::Permits(k) => semaphore::release(b, keys, token, *k),
             Holding::Set(names) => multi::release(b, names, token),
-            Holding::Redisson { lease_ms } => redisson::release(b, keys, token, *lease_ms),
+            Holding::Redisson { lease_ms, latch } => {
+                redisson::release(b, keys, token, *lease_ms, latch)
+            }
         }
     }
 

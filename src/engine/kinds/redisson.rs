@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use redis::RedisResult;
 
 use super::{Holding, Kind, Waiter, other_kind};
+use crate::base::backoff::Backoff;
 use crate::base::config::Deployment;
 use crate::base::connection::Connection;
 use crate::base::error::Error;
@@ -66,6 +67,7 @@ pub(crate) fn acquire(
         keys,
         token: &token,
         lease: opts.lease,
+        latch: random_hex::<16>(b.pid)?.into(),
     };
     acquire::acquire(owner, &kind, opts, wait, cancel).map(|(held, _)| held)
 }
@@ -136,6 +138,8 @@ struct Redisson<'a> {
     keys: &'a LockKeys,
     token: &'a Token,
     lease: Duration,
+    /// The id of this hold's unlock latch (see [`release`]).
+    latch: Box<str>,
 }
 
 impl Kind for Redisson<'_> {
@@ -185,6 +189,7 @@ impl Kind for Redisson<'_> {
     fn holding(&self) -> Holding {
         Holding::Redisson {
             lease_ms: self.lease.as_millis() as u64,
+            latch: self.latch.clone(),
         }
     }
 
@@ -212,6 +217,7 @@ impl Redisson<'_> {
         let channel = channel(self.keys);
         let left = || deadline.saturating_duration_since(Instant::now());
         let mut sub: Option<Subscription<'_>> = None;
+        let mut backoff = Backoff::new(self.latch.as_bytes());
         loop {
             if cancel.is_some_and(Cancel::is_cancelled) {
                 return Err(Error::cancelled(&shown));
@@ -224,10 +230,23 @@ impl Redisson<'_> {
                 }
             }
             let mut sent = Instant::now();
-            let step = store.run(self.keys, |c, n| {
+            let step = match store.run(self.keys, |c, n| {
                 sent = Instant::now();
                 self.try_once(c, n > 0, store)
-            })?;
+            }) {
+                Ok(step) => step,
+                // Its server died or cannot serve yet (a failover): ridden out within the
+                // bound, back to the lock's server as the store finds it then.
+                Err(e) if e.is_transient() && !left().is_zero() => {
+                    let pause = backoff.pause().min(left());
+                    log::debug!("{shown}: its server cannot serve ({e}); back in {pause:?}");
+                    std::thread::sleep(pause);
+                    sub = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            backoff = Backoff::new(self.latch.as_bytes());
             let pttl = match step.into_grant(self.lease, sent) {
                 Ok(grant) => return Ok(grant),
                 Err(pttl) => pttl,
@@ -266,18 +285,20 @@ impl Redisson<'_> {
 }
 
 /// Takes one hold of the lock off (REDISSON_UNLOCK, then the latch deleted, as Redisson does).
-/// Returns whether the owner held it.
+/// Returns whether the owner held it. `latch_id` is the hold's own: a release repeated after an
+/// unanswered one (a failover) finds the latch the first left and takes no second hold off.
 pub(crate) fn release(
     b: &Backend,
     keys: &LockKeys,
     token: &Token,
     lease_ms: u64,
+    latch_id: &str,
 ) -> Result<bool, Error> {
     let store = &*b.store;
     let cfg = store.cfg();
     let mut latch = prefixed("redisson_unlock_latch", keys.lock());
     latch.push(b':');
-    latch.extend_from_slice(random_hex::<16>(b.pid)?.as_bytes());
+    latch.extend_from_slice(latch_id.as_bytes());
     // As long as the release may be repeated after dropped connections (Redisson: its timeout
     // and retry delay times its retry attempts).
     let latch_ms = (3 * (cfg.connect_timeout + cfg.read_timeout + cfg.write_timeout))
