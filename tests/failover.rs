@@ -11,9 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{
-    Client, Error, Lock, MAX_WAIT, MultiLock, Permits, RedissonLock, WriteLock,
-};
+use redislock::{Client, Error, Lock, MAX_WAIT, MultiLock, Permits, RedissonLock, WriteLock};
 use support::{Cluster, RedisServer, SentinelGroup, eventually, unique_name};
 
 /// How soon after the promotion a name freed by a release in flight must be granted again: the
@@ -65,7 +63,8 @@ impl Deployment for Cluster {
     }
     fn promoted(&self, name: &str, old: u16) -> Instant {
         let ok = eventually(FAILOVER_LIMIT, || {
-            let alive: Vec<&RedisServer> = self.nodes().iter().filter(|n| n.port() != old).collect();
+            let alive: Vec<&RedisServer> =
+                self.nodes().iter().filter(|n| n.port() != old).collect();
             alive.iter().any(|n| n.try_conn().is_ok())
                 && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     self.master_of(name).port()
@@ -269,7 +268,9 @@ fn waiters_ride_out_the_failover(d: &dyn Deployment) {
     // The waiters' liveness keys ran out during the failover; they come back within their
     // back-off and keep their places.
     thread::sleep(Duration::from_millis(1500));
-    holder.release().expect("the holder's release after the promotion");
+    holder
+        .release()
+        .expect("the holder's release after the promotion");
     for w in waiters {
         w.join().unwrap().expect("a waiter rode out the failover");
     }
@@ -312,16 +313,30 @@ fn sentinel_a_waiter_is_granted_soon_after_the_promotion_when_the_release_fell_i
         })
     };
     let mut con = d.master().conn();
-    support::wait_for_len(&mut con, &format!("{{{name}}}:q"), 1, Duration::from_secs(5));
+    support::wait_for_len(
+        &mut con,
+        &format!("{{{name}}}:q"),
+        1,
+        Duration::from_secs(5),
+    );
     let old = kill_master(&d, &name);
     thread::sleep(Duration::from_millis(300));
     let releaser = thread::spawn(move || holder.release());
     let promoted = d.promoted(&name, old);
-    let granted = waiter.join().unwrap().expect("the waiter rode out the failover");
-    releaser.join().unwrap().expect("the release rode out the failover");
+    let granted = waiter
+        .join()
+        .unwrap()
+        .expect("the waiter rode out the failover");
+    releaser
+        .join()
+        .unwrap()
+        .expect("the release rode out the failover");
     let after = granted.saturating_duration_since(promoted);
     println!("the waiter was granted {after:?} after the promotion");
-    assert!(after <= WAITER_WITHIN, "granted {after:?} after the promotion");
+    assert!(
+        after <= WAITER_WITHIN,
+        "granted {after:?} after the promotion"
+    );
 }
 
 /// Renewal through a failover: each retry finds the new master, so a lock with a 6 s lease
@@ -440,4 +455,40 @@ fn sentinel_connections_are_kept_and_questions_paced_through_a_failover() {
         "a failover opened {opened:?} connections to the sentinels"
     );
     assert!(during > 0, "nothing was granted after the failover");
+}
+
+/// A waiter whose bound runs out while the master is down says that its server could not be
+/// reached (a failover may have been under way), and is back within its bound.
+#[test]
+fn sentinel_a_waiter_timed_out_in_a_failover_says_so() {
+    let d = SentinelGroup::start();
+    let c = client(&d);
+    let name = unique_name("timed-out");
+    let holder = c.try_acquire(&name).unwrap();
+    let waiter = {
+        let (c, name) = (c.clone(), name.clone());
+        thread::spawn(move || {
+            let t = Instant::now();
+            let r = c.lock(&name).acquire(Duration::from_millis(1500)).map(drop);
+            (r, t.elapsed())
+        })
+    };
+    let mut con = d.master().conn();
+    support::wait_for_len(
+        &mut con,
+        &format!("{{{name}}}:q"),
+        1,
+        Duration::from_secs(5),
+    );
+    d.nodes()[0].kill();
+    let (r, took) = waiter.join().unwrap();
+    let e = r.expect_err("granted while the master was down");
+    println!("{e} (after {took:?})");
+    assert!(e.is_wait_timeout(), "{e}");
+    assert!(e.to_string().contains("could not be reached"), "{e}");
+    assert!(
+        took < Duration::from_millis(1500) + Duration::from_secs(1),
+        "{took:?}"
+    );
+    drop(holder);
 }

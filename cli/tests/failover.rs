@@ -31,7 +31,10 @@ fn ended(child: &mut Child, limit: Duration) -> (i32, Instant) {
         if let Some(status) = child.try_wait().unwrap() {
             return (status.code().unwrap_or(-1), Instant::now());
         }
-        assert!(Instant::now() < deadline, "redislock still runs after {limit:?}");
+        assert!(
+            Instant::now() < deadline,
+            "redislock still runs after {limit:?}"
+        );
         thread::sleep(Duration::from_millis(10));
     }
 }
@@ -49,7 +52,10 @@ fn run_rides_out_a_sentinel_failover() {
         .arg(format!("touch {}; sleep 1", started.display()))
         .spawn()
         .unwrap();
-    assert!(eventually(Duration::from_secs(20), || started.exists()), "the holder never ran");
+    assert!(
+        eventually(Duration::from_secs(20), || started.exists()),
+        "the holder never ran"
+    );
     let mut waiters: Vec<Child> = [None, Some("10s")]
         .into_iter()
         .map(|wait| {
@@ -112,9 +118,15 @@ fn run_rides_out_a_sentinel_failover() {
         let after = at.saturating_duration_since(promoted);
         println!("waiter {i} ran {after:?} after the promotion");
         assert_eq!(code, 0, "waiter {i}");
-        assert!(after <= WITHIN, "waiter {i} ran {after:?} after the promotion");
+        assert!(
+            after <= WITHIN,
+            "waiter {i} ran {after:?} after the promotion"
+        );
     }
-    let first = cron.join().unwrap().expect("no --no-wait run succeeded in 40 s");
+    let first = cron
+        .join()
+        .unwrap()
+        .expect("no --no-wait run succeeded in 40 s");
     let after = first.saturating_duration_since(promoted);
     println!("the first --no-wait run after the kill ran {after:?} after the promotion");
     assert!(after <= WITHIN, "ran {after:?} after the promotion");

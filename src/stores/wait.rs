@@ -254,7 +254,12 @@ impl QueueSession<'_> {
     /// entry keeps its place if it reached that server. The first failure after an answer is
     /// retried at once (a connection the server closed: a restart, CLIENT KILL). Else the
     /// wait ends with `e`.
-    fn unreachable(&mut self, e: Error, retry_at_once: bool) -> Result<Round, Error> {
+    fn unreachable(
+        &mut self,
+        e: Error,
+        retry_at_once: bool,
+        left: Duration,
+    ) -> Result<Round, Error> {
         if !self.reached || !e.is_transient() {
             return Err(e);
         }
@@ -266,7 +271,7 @@ impl QueueSession<'_> {
         if retry_at_once && first {
             return Ok(Round::Interrupted);
         }
-        let pause = self.backoff.pause();
+        let pause = self.backoff.pause().min(left);
         log::debug!(
             "waiter for {}: its server cannot serve ({e}); back in {} ms",
             self.q.keys().shown(),
@@ -299,7 +304,7 @@ impl Session for QueueSession<'_> {
                 Ok(c) => self.conn = Some(c),
                 // Every waiter connection is in use: wait for one until the deadline.
                 Err(_) if node.wait.exhausted() => return Ok(Round::Interrupted),
-                Err(e) => return self.unreachable(e, false),
+                Err(e) => return self.unreachable(e, false, left),
             }
         }
         let c = self.conn.as_mut().expect("set above");
@@ -365,7 +370,7 @@ impl Session for QueueSession<'_> {
         } else {
             Error::from_redis(&server, &e)
         };
-        self.unreachable(e, retryable)
+        self.unreachable(e, retryable, rest)
     }
 
     fn leave(&mut self, _woken: bool) -> Result<Option<Grant>, Error> {
