@@ -710,6 +710,16 @@ redislock_result redislock_lock_acquire(const redislock_client *client,
 redislock_result redislock_lock_release(redislock_lock *lock);
 
 /**
+ * Releases the lock like `redislock_lock_release`, but without blocking on a server that
+ * cannot be reached (a failover): one try; if it finds no server, CONNECTION is returned and
+ * the release goes on on a thread of the library until it is answered or the lease ends (the
+ * handle reports the lock held until then). What `redislock_lock_free` of a held lock does,
+ * keeping the handle: for the end of a request, where nothing may wait.
+ * Errors: NOT_HELD, FORKED, NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_lock_release_in_background(redislock_lock *lock);
+
+/**
  * Resets the lease to `lease_ms` milliseconds from now (1 ms to 30 days, at least 100 ms for an
  * auto-renewed lock), if the key still holds our token; auto-renewal goes on with the new lease.
  * Errors: NOT_HELD, FORKED, INVALID_ARGUMENT, NULL_PARAMETER, CONNECTION, REDIS_ERROR.

@@ -191,6 +191,8 @@ redislock_result redislock_lock_acquire(const redislock_client *client,
 
 redislock_result redislock_lock_release(redislock_lock *lock);
 
+redislock_result redislock_lock_release_in_background(redislock_lock *lock);
+
 redislock_result redislock_lock_extend(redislock_lock *lock, uint64_t lease_ms);
 
 bool redislock_lock_is_held(const redislock_lock *lock);

@@ -76,6 +76,7 @@ void test_null_parameters(void) {
 
     /* Lock. */
     CHECK_NULL(redislock_lock_release(NULL), "lock");
+    CHECK_NULL(redislock_lock_release_in_background(NULL), "lock");
     CHECK_NULL(redislock_lock_extend(NULL, 1000), "lock");
     CHECK(!redislock_lock_is_held(NULL));
     CHECK(redislock_lock_remaining_ms(NULL) == 0);

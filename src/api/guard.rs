@@ -268,6 +268,13 @@ impl AnyLock {
         s.release(s.backend.store.cfg().release_timeout)
     }
 
+    /// Releases the grant without blocking on a server that cannot be reached: one try; if it
+    /// finds no server, the error is returned and the release goes on on a thread of the
+    /// library until the lease ends (for the end of a PHP request).
+    pub(crate) fn release_in_background(&self) -> Result<(), Error> {
+        self.held.release_or_hand_over()
+    }
+
     /// Leaves an exclusive lock to its lease; the handle reports it detached from then on.
     pub(crate) fn detach(&self) -> Result<(), Error> {
         self.held.state.detach()

@@ -478,23 +478,35 @@ impl Held {
     }
 }
 
-impl Drop for Held {
-    /// Releases a lock still held: one try on this thread; if the server cannot be reached (a
-    /// failover), the release goes on on a thread of the library ([`release_later`]), so the
-    /// thread that drops the lock (a PHP request's end, a scope's) is not held up.
-    fn drop(&mut self) {
+impl Held {
+    /// Releases the lock without blocking on a server that cannot be reached: one try on this
+    /// thread; if the server cannot be reached (a failover), the error is returned and the
+    /// release goes on on a thread of the library ([`release_later`]), so that the caller (a
+    /// scope's end, a PHP request's) is not held up.
+    pub(crate) fn release_or_hand_over(&self) -> Result<(), Error> {
         let s = &self.state;
-        let held = s.status.lock().phase == Phase::Held;
-        if !held || s.check_process().is_err() {
-            return;
-        }
-        if let Err(e) = s.release(Duration::ZERO)
+        let result = s.release(Duration::ZERO);
+        if let Err(e) = &result
             && e.is_transient()
+            && s.check_process().is_ok()
         {
             release_later(Held {
                 state: s.clone(),
                 _owner: self._owner.clone(),
             });
+        }
+        result
+    }
+}
+
+impl Drop for Held {
+    /// Releases a lock still held, without blocking on a server that cannot be reached
+    /// ([`Held::release_or_hand_over`]).
+    fn drop(&mut self) {
+        let s = &self.state;
+        let held = s.status.lock().phase == Phase::Held;
+        if held && s.check_process().is_ok() {
+            let _ = self.release_or_hand_over();
         }
     }
 }

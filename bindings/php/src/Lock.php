@@ -335,7 +335,9 @@ final class Lock
                     $lock->ffi->redislock_lock_detach($lock->handle);
                     $lock->detached = true;
                 } else {
-                    $lock->ffi->redislock_lock_release($lock->handle);
+                    // Never blocks the request's end: while the server cannot be reached (a
+                    // failover) the library goes on with the release on a thread of its own.
+                    $lock->ffi->redislock_lock_release_in_background($lock->handle);
                     $lock->releasedAtRequestEnd = true;
                 }
             }
