@@ -492,3 +492,30 @@ fn sentinel_a_waiter_timed_out_in_a_failover_says_so() {
     );
     drop(holder);
 }
+
+/// An extend sent in the failover window rides it out and lands on the new master.
+#[test]
+fn sentinel_an_extend_in_the_failover_window_lands_on_the_new_master() {
+    let d = SentinelGroup::start();
+    let c = Client::builder(&d.url())
+        .connect_timeout(Duration::from_millis(500))
+        .read_timeout(Duration::from_millis(500))
+        .auto_renew(false)
+        .lease(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let name = unique_name("extended");
+    let lock = c.try_acquire(&name).unwrap();
+    let old = kill_master(&d, &name);
+    thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    lock.extend(Duration::from_secs(60))
+        .expect("the extend rode out the failover");
+    println!("the extend took {:?}", t.elapsed());
+    d.wait_for_failover(old, FAILOVER_LIMIT)
+        .expect("the sentinels promoted no replica");
+    let mut con = d.master().conn();
+    let pttl = support::pttl(&mut con, &name);
+    assert!(pttl > 30_000, "not extended on the new master: PTTL {pttl}");
+    lock.release().unwrap();
+}

@@ -59,8 +59,8 @@ pub(crate) struct Sentinel {
 struct Asking {
     /// One per sentinel, in the URL's order: how to reach it, and the connection kept to it.
     sentinels: Vec<(Endpoint, Option<Connection>)>,
-    /// When the last question ended, and why it found no master, if it did not.
-    last: Option<(Instant, Option<String>)>,
+    /// When the last question ended, and its answer: the master, or why none was found.
+    last: Option<(Instant, Result<(String, u16), String>)>,
 }
 
 #[derive(Default)]
@@ -155,17 +155,14 @@ impl Sentinel {
     /// failure) that question gives is taken instead.
     fn resolve(&self, deadline: Instant) -> redis::RedisResult<(String, u16)> {
         let mut asking = self.asking.lock();
-        if let Some((at, failure)) = &asking.last
+        if let Some((at, answer)) = &asking.last
             && at.elapsed() < MIN_ASK_INTERVAL
         {
-            let known = self.master.lock().addr.clone();
-            return match (known, failure) {
-                (Some(addr), None) => Ok(addr),
-                (_, failure) => Err(not_found(
-                    &self.spec,
-                    failure.as_deref().unwrap_or("it was forgotten since"),
-                )),
-            };
+            // Also when the master was forgotten since (a connect to it failed): the sentinels
+            // named it a moment ago, so it is tried again rather than asked about again.
+            return answer
+                .clone()
+                .map_err(|failure| not_found(&self.spec, &failure));
         }
         let mut errors = Vec::new();
         let mut found = None;
@@ -186,10 +183,10 @@ impl Sentinel {
         }
         let Some(addr) = found else {
             let failure = errors.join("; ");
-            asking.last = Some((Instant::now(), Some(failure.clone())));
+            asking.last = Some((Instant::now(), Err(failure.clone())));
             return Err(not_found(&self.spec, &failure));
         };
-        asking.last = Some((Instant::now(), None));
+        asking.last = Some((Instant::now(), Ok(addr.clone())));
         drop(asking);
         let mut m = self.master.lock();
         if m.addr.as_ref() != Some(&addr) {

@@ -293,7 +293,11 @@ impl Session for QueueSession<'_> {
         let left = deadline.saturating_duration_since(Instant::now());
         let keys = self.q.keys();
         if self.node.is_none() {
-            self.node = Some(store.waiter_node(keys)?);
+            match store.waiter_node(keys) {
+                Ok(node) => self.node = Some(node),
+                // A cluster whose table names no master for the slot yet (a failover).
+                Err(e) => return self.unreachable(e, false, left),
+            }
         }
         let node = self.node.as_ref().expect("set above");
         if self.conn.is_none() {
