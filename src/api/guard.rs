@@ -84,7 +84,8 @@ impl<K: Kind> Guard<K> {
     }
 
     /// Resets the lease to `lease` from now, if the lock is still ours. Auto-renewal continues
-    /// with the new lease. Fails with [`Error::is_not_held`] when the lock is gone.
+    /// with the new lease. Fails with [`Error::is_not_held`] when the lock is gone. Rides out a
+    /// failover as [`release`](Self::release) does, for up to the client's `release_timeout`.
     pub fn extend(&self, lease: Duration) -> Result<(), Error> {
         self.held.extend(lease)
     }
@@ -93,9 +94,12 @@ impl<K: Kind> Guard<K> {
     /// still ours; [`Error::is_not_held`] means it had already expired, been lost or taken
     /// over, so the protected work may have overlapped with another holder's.
     ///
-    /// When the call fails for want of an answer (connection error, timeout), the lock may or
-    /// may not have been released; it is then no longer renewed, so it ends with its lease at
-    /// the latest.
+    /// While the server cannot be reached (a Sentinel or Cluster failover) the release is tried
+    /// again with back-off, on the master the deployment names each time, for up to the
+    /// client's [`release_timeout`](crate::ClientBuilder::release_timeout) (never past the
+    /// lease). When it still has no answer then, the connection error is returned and the
+    /// release goes on on a thread of the library until it is answered or the lease has run
+    /// out. Dropping a guard releases the same way without blocking: one try, then that thread.
     pub fn release(self) -> Result<(), Error> {
         self.held.release()
     }
