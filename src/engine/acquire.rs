@@ -18,6 +18,7 @@ use crate::engine::hint;
 use crate::engine::kinds::{Holding, Kind};
 use crate::engine::lock::{Held, LockState};
 use crate::engine::renewal::Reservation;
+use crate::engine::trace;
 use crate::engine::wait;
 use crate::stores::Check;
 
@@ -59,16 +60,16 @@ pub(crate) fn acquire(
     cancel: Option<&Cancel>,
 ) -> Result<(Held, Grant), Error> {
     let started = Instant::now();
+    let span = trace::Acquire::start(owner, kind);
     let mut waited = false;
     let result = take(owner, kind, opts, wait, cancel, started, &mut waited);
     let error = result.as_ref().err().map(Error::kind);
-    owner.metrics.acquired(
-        kind.metric(),
-        kind.keys().name(),
-        Outcome::of(&result, waited),
-        error,
-        waited.then(|| started.elapsed()),
-    );
+    let outcome = Outcome::of(&result, waited);
+    let waited = waited.then(|| started.elapsed());
+    span.end(outcome, error, waited);
+    owner
+        .metrics
+        .acquired(kind.metric(), kind.keys().name(), outcome, error, waited);
     result
 }
 

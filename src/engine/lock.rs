@@ -15,6 +15,7 @@ use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::kinds::Holding;
 use crate::engine::renewal::Reservation;
+use crate::engine::trace;
 
 /// Where a lock stands, as its holder sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +174,9 @@ impl LockState {
             st.reservation = None;
             st.releasing = true;
         }
-        let released = match self.kind.release(&self.backend, &self.keys, &self.token) {
+        let released = match trace::release(self, || {
+            self.kind.release(&self.backend, &self.keys, &self.token)
+        }) {
             Ok(released) => released,
             Err(e) => {
                 // Still ours as far as we know, and still renewed: take a place again if one is
@@ -243,6 +246,7 @@ impl LockState {
         st.reservation = None;
         drop(st);
         self.ended();
+        trace::lost(self, reason);
         self.backend
             .metrics
             .lost(self.metric_kind, self.keys.name(), reason);
@@ -343,7 +347,9 @@ impl Held {
         s.check_process()?;
         drop(s.held_status()?);
         let sent = Instant::now();
-        let extended = s.kind.extend(&s.backend, &s.keys, &s.token, lease)?;
+        let extended = trace::extend(s, lease, || {
+            s.kind.extend(&s.backend, &s.keys, &s.token, lease)
+        })?;
         let mut st = s.status.lock();
         if extended {
             if st.phase != Phase::Held {
