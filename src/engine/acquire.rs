@@ -63,13 +63,15 @@ pub(crate) fn acquire(
     let span = trace::Acquire::start(owner, kind);
     let mut waited = false;
     let result = take(owner, kind, opts, wait, cancel, started, &mut waited);
+    span.end(&result, waited, started);
     let error = result.as_ref().err().map(Error::kind);
-    let outcome = Outcome::of(&result, waited);
-    let waited = waited.then(|| started.elapsed());
-    span.end(outcome, error, waited);
-    owner
-        .metrics
-        .acquired(kind.metric(), kind.keys().name(), outcome, error, waited);
+    owner.metrics.acquired(
+        kind.metric(),
+        kind.keys().name(),
+        Outcome::of(&result, waited),
+        error,
+        waited.then(|| started.elapsed()),
+    );
     result
 }
 

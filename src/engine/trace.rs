@@ -8,10 +8,12 @@
 //! is emitted for them. With the feature, a span that no subscriber wants costs the `tracing`
 //! macros' level check, and nothing is looked up for it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::base::error::{Error, ErrorKind};
-use crate::base::metrics::{LostReason, Outcome};
+use crate::base::error::Error;
+use crate::base::metrics::LostReason;
+#[cfg(feature = "tracing")]
+use crate::base::metrics::Outcome;
 #[cfg(feature = "tracing")]
 use crate::engine::backend::Backend;
 use crate::engine::backend::Owner;
@@ -62,27 +64,29 @@ impl Acquire {
         }
     }
 
-    /// Records how the acquire ended (as the metrics count it) and closes the span.
+    /// Records how the acquire that began at `started` ended (`waited`: it entered the wait
+    /// loop), as the metrics count it, and closes the span.
     #[inline(always)]
-    pub(crate) fn end(self, outcome: Outcome, error: Option<ErrorKind>, waited: Option<Duration>) {
+    pub(crate) fn end<T>(self, result: &Result<T, Error>, waited: bool, started: Instant) {
         #[cfg(feature = "tracing")]
         {
             let span = self.span.exit();
             if span.is_disabled() {
                 return;
             }
+            let outcome = Outcome::of(result, waited);
             span.record("outcome", outcome.label());
-            if let Some(w) = waited {
-                span.record("lock.wait_seconds", w.as_secs_f64());
+            if waited {
+                span.record("lock.wait_seconds", started.elapsed().as_secs_f64());
             }
             // A refusal, a timeout and a cancel are outcomes, not errors.
-            if let (Outcome::Failed, Some(e)) = (outcome, error) {
-                span.record("error.type", error_label(e));
+            if let (Outcome::Failed, Err(e)) = (outcome, result) {
+                span.record("error.type", error_label(e.kind()));
                 span.record("otel.status_code", "ERROR");
             }
         }
         #[cfg(not(feature = "tracing"))]
-        let _ = (self, outcome, error, waited);
+        let _ = (self, result, waited, started);
     }
 }
 
