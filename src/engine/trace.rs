@@ -190,8 +190,9 @@ pub(crate) fn renewals<'a>(
     }
 }
 
-/// `lock` was found lost for `reason`: a span of no length that says so, inside the current
-/// one (the release or extend that found it, if one did).
+/// `lock` was found lost for `reason`: a span of no length that says so, a child of the
+/// thread's current span (the caller's, for a loss a release or extend found; none on a
+/// renewal thread).
 #[inline(always)]
 pub(crate) fn lost(lock: &LockState, reason: LostReason) {
     #[cfg(feature = "tracing")]
