@@ -4,6 +4,7 @@
 //! - every metric name in the rules, their tests and the Grafana dashboard is a family of a live
 //!   client's Prometheus text, every label they select or group by is one of its labels, and
 //!   every family the library exports is on the dashboard: neither can drift from the code;
+//!   `docs/metrics.md`'s table lists the same families;
 //! - a real Prometheus, scraping a live client, accepts every expression of the dashboard.
 //!
 //! promtool and prometheus come from Debian's `prometheus` (scripts/setup.sh). Without them the
@@ -295,6 +296,20 @@ fn rules_and_dashboard_name_only_what_the_library_exports() {
     for v in &vars {
         check_expr("dashboard variable", v, &families);
     }
+    // docs/metrics.md lists the same families as the library exports.
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md"))
+            .unwrap();
+    let documented: BTreeSet<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `redislock_")?.split_once('`'))
+        .map(|(rest, _)| format!("redislock_{rest}"))
+        .collect();
+    let exported: BTreeSet<String> = families.keys().cloned().collect();
+    assert_eq!(
+        documented, exported,
+        "docs/metrics.md's table and the library differ"
+    );
     // Every family the library exports is on the dashboard.
     let missing: Vec<&String> = families.keys().filter(|f| !shown.contains(*f)).collect();
     assert!(
