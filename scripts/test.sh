@@ -17,6 +17,8 @@ step "cargo clippy --all-targets --workspace -- -D warnings"
 cargo clippy --all-targets --workspace -- -D warnings
 step "cargo clippy with the metrics facade (--features metrics)"
 cargo clippy --lib --tests --features metrics -- -D warnings
+step "cargo clippy with the spans (--features tracing)"
+cargo clippy --lib --tests --features tracing -- -D warnings
 step "luacheck (src/base/scripts/, and each Lua script as Redis receives it: .luacheckrc)"
 rm -rf target/luacheck
 LUACHECK_DIR="$PWD/target/luacheck" cargo test --quiet --lib base::scripts::tests::write_for_luacheck \
@@ -31,9 +33,12 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --no-fail-fast
   # The metrics through the `metrics` crate's facade: a test that needs the feature.
   cargo nextest run --features metrics --test metrics_facade
+  # The spans through the `tracing` crate: a test that needs the feature.
+  cargo nextest run --features tracing --test tracing_spans
 else
   cargo test --workspace --no-fail-fast
   cargo test --features metrics --test metrics_facade
+  cargo test --features tracing --test tracing_spans
 fi
 step "doc tests"
 cargo test --doc

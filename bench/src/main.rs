@@ -62,6 +62,8 @@ mod scale;
 mod scenario;
 mod sentinel;
 mod server;
+#[cfg(feature = "tracing")]
+mod spans;
 mod standalone;
 mod sys;
 mod topology;
@@ -113,6 +115,8 @@ fn num<T: std::str::FromStr>(flag: &str, v: &str) -> T {
 }
 
 fn main() {
+    #[cfg(feature = "tracing")]
+    spans::install_if_asked();
     let mut args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| a != "--bench")

@@ -470,6 +470,13 @@ impl Metrics {
         self.tracked.iter().find(|t| t.matches(name))
     }
 
+    /// The tracked entry (a name, or a prefix ending in `*`, as the client listed it) that
+    /// `name` counts under, if any: what the spans give as `lock.name`.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn tracked_name(&self, name: &[u8]) -> Option<&str> {
+        self.tracked(name).map(|t| t.pattern.as_str())
+    }
+
     /// An acquire of `name` ended with `outcome` (`error`: its kind, when it failed), after
     /// `waited` in the wait loop (`None`: it never waited).
     pub(crate) fn acquired(

@@ -18,6 +18,7 @@ use crate::engine::hint;
 use crate::engine::kinds::{Holding, Kind};
 use crate::engine::lock::{Held, LockState};
 use crate::engine::renewal::Reservation;
+use crate::engine::trace;
 use crate::engine::wait;
 use crate::stores::Check;
 
@@ -59,8 +60,10 @@ pub(crate) fn acquire(
     cancel: Option<&Cancel>,
 ) -> Result<(Held, Grant), Error> {
     let started = Instant::now();
+    let span = trace::Acquire::start(owner, kind);
     let mut waited = false;
     let result = take(owner, kind, opts, wait, cancel, started, &mut waited);
+    span.end(&result, waited, started);
     let error = result.as_ref().err().map(Error::kind);
     owner.metrics.acquired(
         kind.metric(),

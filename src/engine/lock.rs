@@ -17,6 +17,7 @@ use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::kinds::Holding;
 use crate::engine::renewal::Reservation;
+use crate::engine::trace;
 
 /// Where a lock stands, as its holder sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,8 +178,10 @@ impl LockState {
             st.reservation = None;
             st.releasing = true;
         }
-        let released = self.ride_out(patience, || {
-            self.kind.release(&self.backend, &self.keys, &self.token)
+        let released = trace::release(self, || {
+            self.ride_out(patience, || {
+                self.kind.release(&self.backend, &self.keys, &self.token)
+            })
         });
         let released = match released {
             Ok(released) => released,
@@ -285,6 +288,7 @@ impl LockState {
         st.reservation = None;
         drop(st);
         self.ended();
+        trace::lost(self, reason);
         self.backend
             .metrics
             .lost(self.metric_kind, self.keys.name(), reason);
@@ -386,9 +390,11 @@ impl Held {
         drop(s.held_status()?);
         let patience = s.backend.store.cfg().release_timeout;
         let mut sent = Instant::now();
-        let extended = s.ride_out(patience, || {
-            sent = Instant::now();
-            s.kind.extend(&s.backend, &s.keys, &s.token, lease)
+        let extended = trace::extend(s, lease, || {
+            s.ride_out(patience, || {
+                sent = Instant::now();
+                s.kind.extend(&s.backend, &s.keys, &s.token, lease)
+            })
         })?;
         let mut st = s.status.lock();
         if extended {

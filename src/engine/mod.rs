@@ -8,4 +8,5 @@ pub(crate) mod hint;
 pub(crate) mod kinds;
 pub(crate) mod lock;
 pub(crate) mod renewal;
+pub(crate) mod trace;
 pub(crate) mod wait;

@@ -10,6 +10,7 @@ use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::engine::lock::{LockState, Phase};
+use crate::engine::trace;
 use crate::stores::extend::Extension;
 
 /// The most EXTENDs sent in one pipeline.
@@ -91,7 +92,7 @@ fn io_loop(inner: Arc<Inner>) {
             let n = q.requests.len().min(MAX_BATCH);
             q.requests.drain(..n).collect::<Vec<_>>()
         };
-        let outcomes = send_batch(&batch);
+        let outcomes = trace::renewals(batch.iter().map(|r| &*r.lock), || send_batch(&batch));
         for (request, outcome) in batch.iter().zip(outcomes) {
             apply(request, outcome);
         }
