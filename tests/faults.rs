@@ -224,7 +224,6 @@ fn paused_server_makes_calls_time_out_and_service_resumes() {
     let queue = format!("{{{}}}:q", String::from_utf8_lossy(a.name()));
     assert!(eventually(Duration::from_secs(5), || exists(&mut admin, &queue)).is_some());
 
-    let paused = Instant::now();
     srv.pause();
     let limit = Duration::from_secs(2);
     // Its SET may still be queued in the stopped server: give it a short lease.

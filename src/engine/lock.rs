@@ -242,12 +242,14 @@ impl LockState {
     ) -> Result<T, Error> {
         // `Duration::MAX`: no bound but the lease.
         let bound = Instant::now().checked_add(patience);
-        let mut backoff = Backoff::new(self.token.as_str().as_bytes());
+        let mut backoff = None;
         loop {
             let e = match call() {
                 Err(e) if e.is_transient() => e,
                 done => return done,
             };
+            let backoff =
+                backoff.get_or_insert_with(|| Backoff::new(self.token.as_str().as_bytes()));
             let valid_until = self.status.lock().valid_until;
             let until = bound.map_or(valid_until, |b| b.min(valid_until));
             let pause = backoff.pause();

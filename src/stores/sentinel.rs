@@ -55,12 +55,15 @@ pub(crate) struct Sentinel {
     asking: Mutex<Asking>,
 }
 
+/// The sentinels' answer: the master's address, or why none was found.
+type Answer = Result<(String, u16), String>;
+
 /// The sentinels' connections and the last question.
 struct Asking {
     /// One per sentinel, in the URL's order: how to reach it, and the connection kept to it.
     sentinels: Vec<(Endpoint, Option<Connection>)>,
     /// When the last question ended, and its answer: the master, or why none was found.
-    last: Option<(Instant, Result<(String, u16), String>)>,
+    last: Option<(Instant, Answer)>,
 }
 
 #[derive(Default)]
