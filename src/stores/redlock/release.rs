@@ -15,11 +15,9 @@ impl Masters {
         self.release_on(keys, token, &self.all(), true)
     }
 
-    /// Deletes our key on `targets`; wakes waiters afterwards if some wait (with `wake`, a
-    /// release, always; without, an attempt's clean-up, when it deleted a key of ours): on the
+    /// Deletes our key on `targets`; with `wake`, wakes waiters afterwards if some wait: on the
     /// name's home master when it answered (waiters of every version block there), and on each
     /// master that says waiters block there (those that moved while the home master was away).
-    /// Only a release (`wake`) leaves the woken waiter its turn.
     pub(super) fn release_on(
         &self,
         keys: &LockKeys,
@@ -93,11 +91,7 @@ impl Masters {
                 Err(e) => failed.push((i, e)),
             }
         }
-        // A failed attempt clearing keys it was granted wakes a waiter as well (without a
-        // turn): waiters refused by those keys have no release to wait for, and would sleep
-        // until their re-check while the lock is free (the stall of every process that the
-        // attempts split by a stopped master caused).
-        if wanted && (wake || released > 0) {
+        if wake && wanted {
             if home_answered {
                 to_wake.insert(0, home);
             }

@@ -13,7 +13,7 @@ use crate::base::error::Error;
 use crate::base::pool::{PooledConn, mark_broken, worth_retrying};
 
 /// How long a master that failed lately is waited for once the round's outcome is decided
-/// without it, or once another master has answered.
+/// without it.
 const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
 /// How long a master that has not failed lately is waited for once the round's outcome is
 /// decided without it, or once another master has answered (at most the read timeout): a
@@ -69,9 +69,9 @@ pub(super) enum Answer {
 impl Masters {
     /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
-    /// settle the outcome, and after each answer, such masters not read yet get only
-    /// [`STRAGGLER_GRACE`] from then, the others [`DECIDED_GRACE`]: a master that has not
-    /// answered when the others have is waited for no longer than that, decided or not. A
+    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`] from then, the
+    /// others [`DECIDED_GRACE`]; and after each answer, decided or not, every master not read yet
+    /// gets at most [`DECIDED_GRACE`] from then. A
     /// connection the server had dropped (a restart) is replaced and the master asked again, with `retry` set:
     /// the request must then be safe to repeat. Indexed by master; `None` for non-targets.
     pub(super) fn round(
@@ -209,17 +209,20 @@ impl Masters {
                         owing.push(i);
                     }
                     answers[i] = Some(Answer::Replies(values));
-                    // A master that has not answered by now gets a grace past this answer, not
-                    // its whole read timeout, even while the outcome is undecided: a round
-                    // blocks the others with what it was granted until it ends (an attempt
-                    // granted on one master of three, with another stopped, held that one for
-                    // the whole read timeout, and every process that came meanwhile was refused
-                    // there), and a master that its peers' answers have overtaken by the grace
-                    // is stopped or overloaded, not on its way.
+                    // A master that has not answered by now gets [`DECIDED_GRACE`] past this
+                    // answer, not its whole read timeout, even while the outcome is undecided:
+                    // a round blocks the others with what it was granted until it ends (an
+                    // attempt granted on one master of three, with another stopped, held that
+                    // one for the whole read timeout, and every process that came meanwhile was
+                    // refused there), and a master that its peers' answers have overtaken by
+                    // that much is stopped or overloaded, not on its way. (The decided round's
+                    // shorter grace for a master that failed lately is not applied here: a
+                    // round that still needs it should not drop a master that is merely slow.)
                     answered = true;
                     let now = Instant::now();
+                    let grace = DECIDED_GRACE.min(m.node.main.read_timeout());
                     for p in &mut pending {
-                        p.deadline = p.deadline.min(now + self.masters[p.i].grace(p.probe));
+                        p.deadline = p.deadline.min(now + grace);
                     }
                 }
                 Err(e) => {
@@ -256,9 +259,9 @@ impl Masters {
 }
 
 impl Master {
-    /// How long the master's reply is waited for once the round no longer needs it, or once
-    /// another master has answered: a short grace if it failed lately (or rests and is only
-    /// probed), a longer one else (its reply is most likely on its way).
+    /// How long the master's reply is waited for once the round no longer needs it: a short
+    /// grace if it failed lately (or rests and is only probed), a longer one else (its reply is
+    /// most likely on its way).
     fn grace(&self, probe: bool) -> Duration {
         if self.failures() > 0 || probe {
             STRAGGLER_GRACE

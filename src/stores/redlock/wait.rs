@@ -38,10 +38,7 @@
 //! contenders, one master each): all fail and clear their keys, and no release will come. A
 //! waiter tells that apart from a holder, since the masters that refuse it name their owner's
 //! token: when no token is on a majority of the masters, the round says so ([`Round::Split`])
-//! and the wait loop retries after a random back-off. (With a master stopped, the tokens do not
-//! tell: it may hold the missing majority.) So a failed attempt that cleared a key of its own
-//! also wakes a waiter, as a release does but without a turn: a waiter refused by that key has
-//! nothing else to wake it.
+//! and the wait loop retries after a random back-off.
 //!
 //! When nothing wakes it (the holder vanished, or a foreign client deleted the key), the waiter
 //! re-checks after the wait loop's jittered interval, never later than the soonest expiry of a
