@@ -5,7 +5,8 @@
 //! Redlock floor (`SET NX PX` on every master at once, a majority wins: the least a quorum
 //! lock can do) and redislock through `redlock://` with a fixed lease and with auto-renewal;
 //! c8 beside the handoff floor, redislock on the single server and the Redlock floor (which
-//! polls every 1 ms, as the Redlock peers do). The c8 counter lives on the first master.
+//! polls every 1 ms, as the Redlock peers do), redislock with a fixed lease and with
+//! auto-renewal. The c8 counter lives on the first master.
 
 use redislock_testkit::{RedisServer, RedlockMasters};
 
@@ -148,7 +149,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
         );
     }
     if c8 {
-        let confs: [Conf; 4] = [
+        let confs: [Conf; 5] = [
             conf(
                 "handoff floor, single server",
                 "redlock-handoff-floor",
@@ -177,6 +178,13 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
                 &url,
                 &masters,
             ),
+            over_masters(
+                "redislock, redlock://, auto-renewal",
+                "redislock-redlock-renewed",
+                renewed,
+                &url,
+                &masters,
+            ),
         ];
         let rtt_us = topology::rtt(o, &single, rep, rtt_us);
         let load = Load::start(&procs);
@@ -185,7 +193,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             rep,
             "redlock_c8",
             &format!(
-                "Redlock c8, {n} masters: eight workers, one key, GET/SET counter to {} (fixed lease; the counter on the first master)",
+                "Redlock c8, {n} masters: eight workers, one key, GET/SET counter to {} (fixed lease, and auto-renewal in the last row; the counter on the first master)",
                 o.target
             ),
             &load,
@@ -194,15 +202,16 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             rtt_us,
         );
         topology::c8_targets(targets, &format!("redlock c8, {n} masters"), &ms[3], &ms[1]);
-        let (m, floor) = (&ms[3], &ms[2]);
+        let (m, floor, renewed) = (&ms[3], &ms[2], &ms[4]);
         targets.add(
             &format!("redlock c8 beside the Redlock floor, {n} masters"),
             "(information: a quorum lock that polls)",
             format!(
-                "{:.0} vs {:.0} incr/s = {:.2}×; handoff p50 {:.1} vs {:.1} µs; same-worker re-acquire {:.0}% vs {:.0}%; per-worker max/min {:.2} vs {:.2}; longest wait {:.1} vs {:.1} ms",
+                "{:.0} vs {:.0} incr/s = {:.2}× (auto-renewal {:.2}×); handoff p50 {:.1} vs {:.1} µs; same-worker re-acquire {:.0}% vs {:.0}%; per-worker max/min {:.2} vs {:.2}; longest wait {:.1} vs {:.1} ms",
                 m.rate,
                 floor.rate,
                 m.rate / floor.rate,
+                renewed.rate / floor.rate,
                 m.handoff_us(50.0),
                 floor.handoff_us(50.0),
                 m.same_worker * 100.0,

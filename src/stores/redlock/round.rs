@@ -71,9 +71,9 @@ impl Masters {
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
     /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`] from then, the
     /// others [`DECIDED_GRACE`]; and after each answer, decided or not, every master not read yet
-    /// gets at most [`DECIDED_GRACE`] from then. A
-    /// connection the server had dropped (a restart) is replaced and the master asked again, with `retry` set:
-    /// the request must then be safe to repeat. Indexed by master; `None` for non-targets.
+    /// gets at most [`DECIDED_GRACE`] from then. A connection the server had dropped (a restart)
+    /// is replaced and the master asked again, with `retry` set: the request must then be safe
+    /// to repeat. Indexed by master; `None` for non-targets.
     pub(super) fn round(
         &self,
         targets: &[usize],
