@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One benchmark sitting for redislock:
 #
-#   scripts/bench.sh [--peers] [--redlock-peers] [--fpm] [--quick] [--out DIR] [--plot FILE] [--peers-args "ARGS"]
-#                    [--fpm-args "ARGS"] [-- ARGS for the standalone program]
+#   scripts/bench.sh [--peers] [--redlock-peers] [--masters N] [--fpm] [--quick] [--out DIR] [--plot FILE]
+#                    [--peers-args "ARGS"] [--fpm-args "ARGS"] [-- ARGS for the standalone program]
 #   scripts/bench.sh --against REV [--rounds N] [--quick] [--out DIR] [-- ARGS for the standalone program]
 #
 #   1. builds, with the release profile, the benchmark program (the workspace crate bench/,
@@ -21,8 +21,8 @@
 #        redislock_php         = php bench/php/bench_redislock.php (PHP package over FFI)
 #      results and report in OUT/peers/ (report.md); the full run takes about 10 minutes,
 #      --quick about 3 (plus its waits for a quiet machine);
-#   3b. with --redlock-peers: the peers harness in Redlock mode, `run.sh --masters 3` (three
-#      independent masters; the peers that take several: redlock-rs, pottery, node-redlock,
+#   3b. with --redlock-peers: the peers harness in Redlock mode, `run.sh --masters N` (N
+#      independent masters, 3 unless --masters; the peers that take several: redlock-rs, pottery, node-redlock,
 #      Symfony's CombinedStore, and the Redlock floor) with the bench binary given --ports:
 #        redislock_rust        = --auto-renew off   (redlock:// over the three masters)
 #        redislock_rust-renew  = --auto-renew on
@@ -52,6 +52,9 @@
 #   three times per run); --quick about 25 s.
 #
 # OUT defaults to bench-results/<date-time> (bench-results/latest points to it).
+# --masters N: independent masters of the Redlock rows (an odd number, at least 3; default 3): the
+#   standalone program's Redlock section (`--masters N`, u1 and c8; its stops section keeps three)
+#   and --redlock-peers.
 # --quick: short settings. Standalone: --n 4000 --rounds 3 --target 500 --htarget 40 --cap 20
 #          --scale-secs 10 --failovers 1; peers: --n 2000 --target 300 --htarget 40 --cap 20; FPM: --rounds 1
 #          --requests 5000.
@@ -67,6 +70,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 
 PEERS=0
 REDLOCK_PEERS=0
+MASTERS=3
 FPM=0
 FPM_ARGS=
 QUICK=0
@@ -79,6 +83,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --peers) PEERS=1 ;;
     --redlock-peers) REDLOCK_PEERS=1 ;;
+    --masters) MASTERS=$2; shift ;;
     --quick) QUICK=1 ;;
     --out) OUT=$2; shift ;;
     --plot) PLOT=$2; shift ;;
@@ -93,7 +98,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-STANDALONE_ARGS=("$@")
+case "$MASTERS" in
+  ''|*[!0-9]*) echo "bench.sh: --masters needs an odd number, at least 3" >&2; exit 2 ;;
+esac
+if [ "$MASTERS" -lt 3 ] || [ $((MASTERS % 2)) = 0 ]; then
+  echo "bench.sh: --masters needs an odd number, at least 3" >&2; exit 2
+fi
+STANDALONE_ARGS=(--masters "$MASTERS" "$@")
 USER_ARGS=("$@")
 if [ -n "$AGAINST" ]; then
   [ "$PEERS$REDLOCK_PEERS$FPM" = 000 ] \
@@ -261,7 +272,7 @@ for base in range(20000, 60000, 7):
   fi
   export PEERBENCH_PORT
   # shellcheck disable=SC2086 # PEERS_ARGS is a list of options on purpose
-  bash "$PEERS_DIR/run.sh" --masters 3 --out "$OUT/peers-redlock" "${PEER_SIZES[@]}" \
+  bash "$PEERS_DIR/run.sh" --masters "$MASTERS" --out "$OUT/peers-redlock" "${PEER_SIZES[@]}" \
     --extra "redislock_rust=$BIN --auto-renew off" \
     --extra "redislock_rust-renew=$BIN --auto-renew on" $PEERS_ARGS \
     | tee "$OUT/peers-redlock.log" || rc=$?

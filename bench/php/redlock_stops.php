@@ -77,14 +77,29 @@ for ($w = 0; $w < $workers; $w++) {
     $children[] = $pid;
 }
 
+// Clients blocked (BLPOP: the waiters) on each master, just before a stop: shows the name's
+// home master (where its waiters block while every master answers).
+$addrs = array_map(fn($a) => explode(':', $a), explode(',', substr($url, strlen('redlock://'))));
+$blocked = function () use ($addrs): string {
+    $n = [];
+    foreach ($addrs as [$host, $port]) {
+        $r = new Redis();
+        $r->connect($host, (int)$port, 1.0);
+        $list = (string)$r->rawCommand('CLIENT', 'LIST');
+        $r->close();
+        $n[] = preg_match_all('/ flags=\S*b/', $list);
+    }
+    return implode(' / ', $n);
+};
 $stops = [];
 usleep((int)($gap * 1e6));
 foreach ($pids as $i => $p) {
+    $before = $blocked();
     $from = microtime(true) - $t0;
     posix_kill($p, SIGSTOP);
     usleep((int)($stop * 1e6));
     posix_kill($p, SIGCONT);
-    $stops[] = [$i, $from, microtime(true) - $t0];
+    $stops[] = [$i, $from, microtime(true) - $t0, $before];
     usleep((int)($gap * 1e6));
 }
 foreach ($children as $c) {
@@ -108,10 +123,16 @@ $rate = function (float $a, float $b) use ($all): float {
 };
 printf("%d PHP workers, %s, each master stopped %.0f s in turn, %.0f s apart; %d grants, %d overlaps, longest wait %.0f ms\n",
     $workers, $url, $stop, $gap, count($all), $overlaps, $longest * 1000);
-echo "| master stopped | grants/s before → during → after | during ÷ before |\n|---|---|---|\n";
-foreach ($stops as [$i, $from, $to]) {
+echo "| master stopped | waiters blocked per master before | grants/s before → during → after | during ÷ before | longest without a grant ms |\n|---|---|---|---|---|\n";
+sort($all);
+foreach ($stops as [$i, $from, $to, $waiting]) {
     $before = $rate($from - 3, $from);
     $during = $rate($from, $to);
     $after = $rate($to, $to + 3);
-    printf("| %d | %.0f → %.1f → %.0f | %.0f%% |\n", $i, $before, $during, $after, 100 * $during / max($before, 1));
+    $edges = array_merge([$from * 1000], array_values(array_filter($all, fn($g) => $g > $from * 1000 && $g < $to * 1000)), [$to * 1000]);
+    $gap = 0;
+    for ($k = 1; $k < count($edges); $k++) {
+        $gap = max($gap, $edges[$k] - $edges[$k - 1]);
+    }
+    printf("| %d | %s | %.0f → %.1f → %.0f | %.0f%% | %.0f |\n", $i, $waiting, $before, $during, $after, 100 * $during / max($before, 1), $gap);
 }

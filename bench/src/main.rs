@@ -82,12 +82,13 @@ The redislock benchmark program (BENCHMARKS.md).
 Standalone run (its own redis-server through the test kit, or 127.0.0.1:P with --port):
   redislock-bench [--port P] [--n 20000] [--rounds 5] [--target 2000]
       [--htarget 200] [--cap 60] [--scale-secs 30] [--scale-locks 1000,10000,30000]
-      [--scale-lease-ms 3000] [--scale-pool-size N] [--failovers 3] [--stops-gap 4]
+      [--scale-lease-ms 3000] [--scale-pool-size N] [--failovers 3] [--stops-gap 4] [--masters 3]
       [--only SECTIONS] [--skip SECTIONS] [--raw FILE.jsonl] [--php auto|on|off]
       [--peers-dir ../shared/bench/peers] [--php-lib path/to/libredislock.so]
   SECTIONS: comma-separated u1, u8, c8, h2, sentinel (or one part of it: sentinel-u1,
   sentinel-c8, sentinel-failover), cluster (cluster-u1, cluster-c8), redlock (redlock-u1,
-  redlock-c8, redlock-stops: each master stopped in turn, --stops-gap seconds apart), scale,
+  redlock-c8 over --masters masters, redlock-stops: each of three masters stopped in turn,
+  --stops-gap seconds apart), scale,
   kinds (read/write lock and semaphore), php.
 
 One scenario under the peers harness's contract (appends one JSON record to FILE):
@@ -142,6 +143,7 @@ fn main() {
         scale_pool_size: None,
         failovers: 3,
         stops_gap: Duration::from_secs(4),
+        masters: 3,
         only: Vec::new(),
         skip: Vec::new(),
         raw: None,
@@ -196,6 +198,12 @@ fn main() {
             }
             "--failovers" => o.failovers = num("--failovers", &val()),
             "--stops-gap" => o.stops_gap = Duration::from_secs_f64(num("--stops-gap", &val())),
+            "--masters" => {
+                o.masters = num("--masters", &val());
+                if o.masters < 3 || o.masters.is_multiple_of(2) {
+                    usage("--masters: an odd number, at least 3");
+                }
+            }
             "--only" => o.only = val().split(',').map(str::to_owned).collect(),
             "--skip" => o.skip = val().split(',').map(str::to_owned).collect(),
             "--raw" => o.raw = Some(PathBuf::from(val())),

@@ -1,11 +1,12 @@
-//! The Redlock section: three independent masters from the test kit beside the standalone run's
-//! single server, in the same run.
+//! The Redlock section: independent masters from the test kit (three, or `--masters N`) beside
+//! the standalone run's single server, in the same run.
 //!
 //! u1 interleaved cycle by cycle: the floor on the single server and redislock there, the
-//! Redlock floor (`SET NX PX` on the three masters at once, a majority wins: the least a quorum
+//! Redlock floor (`SET NX PX` on every master at once, a majority wins: the least a quorum
 //! lock can do) and redislock through `redlock://` with a fixed lease and with auto-renewal;
 //! c8 beside the handoff floor, redislock on the single server and the Redlock floor (which
-//! polls every 1 ms, as the Redlock peers do). The c8 counter lives on the first master.
+//! polls every 1 ms, as the Redlock peers do), redislock with a fixed lease and with
+//! auto-renewal. The c8 counter lives on the first master.
 
 use redislock_testkit::{RedisServer, RedlockMasters};
 
@@ -15,15 +16,17 @@ use crate::standalone::Opts;
 use crate::sys;
 use crate::topology::{self, Conf, Kind, NONE, Procs, conf};
 
-/// Masters of the section (the figure is for three).
-const MASTERS: usize = 3;
-
 /// A configuration over every master: the counter and statistics on the first, statistics of
 /// the others summed in.
 fn over_masters(name: &'static str, peer: &str, kind: Kind, url: &str, masters: &[String]) -> Conf {
     let mut c = conf(name, peer, kind, url, &masters[0]);
     c.others = masters[1..].to_vec();
     c
+}
+
+/// A table label made at run time (the program runs once; its labels live as long).
+fn label(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
 }
 
 /// The whole section. `rtt_us` is the single server's round trip (for the handoff columns).
@@ -35,8 +38,9 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
     if !u1 && !c8 {
         return;
     }
-    eprintln!("  redlock: starting {MASTERS} masters ...");
-    let Some(group) = topology::start("Redlock", || RedlockMasters::start(MASTERS)) else {
+    let n = o.masters;
+    eprintln!("  redlock: starting {n} masters ...");
+    let Some(group) = topology::start("Redlock", || RedlockMasters::start(n)) else {
         return;
     };
     let single = server.url();
@@ -79,7 +83,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
                 &single,
             ),
             over_masters(
-                "Redlock floor, 3 masters",
+                label(format!("Redlock floor, {n} masters")),
                 "redlock-floor",
                 Kind::RedlockFloor,
                 "",
@@ -120,7 +124,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
         let p99 = |i: usize| sys::pct_sorted(&mixed[i], 99.0) / 1e3;
         let r = p50(REDLOCK) / p50(QUORUM_FLOOR);
         targets.add(
-            "redlock u1, 3 masters",
+            &format!("redlock u1, {n} masters"),
             "≤ 1.15× the Redlock floor (SET NX PX on all masters at once)",
             format!(
                 "{r:.2}× p50 per-cycle interleaved ({:.1} vs {:.1} µs; p99 {:.2}×); with auto-renewal {:.2}×",
@@ -145,7 +149,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
         );
     }
     if c8 {
-        let confs: [Conf; 4] = [
+        let confs: [Conf; 5] = [
             conf(
                 "handoff floor, single server",
                 "redlock-handoff-floor",
@@ -161,7 +165,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
                 &single,
             ),
             over_masters(
-                "Redlock floor, 3 masters (polls every 1 ms)",
+                label(format!("Redlock floor, {n} masters (polls every 1 ms)")),
                 "redlock-floor",
                 Kind::RedlockFloor,
                 "",
@@ -174,6 +178,13 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
                 &url,
                 &masters,
             ),
+            over_masters(
+                "redislock, redlock://, auto-renewal",
+                "redislock-redlock-renewed",
+                renewed,
+                &url,
+                &masters,
+            ),
         ];
         let rtt_us = topology::rtt(o, &single, rep, rtt_us);
         let load = Load::start(&procs);
@@ -182,7 +193,7 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             rep,
             "redlock_c8",
             &format!(
-                "Redlock c8: eight workers, one key, GET/SET counter to {} (fixed lease; the counter on the first master)",
+                "Redlock c8, {n} masters: eight workers, one key, GET/SET counter to {} (fixed lease, and auto-renewal in the last row; the counter on the first master)",
                 o.target
             ),
             &load,
@@ -190,16 +201,17 @@ pub fn section(o: &Opts, server: &Server, rep: &mut Report, targets: &mut Target
             &confs,
             rtt_us,
         );
-        topology::c8_targets(targets, "redlock c8", &ms[3], &ms[1]);
-        let (m, floor) = (&ms[3], &ms[2]);
+        topology::c8_targets(targets, &format!("redlock c8, {n} masters"), &ms[3], &ms[1]);
+        let (m, floor, renewed) = (&ms[3], &ms[2], &ms[4]);
         targets.add(
-            "redlock c8 beside the Redlock floor",
+            &format!("redlock c8 beside the Redlock floor, {n} masters"),
             "(information: a quorum lock that polls)",
             format!(
-                "{:.0} vs {:.0} incr/s = {:.2}×; handoff p50 {:.1} vs {:.1} µs; same-worker re-acquire {:.0}% vs {:.0}%; per-worker max/min {:.2} vs {:.2}; longest wait {:.1} vs {:.1} ms",
+                "{:.0} vs {:.0} incr/s = {:.2}× (auto-renewal {:.2}×); handoff p50 {:.1} vs {:.1} µs; same-worker re-acquire {:.0}% vs {:.0}%; per-worker max/min {:.2} vs {:.2}; longest wait {:.1} vs {:.1} ms",
                 m.rate,
                 floor.rate,
                 m.rate / floor.rate,
+                renewed.rate / floor.rate,
                 m.handoff_us(50.0),
                 floor.handoff_us(50.0),
                 m.same_worker * 100.0,

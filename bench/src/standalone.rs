@@ -38,6 +38,8 @@ pub struct Opts {
     pub failovers: usize,
     /// The Redlock stops section's time from a master's SIGCONT to the next master's SIGSTOP.
     pub stops_gap: Duration,
+    /// The Redlock section's independent masters (`--masters N`: an odd number, at least 3).
+    pub masters: usize,
     pub only: Vec<String>,
     pub skip: Vec<String>,
     pub raw: Option<PathBuf>,

@@ -38,6 +38,8 @@ pub(crate) struct Tally {
     /// The other owners' tokens the refusing masters named (a waiter's attempt asks for them).
     holders: Vec<Vec<u8>>,
     failed: Vec<(usize, Error)>,
+    /// How many of `failed` rest (they failed lately and were not asked this time).
+    resting: usize,
     /// Granted by a majority, but only after the lock's validity had run out (the time taken).
     late: Option<Duration>,
     /// The validity the grant had to come within.
@@ -125,6 +127,7 @@ impl Masters {
             refused: Vec::new(),
             holders: Vec::new(),
             failed: Vec::new(),
+            resting: 0,
             late: None,
             validity,
             servers: Vec::new(),
@@ -145,6 +148,10 @@ impl Masters {
                 Vote::Failed(e) => {
                     if matches!(a, Answer::Failed { sent: true, .. }) {
                         maybe_set.push(i);
+                    } else if matches!(a, Answer::Failed { .. })
+                        && self.masters[i].resting().is_some()
+                    {
+                        tally.resting += 1;
                     }
                     tally.failed.push((i, e));
                 }
@@ -184,9 +191,13 @@ impl Tally {
     }
 
     /// Whether the masters split between attempts: every refusing master named its owner, and
-    /// no owner holds a majority of the masters, even counting every master that did not answer
-    /// as its. Then no holder's release is coming (the attempts that split them all failed and
-    /// cleared their keys, without waking anyone).
+    /// no owner holds a majority of the masters, even counting every master asked that did not
+    /// answer as its. Then no holder's release is coming (the attempts that split them all failed
+    /// and cleared their keys, without waking anyone). A master that rests (it failed lately, and
+    /// was not asked) is not counted: it has been stopped or down since, so an owner's key there
+    /// dates from before, and that owner holds the answering masters too. Were it counted, two
+    /// attempts splitting the two answering masters of three while the third is stopped would
+    /// leave every waiter blocked until its re-check, with the lock free.
     pub(crate) fn split(&self) -> bool {
         let q = self.masters / 2 + 1;
         let most = self
@@ -197,7 +208,7 @@ impl Tally {
             .unwrap_or(0);
         self.held_somewhere()
             && self.holders.len() == self.refused.len()
-            && most + self.failed.len() < q
+            && most + self.failed.len() - self.resting < q
     }
 
     /// The soonest a refusing master's key expires, if any key has an expiry.
@@ -315,6 +326,7 @@ mod tests {
                 .filter_map(|(_, t)| t.map(<[u8]>::to_vec))
                 .collect(),
             failed: Vec::new(),
+            resting: 0,
             late: None,
             validity: Duration::from_secs(1),
             servers: Vec::new(),
@@ -335,5 +347,12 @@ mod tests {
         let mut one_answered = tally(&[(0, Some(b"a"))]);
         one_answered.failed = vec![(1, Error::internal("down")), (2, Error::internal("down"))];
         assert!(!one_answered.split());
+        // Two attempts, one answering master each, the third master resting (not asked): no
+        // owner can hold a majority.
+        let mut one_resting = tally(&[(0, Some(b"a"))]);
+        one_resting.failed = vec![(2, Error::internal("stopped"))];
+        assert!(!one_resting.split());
+        one_resting.resting = 1;
+        assert!(one_resting.split());
     }
 }

@@ -25,7 +25,9 @@
 //! master that is down or stopped costs a round its connect or read timeout once, not every
 //! time. Masters that failed recently are read last, and once a round's outcome is decided
 //! without them they get only a short grace, so a master that stops answering slows no round
-//! after the one that found it out.
+//! after the one that found it out. Nor does a round wait a master's whole read timeout once
+//! another master has answered, decided or not: an attempt granted by one master of three while
+//! another is stopped would hold that master meanwhile, refusing every other process there.
 //!
 //! There are no fencing tokens with Redlock: counters on independent masters are not ordered
 //! (`docs/topologies.md` says why), so `fencing(true)` is refused. `min_replicas` is refused as well: the

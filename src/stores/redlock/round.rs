@@ -1,6 +1,6 @@
 //! One round: a request written to every master's connection first, then the replies read in
 //! the order they arrive, so that a round costs about one round trip to the slowest master it
-//! needs, and a master that stops answering costs only a grace once the others decide.
+//! needs, and a master that stops answering costs only a grace once the others have answered.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -12,11 +12,12 @@ use crate::base::connection::{Connection, first_readable};
 use crate::base::error::Error;
 use crate::base::pool::{PooledConn, mark_broken, worth_retrying};
 
-/// How long a master's reply is waited for once the round's outcome is decided without it.
+/// How long a master that failed lately is waited for once the round's outcome is decided
+/// without it.
 const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
 /// How long a master that has not failed lately is waited for once the round's outcome is
-/// decided without it (at most the read timeout): a master that stops answering costs the
-/// rounds in flight this, not the whole read timeout.
+/// decided without it, or once another master has answered (at most the read timeout): a
+/// master that stops answering costs the rounds in flight this, not the whole read timeout.
 const DECIDED_GRACE: Duration = Duration::from_millis(200);
 
 /// One master's part of a round: commands packed into one write, how many replies they get,
@@ -68,10 +69,11 @@ pub(super) enum Answer {
 impl Masters {
     /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
-    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`], the others
-    /// [`DECIDED_GRACE`]. A connection the
-    /// server had dropped (a restart) is replaced and the master asked again, with `retry` set:
-    /// the request must then be safe to repeat. Indexed by master; `None` for non-targets.
+    /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`] from then, the
+    /// others [`DECIDED_GRACE`]; and after each answer, decided or not, every master not read yet
+    /// gets at most [`DECIDED_GRACE`] from then. A connection the server had dropped (a restart)
+    /// is replaced and the master asked again, with `retry` set: the request must then be safe
+    /// to repeat. Indexed by master; `None` for non-targets.
     pub(super) fn round(
         &self,
         targets: &[usize],
@@ -141,6 +143,9 @@ impl Masters {
             })
             .collect();
         let mut straggler = false;
+        // Whether some master has answered: from then on, a master that has not is waited for
+        // at most a grace past the latest answer (see below).
+        let mut answered = false;
         while !pending.is_empty() {
             if !straggler && decided(&answers) {
                 // Once the outcome is decided without them, masters get a grace instead of the
@@ -149,13 +154,7 @@ impl Masters {
                 straggler = true;
                 let now = Instant::now();
                 for p in &mut pending {
-                    let m = &self.masters[p.i];
-                    let grace = if m.failures() > 0 || p.probe {
-                        STRAGGLER_GRACE
-                    } else {
-                        DECIDED_GRACE.min(m.node.main.read_timeout())
-                    };
-                    p.deadline = p.deadline.min(now + grace);
+                    p.deadline = p.deadline.min(now + self.masters[p.i].grace(p.probe));
                 }
             }
             let Some(k) = next_reply(&pending) else {
@@ -181,7 +180,7 @@ impl Masters {
             let m = &self.masters[i];
             // A connection that cannot be polled is read with the time it has left, as its
             // read timeout while it is read (two system calls, only for TLS stragglers).
-            let limit = (conn.redis.poll_fd().is_none() && (straggler || probe))
+            let limit = (conn.redis.poll_fd().is_none() && (straggler || probe || answered))
                 .then(|| deadline.saturating_duration_since(Instant::now()));
             let read = match limit {
                 Some(limit) => conn
@@ -210,6 +209,21 @@ impl Masters {
                         owing.push(i);
                     }
                     answers[i] = Some(Answer::Replies(values));
+                    // A master that has not answered by now gets [`DECIDED_GRACE`] past this
+                    // answer, not its whole read timeout, even while the outcome is undecided:
+                    // a round blocks the others with what it was granted until it ends (an
+                    // attempt granted on one master of three, with another stopped, held that
+                    // one for the whole read timeout, and every process that came meanwhile was
+                    // refused there), and a master that its peers' answers have overtaken by
+                    // that much is stopped or overloaded, not on its way. (The decided round's
+                    // shorter grace for a master that failed lately is not applied here: a
+                    // round that still needs it should not drop a master that is merely slow.)
+                    answered = true;
+                    let now = Instant::now();
+                    let grace = DECIDED_GRACE.min(m.node.main.read_timeout());
+                    for p in &mut pending {
+                        p.deadline = p.deadline.min(now + grace);
+                    }
                 }
                 Err(e) => {
                     mark_broken(&mut conn);
@@ -245,6 +259,17 @@ impl Masters {
 }
 
 impl Master {
+    /// How long the master's reply is waited for once the round no longer needs it: a short
+    /// grace if it failed lately (or rests and is only probed), a longer one else (its reply is
+    /// most likely on its way).
+    fn grace(&self, probe: bool) -> Duration {
+        if self.failures() > 0 || probe {
+            STRAGGLER_GRACE
+        } else {
+            DECIDED_GRACE.min(self.node.main.read_timeout())
+        }
+    }
+
     pub(super) fn failure(&self, e: &redis::RedisError, sent: bool) -> Answer {
         let error = Error::from_redis(self.node.main.server(), e);
         self.failed(&error);
