@@ -13,5 +13,6 @@ pub(crate) mod metrics;
 pub(crate) mod pool;
 pub(crate) mod replication;
 pub(crate) mod scripts;
+pub(crate) mod sync;
 pub(crate) mod token;
 pub(crate) mod url;

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use crate::base::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::base::config::check_lease;
 use crate::base::error::Error;

@@ -17,7 +17,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::base::sync::Mutex;
 
 use super::connect_node;
 use crate::base::config::{Config, SentinelSpec};
