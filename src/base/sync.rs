@@ -20,6 +20,7 @@
 //! the crate is in a loop that checks its condition again.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{self, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -140,18 +141,34 @@ impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
 }
 
 /// A condition variable over `std::sync::Condvar`, waited on with a [`MutexGuard`].
+///
+/// It counts its waiters so that a notification with nobody waiting costs no system call (std's
+/// always makes one; pool returns and releases notify on every call). That is exact as long as
+/// what a waiter waits for is changed under the mutex it waits with, before the notification,
+/// as condition variables require anyway: a waiter is counted while it holds that mutex, before
+/// the wait releases it, so a notifier that took the mutex after it sees the count.
 #[derive(Default)]
-pub(crate) struct Condvar(sync::Condvar);
+pub(crate) struct Condvar {
+    cv: sync::Condvar,
+    waiters: AtomicUsize,
+}
 
 impl Condvar {
     pub(crate) const fn new() -> Condvar {
-        Condvar(sync::Condvar::new())
+        Condvar {
+            cv: sync::Condvar::new(),
+            waiters: AtomicUsize::new(0),
+        }
     }
 
     /// Releases the guard's lock, sleeps until notified (or spuriously), and takes it again.
     pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
         let g = guard.take();
-        guard.inner = Some(self.0.wait(g).unwrap_or_else(PoisonError::into_inner));
+        // Relaxed is enough: the mutex orders this against a notifier (see the type's docs).
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        guard.inner = Some(g);
     }
 
     /// As [`Condvar::wait`], for at most `timeout`.
@@ -161,10 +178,12 @@ impl Condvar {
         timeout: Duration,
     ) -> WaitTimeoutResult {
         let g = guard.take();
+        self.waiters.fetch_add(1, Ordering::Relaxed);
         let (g, result) = self
-            .0
+            .cv
             .wait_timeout(g, timeout)
             .unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
         guard.inner = Some(g);
         result
     }
@@ -179,11 +198,15 @@ impl Condvar {
     }
 
     pub(crate) fn notify_one(&self) {
-        self.0.notify_one();
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.cv.notify_one();
+        }
     }
 
     pub(crate) fn notify_all(&self) {
-        self.0.notify_all();
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.cv.notify_all();
+        }
     }
 }
 
@@ -244,6 +267,28 @@ mod tests {
             assert!(!pair.1.wait_until(&mut ready, deadline).timed_out());
         }
         drop(ready);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn no_notification_is_lost_to_the_waiter_count() {
+        // A waiter that waits without a timeout, many times over: a notification skipped
+        // while it was counted would leave it asleep and the join below would hang.
+        let pair = Arc::new((Mutex::new(0u32), Condvar::new()));
+        let other = pair.clone();
+        let t = std::thread::spawn(move || {
+            for i in 1..=2000 {
+                let mut n = other.0.lock();
+                while *n < i {
+                    other.1.wait(&mut n);
+                }
+            }
+        });
+        for _ in 0..2000 {
+            *pair.0.lock() += 1;
+            pair.1.notify_one();
+            std::thread::yield_now();
+        }
         t.join().unwrap();
     }
 
