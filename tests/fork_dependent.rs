@@ -19,7 +19,7 @@
 //! The first run builds the program and the library without TLS (a minute or two; fork safety
 //! does not depend on it), offline when cargo's cache has every crate; later runs reuse the
 //! build. `REDISLOCK_FORK_DEPENDENT_ON=<dir>` builds it against the library in another directory
-//! (an older checkout, to see the test fail there).
+//! (an older checkout, to see the test fail there), in `target/fork-dependent-<hash>/`.
 
 mod support;
 
@@ -237,8 +237,22 @@ fn cargo(args: &[&str], manifest: &Path, target: &Path) -> Result<(), String> {
 
 /// Makes and builds the program; its path.
 fn program() -> PathBuf {
-    let library = std::env::var_os("REDISLOCK_FORK_DEPENDENT_ON").map_or_else(repo, PathBuf::from);
-    let work = repo().join("target/fork-dependent");
+    let other = std::env::var_os("REDISLOCK_FORK_DEPENDENT_ON").map(PathBuf::from);
+    // Another library builds in a directory of its own: cargo does not copy a binary it finds
+    // up to date back to `target/debug/`, so a target directory shared by two libraries could
+    // run the program built against the other one.
+    let (library, work) = match other {
+        None => (repo(), repo().join("target/fork-dependent")),
+        Some(dir) => {
+            let mut hash = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&dir, &mut hash);
+            let name = format!(
+                "target/fork-dependent-{:016x}",
+                std::hash::Hasher::finish(&hash)
+            );
+            (dir, repo().join(name))
+        }
+    };
     let app = work.join("app");
     std::fs::create_dir_all(app.join("src")).unwrap();
     let manifest = format!(
