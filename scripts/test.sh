@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up of missing tools, formatting, lints, the header
 # drift check, the Rust unit and integration tests (which also drive the C tests under
-# AddressSanitizer and valgrind, and the PHP tests), the doc tests, and a bounded fuzz run of
-# the C API (FUZZ_SECONDS, default 60).
+# AddressSanitizer and valgrind, and the PHP tests), the doc tests, a dry-run publish of the
+# two crates, a build with the declared minimum Rust version, and a bounded fuzz run of the C
+# API (FUZZ_SECONDS, default 60).
 # Every test starts its own redis-server on a free loopback port; none uses 127.0.0.1:6379.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,5 +43,20 @@ else
 fi
 step "doc tests"
 cargo test --doc
+step "the crates as crates.io gets them: cargo publish --dry-run --locked (packaged and built)"
+# --allow-dirty: a dry run uploads nothing, and a developer's uncommitted work is what to check.
+cargo publish --dry-run --locked --allow-dirty -p redislock -p redislock-cli
+step "the minimum Rust version the manifests declare (rust-version) builds both crates"
+msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
+command -v rustup >/dev/null \
+  || { echo "test.sh: rustup is needed to build with Rust $msrv (https://rustup.rs)" >&2; exit 1; }
+# A machine whose network serves only the package registries may not reach rustup's toolchain
+# server: then the step says so and is skipped, rather than failing the suite.
+if rustup toolchain install "$msrv" --profile minimal --no-self-update; then
+  cargo "+$msrv" check --locked --target-dir target/msrv -p redislock -p redislock-cli \
+    --features redislock/metrics
+else
+  echo "test.sh: SKIPPED: Rust $msrv could not be installed here (rustup's server unreachable)" >&2
+fi
 step "fuzz the C API for ${FUZZ_SECONDS:-60} s (libFuzzer + AddressSanitizer; scripts/fuzz.sh)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh

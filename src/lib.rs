@@ -169,13 +169,15 @@
 //! not the child's: it does not renew, `release`/`extend` fail with [`Forked`](ErrorKind::Forked),
 //! and dropping it does nothing (the parent's lock stays held).
 //!
-//! **Forking Rust programs.** The `[patch.crates-io]` entry for `parking_lot_core` in this crate's
-//! `Cargo.toml` (`vendor/parking_lot_core/`: parking_lot_core 0.9.12 plus one change, forked
-//! children start with an empty parked-thread table) is what makes a client usable in a child
-//! process after its parent used it (without it, the child's first contended lock can hang or crash
-//! in parking_lot); patches apply only to the top-level manifest, so a Rust program that forks
-//! after using redislock needs the same entry. C and PHP users get the patched library as built
-//! here.
+//! **Forking Rust programs** need nothing of their own: no `[patch]`, no feature, no call. The
+//! library's locks and condition variables are the standard library's (on Linux a futex word
+//! each, with no state kept anywhere else), so a forked child that uses a client waits and wakes
+//! only on its own; threads of the parent that were parked at the fork leave nothing behind that
+//! the child could trip over. `tests/fork_dependent.rs` builds a program that depends on the
+//! crate by path, as yours does, and forks it many times while other threads hold, renew and
+//! wait for locks; every child takes and releases locks with the inherited client and exits.
+//! What a program's own threads hold at the fork (its own locks, a `Mutex` around the client) is
+//! its own concern, as always after `fork()`.
 //!
 //! ## Timeouts
 //!
@@ -348,6 +350,7 @@
 //! C adds `REDISLOCK_NULL_PARAMETER` (10) and `REDISLOCK_PANIC` (11). Messages name the lock and
 //! the server, never the token or the password. [`Error::is_timeout`] and [`Error::redis_code`]
 //! refine `Connection` and `Redis`; the PHP exception classes are listed in `docs/php.md`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 

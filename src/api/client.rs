@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
+use crate::base::sync::RwLock;
 
 use crate::api::builder::ClientBuilder;
 use crate::api::guard::Lock;

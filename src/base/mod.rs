@@ -1,6 +1,7 @@
 //! The base layer: what every layer above uses and nothing here knows of them: configuration and
 //! its checks, errors, the keys of a lock, tokens, the connection pool, the Lua scripts,
-//! replica acknowledgement and the metrics every layer counts into.
+//! replica acknowledgement, the metrics every layer counts into, and the locks and condition
+//! variables every layer uses.
 
 pub(crate) mod backoff;
 pub(crate) mod config;
@@ -14,5 +15,6 @@ pub(crate) mod metrics;
 pub(crate) mod pool;
 pub(crate) mod replication;
 pub(crate) mod scripts;
+pub(crate) mod sync;
 pub(crate) mod token;
 pub(crate) mod url;

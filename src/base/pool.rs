@@ -13,7 +13,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::base::sync::{Condvar, Mutex};
 
 use crate::base::config::Config;
 use crate::base::connection::Connection;

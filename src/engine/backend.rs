@@ -19,7 +19,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::base::sync::Mutex;
 
 use crate::base::config::Config;
 use crate::base::error::Error;

@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use crate::base::sync::Mutex;
 
 use crate::base::keys::LockKeys;
 use crate::engine::backend::Backend;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use crate::base::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::base::backoff::Backoff;
 use crate::base::config::check_lease;

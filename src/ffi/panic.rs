@@ -107,8 +107,8 @@ pub(crate) fn caught<T: FailValue>(payload: Box<dyn Any + Send>) -> T {
 /// macros) returns from the exported function.
 ///
 /// `AssertUnwindSafe` is sound here because nothing observes half-done state after a panic:
-/// handles are updated by whole-value replacement, and the Rust API uses parking_lot locks,
-/// which do not poison.
+/// handles are updated by whole-value replacement, and the Rust API's locks (`base/sync.rs`) do
+/// not poison.
 macro_rules! ffi_panic_boundary {
     ( $($body:tt)* ) => {
         match ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| { $($body)* })) {

@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Mutex, RwLock};
+use crate::base::sync::{Mutex, RwLock};
 
 use super::single::Single;
 use super::{Topology, connect_node, node_addr};

@@ -23,7 +23,7 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::base::sync::Mutex;
 
 use redis::IntoConnectionInfo;
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::base::sync::Mutex;
 
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::base::error::Error;

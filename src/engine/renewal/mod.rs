@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::base::sync::{Condvar, Mutex};
 
 use crate::base::error::Error;
 use crate::base::metrics::Metrics;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex, MutexGuard};
+use crate::base::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::base::metrics::LostReason;
 

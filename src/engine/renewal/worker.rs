@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::base::sync::{Condvar, Mutex};
 
 use super::io::{Outcome, Request, submit};
 use super::{IDLE_EXIT, Inner, stopping};

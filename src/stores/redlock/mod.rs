@@ -49,7 +49,7 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use crate::base::sync::Mutex;
 
 use crate::base::config::{Config, RedlockSpec};
 use crate::base::connection::Connection;

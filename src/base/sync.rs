@@ -1,0 +1,349 @@
+//! The library's locks and condition variables: thin wrappers over `std::sync` with the calls the
+//! rest of the crate uses (`lock()` without a `Result`, `Condvar::wait(&mut guard)`,
+//! `wait_until` with a deadline, bounded `try_lock_for`).
+//!
+//! Why std and not parking_lot: fork safety for every program that links the library. On Linux
+//! std's `Mutex`, `Condvar` and `RwLock` are a futex word each and keep no state outside
+//! themselves, so a forked child that uses a client parks and wakes on its own words only.
+//! parking_lot keeps one process-wide table of parked threads; after `fork()` the child's copy
+//! still queues the parent's parked threads, which do not exist there, and the child's next park
+//! or unpark can hang or crash on it (parking_lot#515). A `[patch]` that resets the table reaches
+//! only the top-level workspace, never a program that depends on the crate, so the fix has to be
+//! in what the crate uses.
+//!
+//! Poisoning is ignored on purpose, as parking_lot did: a panic while a lock is held is a bug
+//! that the C boundary reports as such (`ffi/panic.rs`), and every state behind these locks is
+//! whole between statements (replaced or pushed in one step), so the next caller goes on with it
+//! instead of turning one panic into a panic on every later call.
+//!
+//! Unlike parking_lot's, std's condition variable may wake a waiter spuriously: every wait in
+//! the crate is in a loop that checks its condition again.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{self, PoisonError, TryLockError};
+use std::time::{Duration, Instant};
+
+pub(crate) use std::sync::WaitTimeoutResult;
+
+/// How long a timed `try_*_for` sleeps between its tries at most. They serve only rare paths (a
+/// client's backend being built, a Cluster's slot table being read again), where a holder keeps
+/// the lock for a round trip or longer; they also end a wait on a lock that a thread of the
+/// parent held at `fork()` and that no thread of the child will ever release.
+const TRY_SLEEP_MAX: Duration = Duration::from_millis(1);
+
+/// Tries `attempt` until it gives a value or `timeout` has passed: at once, then after sleeps
+/// that double from a few microseconds up to [`TRY_SLEEP_MAX`].
+fn retry_for<G>(timeout: Duration, mut attempt: impl FnMut() -> Option<G>) -> Option<G> {
+    if let Some(g) = attempt() {
+        return Some(g);
+    }
+    let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_micros(4);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(pause.min(left));
+        if let Some(g) = attempt() {
+            return Some(g);
+        }
+        pause = (pause * 2).min(TRY_SLEEP_MAX);
+    }
+}
+
+/// A mutual exclusion lock over `std::sync::Mutex`; see the module's documentation.
+#[derive(Default)]
+pub(crate) struct Mutex<T: ?Sized>(sync::Mutex<T>);
+
+/// The guard of a [`Mutex`]: the lock is held while it lives.
+///
+/// It holds std's guard in an `Option` only so that [`Condvar`]'s waits and
+/// [`MutexGuard::unlocked`] can hand it over and take it back through `&mut`; outside those calls
+/// it is always `Some`.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
+pub(crate) struct MutexGuard<'a, T: ?Sized> {
+    mutex: &'a Mutex<T>,
+    inner: Option<sync::MutexGuard<'a, T>>,
+}
+
+impl<T> Mutex<T> {
+    pub(crate) const fn new(value: T) -> Mutex<T> {
+        Mutex(sync::Mutex::new(value))
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Takes the lock, waiting as long as it takes.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        MutexGuard {
+            mutex: self,
+            inner: Some(self.0.lock().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+
+    /// Takes the lock if it is free now.
+    pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let inner = match self.0.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
+        };
+        Some(MutexGuard {
+            mutex: self,
+            inner: Some(inner),
+        })
+    }
+
+    /// Takes the lock if it comes free within `timeout` (see [`TRY_SLEEP_MAX`]).
+    pub(crate) fn try_lock_for(&self, timeout: Duration) -> Option<MutexGuard<'_, T>> {
+        retry_for(timeout, || self.try_lock())
+    }
+
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.0.get_mut().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl<'a, T: ?Sized> MutexGuard<'a, T> {
+    /// Runs `f` with the lock released, and takes it again before returning.
+    pub(crate) fn unlocked<R>(guard: &mut MutexGuard<'a, T>, f: impl FnOnce() -> R) -> R {
+        drop(guard.inner.take());
+        let r = f();
+        guard.inner = Some(guard.mutex.0.lock().unwrap_or_else(PoisonError::into_inner));
+        r
+    }
+
+    fn take(&mut self) -> sync::MutexGuard<'a, T> {
+        self.inner
+            .take()
+            .expect("a mutex guard holds its lock outside a wait")
+    }
+}
+
+impl<T: ?Sized> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.inner
+            .as_deref()
+            .expect("a mutex guard holds its lock outside a wait")
+    }
+}
+
+impl<T: ?Sized> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.inner
+            .as_deref_mut()
+            .expect("a mutex guard holds its lock outside a wait")
+    }
+}
+
+/// A condition variable over `std::sync::Condvar`, waited on with a [`MutexGuard`].
+///
+/// It counts its waiters so that a notification with nobody waiting costs no system call (std's
+/// always makes one; pool returns and releases notify on every call). That is exact as long as
+/// what a waiter waits for is changed under the mutex it waits with, before the notification,
+/// as condition variables require anyway: a waiter is counted while it holds that mutex, before
+/// the wait releases it, so a notifier that took the mutex after it sees the count.
+#[derive(Default)]
+pub(crate) struct Condvar {
+    cv: sync::Condvar,
+    waiters: AtomicUsize,
+}
+
+impl Condvar {
+    pub(crate) const fn new() -> Condvar {
+        Condvar {
+            cv: sync::Condvar::new(),
+            waiters: AtomicUsize::new(0),
+        }
+    }
+
+    /// Releases the guard's lock, sleeps until notified (or spuriously), and takes it again.
+    pub(crate) fn wait<T>(&self, guard: &mut MutexGuard<'_, T>) {
+        let g = guard.take();
+        // Relaxed is enough: the mutex orders this against a notifier (see the type's docs).
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let g = self.cv.wait(g).unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        guard.inner = Some(g);
+    }
+
+    /// As [`Condvar::wait`], for at most `timeout`.
+    pub(crate) fn wait_for<T>(
+        &self,
+        guard: &mut MutexGuard<'_, T>,
+        timeout: Duration,
+    ) -> WaitTimeoutResult {
+        let g = guard.take();
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let (g, result) = self
+            .cv
+            .wait_timeout(g, timeout)
+            .unwrap_or_else(PoisonError::into_inner);
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        guard.inner = Some(g);
+        result
+    }
+
+    /// As [`Condvar::wait`], until `deadline` at the latest (on the monotonic clock).
+    pub(crate) fn wait_until<T>(
+        &self,
+        guard: &mut MutexGuard<'_, T>,
+        deadline: Instant,
+    ) -> WaitTimeoutResult {
+        self.wait_for(guard, deadline.saturating_duration_since(Instant::now()))
+    }
+
+    pub(crate) fn notify_one(&self) {
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.cv.notify_one();
+        }
+    }
+
+    pub(crate) fn notify_all(&self) {
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// A reader-writer lock over `std::sync::RwLock`; see the module's documentation.
+#[derive(Default)]
+pub(crate) struct RwLock<T: ?Sized>(sync::RwLock<T>);
+
+impl<T> RwLock<T> {
+    pub(crate) const fn new(value: T) -> RwLock<T> {
+        RwLock(sync::RwLock::new(value))
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    pub(crate) fn read(&self) -> sync::RwLockReadGuard<'_, T> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn write(&self) -> sync::RwLockWriteGuard<'_, T> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes a shared lock if no writer keeps it within `timeout` (see [`TRY_SLEEP_MAX`]).
+    pub(crate) fn try_read_for(&self, timeout: Duration) -> Option<sync::RwLockReadGuard<'_, T>> {
+        retry_for(timeout, || match self.0.try_read() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        })
+    }
+
+    /// Takes the lock alone if it comes free within `timeout` (see [`TRY_SLEEP_MAX`]).
+    pub(crate) fn try_write_for(&self, timeout: Duration) -> Option<sync::RwLockWriteGuard<'_, T>> {
+        retry_for(timeout, || match self.0.try_write() {
+            Ok(g) => Some(g),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_wait_releases_the_lock_and_takes_it_back() {
+        let pair = Arc::new((Mutex::new(false), Condvar::new()));
+        let other = pair.clone();
+        let t = std::thread::spawn(move || {
+            *other.0.lock() = true;
+            other.1.notify_all();
+        });
+        let mut ready = pair.0.lock();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !*ready {
+            assert!(!pair.1.wait_until(&mut ready, deadline).timed_out());
+        }
+        drop(ready);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn no_notification_is_lost_to_the_waiter_count() {
+        // A waiter that waits without a timeout, many times over: a notification skipped
+        // while it was counted would leave it asleep and the join below would hang.
+        let pair = Arc::new((Mutex::new(0u32), Condvar::new()));
+        let other = pair.clone();
+        let t = std::thread::spawn(move || {
+            for i in 1..=2000 {
+                let mut n = other.0.lock();
+                while *n < i {
+                    other.1.wait(&mut n);
+                }
+            }
+        });
+        for _ in 0..2000 {
+            *pair.0.lock() += 1;
+            pair.1.notify_one();
+            std::thread::yield_now();
+        }
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_deadline_passed_times_out_and_keeps_the_lock() {
+        let m = Mutex::new(1);
+        let cv = Condvar::new();
+        let mut g = m.lock();
+        assert!(cv.wait_until(&mut g, Instant::now()).timed_out());
+        *g += 1;
+        assert!(m.try_lock().is_none());
+        drop(g);
+        assert_eq!(*m.lock(), 2);
+    }
+
+    #[test]
+    fn unlocked_lets_others_in_and_takes_the_lock_back() {
+        let m = Mutex::new(0);
+        let mut g = m.lock();
+        MutexGuard::unlocked(&mut g, || *m.try_lock().expect("released") = 5);
+        assert_eq!(*g, 5);
+        assert!(m.try_lock().is_none());
+    }
+
+    #[test]
+    fn timed_tries_give_up_on_a_held_lock_and_take_a_free_one() {
+        let m = Mutex::new(());
+        let held = m.lock();
+        let started = Instant::now();
+        assert!(m.try_lock_for(Duration::from_millis(20)).is_none());
+        assert!(started.elapsed() >= Duration::from_millis(20));
+        drop(held);
+        assert!(m.try_lock_for(Duration::ZERO).is_some());
+
+        let rw = RwLock::new(0);
+        let w = rw.write();
+        assert!(rw.try_read_for(Duration::from_millis(5)).is_none());
+        drop(w);
+        let r = rw.try_read_for(Duration::ZERO).expect("free");
+        assert!(rw.try_write_for(Duration::from_millis(5)).is_none());
+        drop(r);
+        *rw.try_write_for(Duration::ZERO).expect("free") = 1;
+        assert_eq!(*rw.read(), 1);
+    }
+
+    #[test]
+    fn a_panic_while_holding_does_not_poison_later_callers() {
+        let m = Arc::new(Mutex::new(0));
+        let other = m.clone();
+        let _ = std::thread::spawn(move || {
+            let _g = other.lock();
+            panic!("while holding");
+        })
+        .join();
+        *m.lock() += 1;
+        assert_eq!(*m.lock(), 1);
+    }
+}
