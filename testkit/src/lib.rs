@@ -38,6 +38,7 @@ mod child;
 mod cluster;
 mod masters;
 mod process;
+mod proxy;
 mod sentinel;
 mod server;
 mod setup;
@@ -53,6 +54,7 @@ pub use masters::RedlockMasters;
 pub use process::{
     cargo_build_example, child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok,
 };
+pub use proxy::{FaultProxy, Faults};
 pub use sentinel::SentinelGroup;
 pub use server::{RedisServer, Server, free_port};
 pub use setup::{Setup, Topology};
