@@ -37,6 +37,7 @@
 mod child;
 mod cluster;
 mod masters;
+mod partition;
 mod process;
 mod proxy;
 mod sentinel;
@@ -51,6 +52,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, output_text};
 pub use cluster::Cluster;
 pub use masters::RedlockMasters;
+pub use partition::{Direction, Partition, peer_ports};
 pub use process::{
     cargo_build_example, child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok,
 };
