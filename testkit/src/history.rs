@@ -271,6 +271,8 @@ pub struct Report {
     pub stale_accepted: usize,
     /// Increments accepted.
     pub increments: usize,
+    /// Writes the resource refused (their token was below the highest it had seen).
+    pub rejected: usize,
     /// Increments whose write overwrote another's (accepted, yet lost).
     pub lost_updates: usize,
     /// The longest time a waiter waited while nobody held the name, and when it began.
@@ -299,13 +301,15 @@ impl fmt::Display for Report {
         write!(
             f,
             "grants={} overlaps={} longest_overlap_ms={} tokens_granted_twice={} stale_accepted={} \
-             increments={} lost_updates={} longest_gap_ms={} (at {} ms) overruns={} lost={}",
+             increments={} rejected={} lost_updates={} longest_gap_ms={} (at {} ms) overruns={} \
+             lost={}",
             self.grants,
             self.overlaps,
             self.longest_overlap.as_millis(),
             self.tokens_granted_twice,
             self.stale_accepted,
             self.increments,
+            self.rejected,
             self.lost_updates,
             self.longest_gap.as_millis(),
             self.longest_gap_at.as_millis(),
@@ -473,6 +477,7 @@ pub fn check(history: &History) -> Report {
                 }
             }
             Op::Lost => report.lost += 1,
+            Op::Rejected { .. } => report.rejected += 1,
             _ => {}
         }
     }
@@ -670,6 +675,7 @@ mod tests {
         assert_eq!(res.value(), 2);
         let r = check(&history);
         assert_eq!(r.increments, 2);
+        assert_eq!(r.rejected, 1);
         assert_eq!(r.lost_updates, 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }

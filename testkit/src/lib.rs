@@ -68,7 +68,7 @@ pub use process::{
     cargo_build_example, child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok,
 };
 pub use proxy::{FaultProxy, Faults};
-pub use sentinel::SentinelGroup;
+pub use sentinel::{PEER_SOURCE, SentinelGroup};
 pub use server::{RedisServer, Server, free_port};
 pub use setup::{Setup, Topology};
 pub use shared::{IDLE, KEEPER_TEST, Shared, keep_shared_setup};

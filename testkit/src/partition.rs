@@ -89,6 +89,23 @@ impl Partition {
         self.add(&rules);
     }
 
+    /// Drops every packet between the server on `port` and the connections made from the
+    /// loopback address `source` (both ways): with a group whose peers connect from their own
+    /// address ([`SentinelGroup::start_with_peer_source`]), the master cut from its replicas and
+    /// sentinels while its clients (on 127.0.0.1) still reach it.
+    ///
+    /// [`SentinelGroup::start_with_peer_source`]: crate::SentinelGroup::start_with_peer_source
+    pub fn cut_port_from(&self, port: u16, source: &str) {
+        let source: std::net::Ipv4Addr = source
+            .parse()
+            .unwrap_or_else(|e| panic!("not an IPv4 address: {source}: {e}"));
+        assert!(source.is_loopback(), "{source} is not a loopback address");
+        self.add(&[
+            format!("ip saddr {source} tcp dport {port} drop"),
+            format!("ip daddr {source} tcp sport {port} drop"),
+        ]);
+    }
+
     /// Drops every packet between ports `a` and ports `b`, both ways.
     pub fn cut_between(&self, a: &[u16], b: &[u16]) {
         self.cut_one_way(a, b);
