@@ -22,7 +22,9 @@
 //!   part of `jitter` before it is passed on (chunks keep their order).
 //! * [`blackhole`](FaultProxy::blackhole): new connections are accepted and answered by nothing;
 //!   established ones stop forwarding both ways. What was sent meanwhile waits in the socket
-//!   buffers and is delivered when the blackhole ends, as TCP does when a partition heals.
+//!   buffers and is delivered when the blackhole ends (Toxiproxy's `timeout` toxic with a
+//!   timeout of 0 does the same), as TCP's retransmissions do when a partition heals: a
+//!   command a client gave up on may still run after the heal.
 //! * [`reset_after`](FaultProxy::reset_after): every connection (open or new) is reset (RST to
 //!   both sides) once `n` more bytes of replies have passed: `n` smaller than a reply cuts it in
 //!   the middle.
