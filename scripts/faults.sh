@@ -4,9 +4,11 @@
 #   scripts/faults.sh [--out DIR] [--rounds N] [-- EXTRA nextest ARGS, e.g. a test filter]
 #
 # Runs `cargo nextest run --test network_faults --run-ignored all --no-fail-fast --no-capture`
-# N times (default 1), one test at a time (the cases time faults in seconds; two cores shared
-# with a parallel case would blur the figures). Each case prints one `RESULT {json}` line (or
-# `SKIPPED {json}` when nftables cannot be used); the report joins them with nextest's verdicts:
+# with REDISLOCK_FAULTS_FULL=1 (the cases of the full matrix that the suite skips: Redlock with
+# 5 masters, the write lock, the semaphore) N times (default 1), one test at a time (the cases
+# time faults in seconds; two cores shared with a parallel case would blur the figures). Each
+# case prints one `RESULT {json}` line (or `SKIPPED {json}` when nftables cannot be used); the
+# report joins them with nextest's verdicts:
 #
 #   DIR/results.jsonl   one JSON object per case and round: the RESULT fields plus "round" and
 #                       "status" (pass, fail, skipped)
@@ -27,7 +29,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "faults.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +38,7 @@ mkdir -p "$out"
 : > "$out/results.jsonl"
 
 command -v cargo-nextest >/dev/null || { echo "faults.sh: cargo nextest is needed" >&2; exit 1; }
-cmd=(cargo nextest run --test network_faults --run-ignored all --no-fail-fast --no-capture
+cmd=(env REDISLOCK_FAULTS_FULL=1 cargo nextest run --test network_faults --run-ignored all --no-fail-fast --no-capture
      --test-threads 1 "${extra[@]}")
 echo "faults.sh: ${cmd[*]} ($rounds round(s)) -> $out"
 nice cargo nextest run --test network_faults --no-run >/dev/null

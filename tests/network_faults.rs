@@ -27,7 +27,9 @@
 //!
 //! Partition cases need nft and root (`scripts/setup.sh` installs nftables); without them they
 //! print a `SKIPPED` line with the reason and pass. `scripts/faults.sh` runs them all and
-//! tabulates the `RESULT` lines.
+//! tabulates the `RESULT` lines; it also sets `REDISLOCK_FAULTS_FULL=1`, which runs the rest of
+//! the full matrix (Redlock with 5 masters, the write lock and the semaphore), skipped in the
+//! suite. `REDISLOCK_FAULTS_DEBUG=1` prints every event of a case's history.
 
 mod support;
 
@@ -37,7 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redislock::{Client, ErrorKind};
+use redislock::{Client, ErrorKind, Lock, Permits, WriteLock};
 use support::{
     Cluster, Direction, FaultProxy, FencedResource, History, Op, PEER_SOURCE, Partition,
     RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually, first_grant_after,
@@ -93,6 +95,84 @@ fn fenced(url: &str) -> bool {
     !url.starts_with("redlock://")
 }
 
+/// Which kind of lock the clients take; each is exclusive as used here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `Client::lock`.
+    Exclusive,
+    /// The write side of `Client::rw_lock`.
+    Write,
+    /// `Client::semaphore` with one permit (no fencing tokens).
+    Semaphore,
+}
+
+/// A grant of any [`Kind`].
+enum Held {
+    Lock(Lock),
+    Write(WriteLock),
+    Permits(Permits),
+}
+
+impl Held {
+    fn acquire(client: &Client, kind: Kind, name: &str) -> Result<Held, redislock::Error> {
+        Ok(match kind {
+            Kind::Exclusive => Held::Lock(client.lock(name).acquire(WAIT)?),
+            Kind::Write => Held::Write(client.rw_lock(name).write(WAIT)?),
+            Kind::Semaphore => Held::Permits(client.semaphore(name, 1).acquire(1, WAIT)?),
+        })
+    }
+
+    fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Held::Lock(l) => l.fencing_token(),
+            Held::Write(l) => l.fencing_token(),
+            Held::Permits(_) => None,
+        }
+    }
+
+    fn remaining(&self) -> Duration {
+        match self {
+            Held::Lock(l) => l.remaining(),
+            Held::Write(l) => l.remaining(),
+            Held::Permits(l) => l.remaining(),
+        }
+    }
+
+    fn is_lost(&self) -> bool {
+        match self {
+            Held::Lock(l) => l.is_lost(),
+            Held::Write(l) => l.is_lost(),
+            Held::Permits(l) => l.is_lost(),
+        }
+    }
+
+    fn release(self) -> Result<(), redislock::Error> {
+        match self {
+            Held::Lock(l) => l.release(),
+            Held::Write(l) => l.release(),
+            Held::Permits(l) => l.release(),
+        }
+    }
+}
+
+/// The clients of a case: client `c` uses `urls[c % urls.len()]`; all of them take `kind`.
+struct Clients<'a> {
+    urls: Vec<&'a str>,
+    min_replicas: u32,
+    kind: Kind,
+}
+
+impl<'a> Clients<'a> {
+    /// Exclusive locks through `url`, no `min_replicas`.
+    fn of(url: &'a str) -> Clients<'a> {
+        Clients {
+            urls: vec![url],
+            min_replicas: 0,
+            kind: Kind::Exclusive,
+        }
+    }
+}
+
 /// Clients racing on one name until stopped, recording into a history.
 struct Workers {
     stop: Arc<AtomicBool>,
@@ -100,18 +180,18 @@ struct Workers {
 }
 
 impl Workers {
-    /// Client `c` uses `urls[c % urls.len()]`.
     fn start(
-        urls: &[&str],
-        min_replicas: u32,
+        clients: &Clients,
         name: &str,
         history: &Arc<History>,
         resource: &Arc<FencedResource>,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
+        let kind = clients.kind;
         for c in 0..CLIENTS {
-            let client = Arc::new(client(urls[c % urls.len()], min_replicas));
+            let url = clients.urls[c % clients.urls.len()];
+            let client = Arc::new(client(url, clients.min_replicas));
             for t in 0..THREADS_PER_CLIENT {
                 let (client, stop, resource) =
                     (Arc::clone(&client), Arc::clone(&stop), Arc::clone(resource));
@@ -128,7 +208,7 @@ impl Workers {
                                 }
                                 rec.record(Op::Acquire { wait: WAIT });
                                 let got = rec.call("acquire", acquire_bound(), || {
-                                    client.lock(&name).acquire(WAIT)
+                                    Held::acquire(&client, kind, &name)
                                 });
                                 let lock = match got {
                                     Ok(lock) => lock,
@@ -209,15 +289,11 @@ impl Fault {
 /// Runs one case: workers on `url`, the fault after the warm-up, healed after [`FAULT`], the
 /// run going on for [`AFTER`]; then checks and prints the figures.
 fn run_case(case: &str, url: &str, min_replicas: u32, name: &str, fault: Fault) -> Report {
-    run_case_with(
-        case,
-        &[url],
+    let clients = Clients {
         min_replicas,
-        name,
-        fault,
-        FAULT,
-        Safety::Asserted,
-    )
+        ..Clients::of(url)
+    };
+    run_case_with(case, &clients, name, fault, FAULT, Safety::Asserted)
 }
 
 /// Whether a case asserts safety, or shows what happens where the topology cannot promise it.
@@ -227,12 +303,10 @@ enum Safety {
     Shown,
 }
 
-/// [`run_case`] with clients of `urls` (see [`Workers::start`]) and a fault of `fault_len`,
-/// asserting safety or only printing it.
+/// [`run_case`] with `clients` and a fault of `fault_len`, asserting safety or only printing it.
 fn run_case_with(
     case: &str,
-    urls: &[&str],
-    min_replicas: u32,
+    clients: &Clients,
     name: &str,
     fault: Fault,
     fault_len: Duration,
@@ -242,7 +316,7 @@ fn run_case_with(
     std::fs::create_dir_all(&dir).unwrap();
     let resource = Arc::new(FencedResource::create(&dir.join("resource")));
     let history = History::new();
-    let workers = Workers::start(urls, min_replicas, name, &history, &resource);
+    let workers = Workers::start(clients, name, &history, &resource);
     thread::sleep(WARM_UP);
     let fault_at = history.mark("fault");
     let end = (fault.begin)(&history);
@@ -254,6 +328,11 @@ fn run_case_with(
     let report = check(&history);
     let value = resource.value() as usize;
     let events = history.events();
+    if std::env::var("REDISLOCK_FAULTS_DEBUG").is_ok() {
+        for e in &events {
+            println!("EVENT {:>6} c{} {:?}", e.at.as_millis(), e.client, e.op);
+        }
+    }
     let regrant = first_grant_after(&events, healed_at);
     // A failover marked by the fault: the contract's "after the failover completes".
     let failover_at = events.iter().find_map(|e| match &e.op {
@@ -494,8 +573,8 @@ fn single_reset_mid_reply() {
 
 // ---- Redlock, 3 masters, the fault on the first ----
 
-fn redlock() -> (RedlockMasters, Vec<Arc<FaultProxy>>, String) {
-    let masters = RedlockMasters::start(3);
+fn redlock(n: usize) -> (RedlockMasters, Vec<Arc<FaultProxy>>, String) {
+    let masters = RedlockMasters::start(n);
     let proxies: Vec<Arc<FaultProxy>> = masters
         .masters()
         .iter()
@@ -508,7 +587,7 @@ fn redlock() -> (RedlockMasters, Vec<Arc<FaultProxy>>, String) {
 
 #[test]
 fn redlock_partition_one_master() {
-    let (_masters, proxies, url) = redlock();
+    let (_masters, proxies, url) = redlock(3);
     let Some(fault) = partition(proxies[0].port(), vec![]) else {
         return;
     };
@@ -517,7 +596,7 @@ fn redlock_partition_one_master() {
 
 #[test]
 fn redlock_latency_200ms_one_master() {
-    let (_masters, proxies, url) = redlock();
+    let (_masters, proxies, url) = redlock(3);
     run_case(
         "redlock3/latency-200ms",
         &url,
@@ -530,7 +609,7 @@ fn redlock_latency_200ms_one_master() {
 
 #[test]
 fn redlock_blackhole_one_master() {
-    let (_masters, proxies, url) = redlock();
+    let (_masters, proxies, url) = redlock(3);
     run_case(
         "redlock3/blackhole",
         &url,
@@ -710,17 +789,24 @@ fn blackhole_until_failover(proxy: Arc<FaultProxy>, sentinels: Vec<u16>) -> Faul
 
 /// The blackhole of the master, seen by its clients and its sentinels: a failover. Returns the
 /// report; asserts that the sentinels promoted a replica.
-fn sentinel_blackhole_failover(case: &str, min_replicas: u32) -> Report {
+fn sentinel_blackhole_failover(case: &str, min_replicas: u32, kind: Kind) -> Report {
     let group = SentinelGroup::start();
     let proxy = Arc::new(FaultProxy::start(group.nodes()[0].port()));
     monitor_through(&group, &proxy);
     let sentinels: Vec<u16> = group.sentinels().iter().map(RedisServer::port).collect();
-    let report = run_case(
-        case,
-        &group.url(),
+    let url = group.url();
+    let clients = Clients {
         min_replicas,
+        kind,
+        ..Clients::of(&url)
+    };
+    let report = run_case_with(
+        case,
+        &clients,
         &unique_name("nf"),
         blackhole_until_failover(Arc::clone(&proxy), sentinels),
+        FAULT,
+        Safety::Asserted,
     );
     // The sentinels reach the master through the proxy too: the blackhole made them promote a
     // replica, and the clients followed.
@@ -744,12 +830,16 @@ fn sentinel_blackhole_failover(case: &str, min_replicas: u32) -> Report {
             granted 1528 ms after the heal (limit 1500 ms); with the delay at 0, 1 of 15 runs \
             failed (granted 1713 ms after the heal). With min_replicas(1) the case below passes"]
 fn sentinel_blackhole_master_fails_over() {
-    sentinel_blackhole_failover("sentinel/blackhole-failover", 0);
+    sentinel_blackhole_failover("sentinel/blackhole-failover", 0, Kind::Exclusive);
 }
 
 #[test]
 fn sentinel_blackhole_master_fails_over_min_replicas() {
-    sentinel_blackhole_failover("sentinel-min-replicas-1/blackhole-failover", 1);
+    sentinel_blackhole_failover(
+        "sentinel-min-replicas-1/blackhole-failover",
+        1,
+        Kind::Exclusive,
+    );
 }
 
 /// How long a split brain lasts: the failover takes 2.2-2.8 s, then both masters grant.
@@ -776,10 +866,15 @@ fn sentinel_split_brain(case: &str, min_replicas: u32, safety: Safety) -> Option
         })
     });
     let old_side = format!("redis://127.0.0.1:{port}/");
+    let url = group.url();
+    let clients = Clients {
+        urls: vec![&url, &old_side],
+        min_replicas,
+        kind: Kind::Exclusive,
+    };
     let report = run_case_with(
         case,
-        &[&group.url(), &old_side],
-        min_replicas,
+        &clients,
         &unique_name("nf"),
         fault,
         SPLIT_BRAIN,
@@ -911,4 +1006,126 @@ fn cluster_blackhole_master() {
         blackhole(Arc::clone(&proxy)),
     );
     no_client_left(&cluster.nodes()[master]);
+}
+
+// ---- the rest of the full matrix: scripts/faults.sh runs these, the suite skips them ----
+
+/// Set by `scripts/faults.sh`: run the cases of the full matrix too.
+const FULL_ENV: &str = "REDISLOCK_FAULTS_FULL";
+
+/// True (after printing a SKIPPED line) unless the full matrix is asked for.
+fn full_matrix_only() -> bool {
+    if std::env::var(FULL_ENV).as_deref() == Ok("1") {
+        return false;
+    }
+    println!(
+        "SKIPPED {{\"test\":\"{}\",\"reason\":\"full matrix only: {FULL_ENV}=1 (scripts/faults.sh)\"}}",
+        test_name()
+    );
+    true
+}
+
+#[test]
+fn redlock5_partition_two_masters() {
+    if full_matrix_only() {
+        return;
+    }
+    let (_masters, proxies, url) = redlock(5);
+    let Some(p) = new_partition() else {
+        return;
+    };
+    let ports = [proxies[0].port(), proxies[1].port()];
+    let fault = Fault::new(move |_| {
+        for port in ports {
+            p.cut_port(port, Direction::Both, &[]);
+        }
+        Box::new(move || {
+            p.heal();
+            drop(p);
+        })
+    });
+    run_case(
+        "redlock5/partition-2-of-5",
+        &url,
+        0,
+        &unique_name("nf"),
+        fault,
+    );
+}
+
+#[test]
+fn redlock5_blackhole_one_master() {
+    if full_matrix_only() {
+        return;
+    }
+    let (_masters, proxies, url) = redlock(5);
+    run_case(
+        "redlock5/blackhole",
+        &url,
+        0,
+        &unique_name("nf"),
+        blackhole(Arc::clone(&proxies[0])),
+    );
+    no_connection_left(&proxies[0]);
+}
+
+/// The write lock or the semaphore on one server, its clients partitioned from it.
+fn single_partition_of(case: &str, kind: Kind) {
+    let (_srv, proxy) = single();
+    let Some(fault) = partition(proxy.port(), vec![]) else {
+        return;
+    };
+    let url = proxy.url();
+    let clients = Clients {
+        kind,
+        ..Clients::of(&url)
+    };
+    run_case_with(
+        case,
+        &clients,
+        &unique_name("nf"),
+        fault,
+        FAULT,
+        Safety::Asserted,
+    );
+}
+
+#[test]
+fn rwlock_write_single_partition() {
+    if full_matrix_only() {
+        return;
+    }
+    single_partition_of("single/partition/rwlock-write", Kind::Write);
+}
+
+#[test]
+fn semaphore_single_partition() {
+    if full_matrix_only() {
+        return;
+    }
+    single_partition_of("single/partition/semaphore-1", Kind::Semaphore);
+}
+
+#[test]
+fn rwlock_write_sentinel_blackhole_failover_min_replicas() {
+    if full_matrix_only() {
+        return;
+    }
+    sentinel_blackhole_failover(
+        "sentinel-min-replicas-1/blackhole-failover/rwlock-write",
+        1,
+        Kind::Write,
+    );
+}
+
+#[test]
+fn semaphore_sentinel_blackhole_failover_min_replicas() {
+    if full_matrix_only() {
+        return;
+    }
+    sentinel_blackhole_failover(
+        "sentinel-min-replicas-1/blackhole-failover/semaphore-1",
+        1,
+        Kind::Semaphore,
+    );
 }
