@@ -136,6 +136,7 @@ void test_config_every_setter(void) {
     CHECK_RC(redislock_config_set_read_timeout_ms(config, 1500), REDISLOCK_OK);
     CHECK_RC(redislock_config_set_write_timeout_ms(config, 1500), REDISLOCK_OK);
     CHECK_RC(redislock_config_set_checkout_timeout_ms(config, 2500), REDISLOCK_OK);
+    CHECK_RC(redislock_config_set_release_timeout_ms(config, 5000), REDISLOCK_OK);
     CHECK_RC(redislock_config_set_lease_ms(config, 7000), REDISLOCK_OK);
     CHECK_RC(redislock_config_set_auto_renew(config, false), REDISLOCK_OK);
     CHECK_RC(redislock_config_set_fencing(config, true), REDISLOCK_OK);
@@ -196,6 +197,8 @@ void test_config_invalid_settings(void) {
     CHECK_INVALID_SETTING(redislock_config_set_write_timeout_ms(cfg_, UINT64_MAX),
                           "write_timeout");
     CHECK_INVALID_SETTING(redislock_config_set_checkout_timeout_ms(cfg_, 0), "checkout_timeout");
+    CHECK_INVALID_SETTING(redislock_config_set_release_timeout_ms(cfg_, UINT64_MAX),
+                          "release_timeout");
     CHECK_INVALID_SETTING(redislock_config_set_lease_ms(cfg_, 0), "lease");
     CHECK_INVALID_SETTING(redislock_config_set_lease_ms(cfg_, UINT64_MAX), "lease");
     CHECK_INVALID_SETTING(redislock_config_set_lease_ms(cfg_, 50), "lease"); /* auto-renewed */

@@ -41,6 +41,7 @@ void test_null_parameters(void) {
     CHECK_NULL(redislock_config_set_read_timeout_ms(NULL, 1), "config");
     CHECK_NULL(redislock_config_set_write_timeout_ms(NULL, 1), "config");
     CHECK_NULL(redislock_config_set_checkout_timeout_ms(NULL, 1), "config");
+    CHECK_NULL(redislock_config_set_release_timeout_ms(NULL, 1), "config");
     CHECK_NULL(redislock_config_set_lease_ms(NULL, 1000), "config");
     CHECK_NULL(redislock_config_set_auto_renew(NULL, true), "config");
     CHECK_NULL(redislock_config_set_fencing(NULL, true), "config");

@@ -28,6 +28,8 @@ use crate::stores::{LockStore, NodeRef};
 /// How much longer than its next re-check a queue entry lives: enough for a live waiter to come
 /// back, short enough that a dead waiter is skipped soon.
 pub(crate) const ENTRY_GRACE: Duration = Duration::from_millis(500);
+/// The longest block of a waiter's round while its server has been unreachable.
+const RIDING_OUT_BLOCK: Duration = Duration::from_millis(100);
 /// How far past the wait bound a waiter keeps reading before it gives up on the server (the
 /// kernel rounds socket timeouts up to its next tick, a few ms more).
 pub(crate) const DEADLINE_SLACK: Duration = Duration::from_millis(1);
@@ -291,6 +293,14 @@ impl Session for QueueSession<'_> {
     fn round(&mut self, mode: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error> {
         let store = self.store;
         let left = deadline.saturating_duration_since(Instant::now());
+        // While riding out an unreachable server, rounds block only briefly: a round sent while
+        // the network was still cut waits for TCP's retransmission, whose back-off outgrows the
+        // cut; a short round gives up on it soon and the next, on another connection, gets
+        // through as soon as the server can be reached again.
+        let planned = match self.unreachable_since {
+            Some(_) => planned.min(RIDING_OUT_BLOCK),
+            None => planned,
+        };
         let keys = self.q.keys();
         if self.node.is_none() {
             match store.waiter_node(keys) {
