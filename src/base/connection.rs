@@ -121,6 +121,19 @@ impl Connection {
         }
     }
 
+    /// Closes the connection at once (a TCP reset): what the kernel has not delivered yet is
+    /// discarded. For a connection given up on after a timeout: a request still in its send
+    /// queue (the network was cut) would otherwise be retransmitted once the network heals and
+    /// run on the server after the caller has moved on (an acquire then holds the name for a
+    /// whole lease with nobody to release it).
+    pub(crate) fn abort(self) {
+        if let Inner::Own(own) = &self.0
+            && let Sock::Tcp(s) = &own.sock
+        {
+            let _ = reset_on_close(s);
+        }
+    }
+
     /// The socket to `poll(2)` for a reply, when a reply is not already read into the buffer;
     /// `None` when the next reply can be read at once, and for TLS connections (which are read
     /// in order).
@@ -338,6 +351,32 @@ impl Own {
     fn close(&mut self) {
         self.open = false;
         let _ = self.sock.shutdown();
+    }
+}
+
+/// Makes the socket's close send a reset and drop what is unsent or unacknowledged
+/// (`SO_LINGER` on, with a zero timeout).
+#[allow(unsafe_code)] // setsockopt(2): std's `set_linger` is not stable
+fn reset_on_close(s: &TcpStream) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the descriptor is the stream's, open while `s` is borrowed; the option value is a
+    // live `linger` of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

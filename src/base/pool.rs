@@ -204,10 +204,14 @@ impl ConnPool {
         let mut st = self.state.lock();
         if keep {
             st.idle.push((conn.redis, conn.generation));
+            drop(st);
         } else {
             st.open -= 1;
+            drop(st);
+            // A call on it failed: nothing it sent and the server has not had yet may reach
+            // the server later.
+            conn.redis.abort();
         }
-        drop(st);
         if !keep {
             self.metrics.connections_broken.inc();
             self.metrics.connections(-1);
