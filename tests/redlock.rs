@@ -645,10 +645,11 @@ fn a_waiter_whose_home_master_is_killed_is_woken_elsewhere() {
     a_waiter_whose_home_master_goes_away_is_woken_elsewhere(Away::Killed);
 }
 
-/// A master stopped while a lock is taken and given up: the `SET` it was sent runs when it
-/// continues, and the release it missed is done once it answers again, not a lease later (the
-/// key would refuse everyone there for 30 s, and a second master stopped meanwhile would leave no
-/// majority).
+/// A master stopped while a lock is taken and given up: the key must not stay there once it
+/// answers again, not a lease later (it would refuse everyone there for 30 s, and a second master
+/// stopped meanwhile would leave no majority). Either the `SET` it was sent never runs (the
+/// connection given up on was closed with a reset, which discards what the stopped server had
+/// not read), or it runs when the master continues and the release it missed is done then.
 #[test]
 fn a_master_back_from_a_stop_forgets_a_lock_given_up_meanwhile() {
     let masters = RedlockMasters::start(3);
@@ -664,12 +665,13 @@ fn a_master_back_from_a_stop_forgets_a_lock_given_up_meanwhile() {
         .expect("two of three masters grant it");
     lock.release().unwrap();
     m[0].resume();
-    // The stopped master ran the SET when it continued (nothing has asked it anything since).
-    assert!(
-        eventually(MARGIN, || exists(&mut m[0].conn(), &name)),
-        "the stopped master did not run the SET it was sent"
-    );
     let resumed = Instant::now();
+    // Nothing has asked it anything since: if the SET was still to be run, it is now.
+    let ran = eventually(Duration::from_millis(500), || exists(&mut m[0].conn(), &name));
+    println!(
+        "the stopped master {} the SET it was sent",
+        if ran { "ran" } else { "never ran" }
+    );
     let other = unique_name("other");
     assert!(
         eventually(MARGIN, || {
