@@ -51,6 +51,9 @@ const READ: Duration = Duration::from_millis(500);
 const CHECKOUT: Duration = Duration::from_millis(1000);
 const LEASE: Duration = Duration::from_secs(2);
 const WAIT: Duration = Duration::from_millis(1500);
+/// The clients' `release_timeout`: how long a release keeps trying while its server cannot be
+/// reached.
+const RELEASE_PATIENCE: Duration = Duration::from_secs(2);
 /// Slack on every bound for a loaded machine (2 cores shared with builds).
 const SLACK: Duration = Duration::from_millis(500);
 const CLIENTS: usize = 2;
@@ -68,9 +71,10 @@ fn acquire_bound() -> Duration {
     WAIT + READ + CHECKOUT + CONNECT + SLACK
 }
 
-/// The longest a release may take.
+/// The longest a release may take: it rides out an unreachable server for up to
+/// [`RELEASE_PATIENCE`], then its last try.
 fn release_bound() -> Duration {
-    READ + CHECKOUT + CONNECT + SLACK
+    RELEASE_PATIENCE + READ + CHECKOUT + CONNECT + SLACK
 }
 
 fn client(url: &str, min_replicas: u32) -> Client {
@@ -81,6 +85,7 @@ fn client(url: &str, min_replicas: u32) -> Client {
         .read_timeout(READ)
         .write_timeout(READ)
         .checkout_timeout(CHECKOUT)
+        .release_timeout(RELEASE_PATIENCE)
         .lease(LEASE)
         .auto_renew(false)
         .fencing(fenced(url))
