@@ -667,7 +667,9 @@ fn a_master_back_from_a_stop_forgets_a_lock_given_up_meanwhile() {
     m[0].resume();
     let resumed = Instant::now();
     // Nothing has asked it anything since: if the SET was still to be run, it is now.
-    let ran = eventually(Duration::from_millis(500), || exists(&mut m[0].conn(), &name));
+    let ran = eventually(Duration::from_millis(500), || {
+        exists(&mut m[0].conn(), &name)
+    });
     println!(
         "the stopped master {} the SET it was sent",
         if ran { "ran" } else { "never ran" }
