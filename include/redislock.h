@@ -703,9 +703,11 @@ redislock_result redislock_lock_acquire(const redislock_client *client,
 
 /**
  * Releases the lock (or hands it to the longest waiter). Does not free the handle.
- * OK means it was still ours until now. Errors: NOT_HELD (released already, or its lease ran
- * out, or it was lost or taken over: the protected work may have overlapped another holder's),
- * FORKED (in a child process after fork()), NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+ * OK means it was still ours until now. While the server cannot be reached (a failover) it
+ * tries again for up to the client's release timeout (`redislock_config_set_release_timeout_ms`),
+ * never past the lease. Errors: NOT_HELD (released already, or its lease ran out, or it was lost
+ * or taken over: the protected work may have overlapped another holder's), FORKED (in a child
+ * process after fork()), NULL_PARAMETER, CONNECTION, REDIS_ERROR.
  */
 redislock_result redislock_lock_release(redislock_lock *lock);
 

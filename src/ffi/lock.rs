@@ -78,9 +78,11 @@ pub extern "C" fn redislock_lock_acquire(
 }
 
 /// Releases the lock (or hands it to the longest waiter). Does not free the handle.
-/// OK means it was still ours until now. Errors: NOT_HELD (released already, or its lease ran
-/// out, or it was lost or taken over: the protected work may have overlapped another holder's),
-/// FORKED (in a child process after fork()), NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+/// OK means it was still ours until now. While the server cannot be reached (a failover) it
+/// tries again for up to the client's release timeout (`redislock_config_set_release_timeout_ms`),
+/// never past the lease. Errors: NOT_HELD (released already, or its lease ran out, or it was lost
+/// or taken over: the protected work may have overlapped another holder's), FORKED (in a child
+/// process after fork()), NULL_PARAMETER, CONNECTION, REDIS_ERROR.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_release(lock: *mut redislock_lock) -> redislock_result {
     ffi_panic_boundary! {
