@@ -40,8 +40,10 @@ impl Endpoint {
     /// set-up together). Its read and write timeouts are then what is left of `timeout`.
     pub(crate) fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
         if let Some(client) = &self.tls {
-            let c = client.get_connection_with_timeout(timeout)?;
-            return Ok(Connection(Inner::Redis(Box::new(c))));
+            let mut c = client.get_connection_with_timeout(timeout)?;
+            let info = redis::cmd("INFO").arg("server").query::<Value>(&mut c)?;
+            let version = self.check_version(&info)?;
+            return Ok(Connection(Inner::Redis(Box::new(c)), version));
         }
         let deadline = Instant::now() + timeout;
         let sock = match self.info.addr() {
@@ -71,16 +73,54 @@ impl Endpoint {
             open: true,
             db: settings.db(),
         };
-        own.set_up(settings.username(), settings.password(), settings.db())?;
-        Ok(Connection(Inner::Own(own)))
+        let info = own.set_up(settings.username(), settings.password(), settings.db())?;
+        let version = self.check_version(&info)?;
+        Ok(Connection(Inner::Own(own), version))
+    }
+
+    /// The server's version from its `INFO server` reply (`redis_version`; Valkey reports the
+    /// Redis version it is compatible with there), refused below [`MIN_VERSION`]. A server that
+    /// refuses `INFO` (a proxy that does not pass it on) is taken as it is.
+    fn check_version(&self, info: &Value) -> RedisResult<Option<(u32, u32)>> {
+        let text = match info {
+            Value::BulkString(text) => String::from_utf8_lossy(text),
+            Value::VerbatimString { text, .. } => text.into(),
+            _ => return Ok(None),
+        };
+        let Some(version) = text
+            .lines()
+            .find_map(|l| l.trim_end().strip_prefix("redis_version:"))
+        else {
+            return Ok(None);
+        };
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let major_minor = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if major_minor < MIN_VERSION {
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "unsupported server version",
+                format!(
+                    "the server at {} is Redis {version}; redislock needs Redis {}.{} or newer \
+                     (or Valkey)",
+                    self.info.addr(),
+                    MIN_VERSION.0,
+                    MIN_VERSION.1
+                ),
+            )));
+        }
+        Ok(Some(major_minor))
     }
 }
+
+/// The oldest Redis version the library runs on (its scripts use `GETDEL`, `LMOVE`, `SET … GET`
+/// and the like; docs/servers.md).
+pub(crate) const MIN_VERSION: (u32, u32) = (6, 2);
 
 /// How large a connection's read buffer starts (it grows for a larger reply).
 const BUFFER: usize = 4096;
 
-/// One connection to a Redis server.
-pub(crate) struct Connection(Inner);
+/// One connection to a Redis server, and the server's version (major, minor) when it told it.
+pub(crate) struct Connection(Inner, Option<(u32, u32)>);
 
 enum Inner {
     Own(Own),
@@ -103,6 +143,12 @@ impl Connection {
             Inner::Own(c) => c.recv(),
             Inner::Redis(c) => c.recv_response(),
         }
+    }
+
+    /// Whether the server has sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`: Redis 7.0 and later; a
+    /// server that did not tell its version is taken to).
+    pub(crate) fn has_sharded_pubsub(&self) -> bool {
+        self.1.is_none_or(|v| v >= (7, 0))
     }
 
     /// Sets how long a read waits (`None`: for ever).
@@ -209,13 +255,14 @@ struct Own {
 }
 
 impl Own {
-    /// Authenticates and selects the database, as redis-rs does on connect.
+    /// Authenticates and selects the database, as redis-rs does on connect, and asks for the
+    /// server's `INFO server` (its reply returned, an error reply included).
     fn set_up(
         &mut self,
         username: Option<&str>,
         password: Option<&str>,
         db: i64,
-    ) -> RedisResult<()> {
+    ) -> RedisResult<Value> {
         let mut pipe = redis::pipe();
         if let Some(password) = password {
             let auth = pipe.cmd("AUTH");
@@ -227,9 +274,7 @@ impl Own {
         if db != 0 {
             pipe.cmd("SELECT").arg(db);
         }
-        if pipe.is_empty() {
-            return Ok(());
-        }
+        pipe.cmd("INFO").arg("server");
         self.send(&pipe.get_packed_pipeline())?;
         if password.is_some() {
             match self.recv()? {
@@ -252,7 +297,7 @@ impl Own {
                 detail,
             )));
         }
-        Ok(())
+        self.recv()
     }
 
     fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
@@ -657,12 +702,20 @@ mod tests {
         );
     }
 
-    /// The endpoint's TCP settings decide Nagle's algorithm for its own connections too (no
-    /// command is sent without a password or database: a bare listener is enough).
+    /// The endpoint's TCP settings decide Nagle's algorithm for its own connections too.
     #[test]
     fn tcp_connections_follow_the_endpoints_nodelay() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
+        // Answers each connection's `INFO server` with an error: a server that does not tell.
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                let mut buf = [0; 256];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"-ERR unknown command\r\n");
+                std::mem::forget(s);
+            }
+        });
         for nodelay in [true, false] {
             let info = format!("redis://127.0.0.1:{port}/")
                 .parse::<ConnectionInfo>()
@@ -671,9 +724,12 @@ mod tests {
             let c = Endpoint::new(info, None)
                 .connect(Duration::from_secs(5))
                 .unwrap();
-            let Connection(Inner::Own(Own {
-                sock: Sock::Tcp(s), ..
-            })) = &c
+            let Connection(
+                Inner::Own(Own {
+                    sock: Sock::Tcp(s), ..
+                }),
+                None,
+            ) = &c
             else {
                 panic!("a plain TCP connection of our own");
             };
