@@ -17,6 +17,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult};
@@ -28,21 +29,42 @@ use redis::{ServerErrorKind, Value};
 pub(crate) struct Endpoint {
     info: ConnectionInfo,
     tls: Option<redis::Client>,
+    /// The server's version (major, minor; `None` when it did not tell), asked for by the
+    /// first connection that got an answer and shared by the endpoint's clones: later
+    /// connections set up without a round trip more.
+    version: Arc<OnceLock<Option<(u32, u32)>>>,
 }
 
 impl Endpoint {
     /// A plain (TCP or Unix socket) endpoint, or a TLS one through `tls`.
     pub(crate) fn new(info: ConnectionInfo, tls: Option<redis::Client>) -> Endpoint {
-        Endpoint { info, tls }
+        Endpoint {
+            info,
+            tls,
+            version: Arc::default(),
+        }
     }
 
     /// Opens a connection, authenticated and on its database, within `timeout` (connect and
-    /// set-up together). Its read and write timeouts are then what is left of `timeout`.
+    /// set-up together). Its read and write timeouts are then what is left of `timeout`. The
+    /// endpoint's first connection asks for the server's version, and refuses a server older
+    /// than [`MIN_VERSION`].
     pub(crate) fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
+        // A server found too old is asked again (and refused again, unless upgraded meanwhile).
+        let known = self
+            .version
+            .get()
+            .copied()
+            .filter(|v| v.is_none_or(|v| v >= MIN_VERSION));
         if let Some(client) = &self.tls {
             let mut c = client.get_connection_with_timeout(timeout)?;
-            let info = redis::cmd("INFO").arg("server").query::<Value>(&mut c)?;
-            let version = self.check_version(&info)?;
+            let version = match known {
+                Some(v) => v,
+                None => {
+                    let info = redis::cmd("INFO").arg("server").query::<Value>(&mut c)?;
+                    self.check_version(&info)?
+                }
+            };
             return Ok(Connection(Inner::Redis(Box::new(c)), version));
         }
         let deadline = Instant::now() + timeout;
@@ -73,8 +95,16 @@ impl Endpoint {
             open: true,
             db: settings.db(),
         };
-        let info = own.set_up(settings.username(), settings.password(), settings.db())?;
-        let version = self.check_version(&info)?;
+        let info = own.set_up(
+            settings.username(),
+            settings.password(),
+            settings.db(),
+            known.is_none(),
+        )?;
+        let version = match (known, info) {
+            (Some(v), _) => v,
+            (None, info) => self.check_version(&info.unwrap_or(Value::Nil))?,
+        };
         Ok(Connection(Inner::Own(own), version))
     }
 
@@ -85,20 +115,25 @@ impl Endpoint {
         let text = match info {
             Value::BulkString(text) => String::from_utf8_lossy(text),
             Value::VerbatimString { text, .. } => text.into(),
-            _ => return Ok(None),
+            _ => {
+                let _ = self.version.set(None);
+                return Ok(None);
+            }
         };
         let Some(version) = text
             .lines()
             .find_map(|l| l.trim_end().strip_prefix("redis_version:"))
         else {
+            let _ = self.version.set(None);
             return Ok(None);
         };
         let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
         let major_minor = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
         if major_minor < MIN_VERSION {
+            let _ = self.version.set(Some(major_minor));
             return Err(RedisError::from((
                 ErrorKind::InvalidClientConfig,
-                "unsupported server version",
+                TOO_OLD,
                 format!(
                     "the server at {} is Redis {version}; redislock needs Redis {}.{} or newer \
                      (or Valkey)",
@@ -108,9 +143,14 @@ impl Endpoint {
                 ),
             )));
         }
+        let _ = self.version.set(Some(major_minor));
         Ok(Some(major_minor))
     }
 }
+
+/// The description of the error that refuses a server older than [`MIN_VERSION`] (its detail
+/// says which server and version; `Error::from_redis` shows the detail alone).
+pub(crate) const TOO_OLD: &str = "unsupported server version";
 
 /// The oldest Redis version the library runs on (its scripts use `GETDEL`, `LMOVE`, `SET … GET`
 /// and the like; docs/servers.md).
@@ -255,14 +295,15 @@ struct Own {
 }
 
 impl Own {
-    /// Authenticates and selects the database, as redis-rs does on connect, and asks for the
-    /// server's `INFO server` (its reply returned, an error reply included).
+    /// Authenticates and selects the database, as redis-rs does on connect, and when `info`
+    /// asks for the server's `INFO server` (its reply returned, an error reply included).
     fn set_up(
         &mut self,
         username: Option<&str>,
         password: Option<&str>,
         db: i64,
-    ) -> RedisResult<Value> {
+        info: bool,
+    ) -> RedisResult<Option<Value>> {
         let mut pipe = redis::pipe();
         if let Some(password) = password {
             let auth = pipe.cmd("AUTH");
@@ -274,7 +315,12 @@ impl Own {
         if db != 0 {
             pipe.cmd("SELECT").arg(db);
         }
-        pipe.cmd("INFO").arg("server");
+        if info {
+            pipe.cmd("INFO").arg("server");
+        }
+        if pipe.is_empty() {
+            return Ok(None);
+        }
         self.send(&pipe.get_packed_pipeline())?;
         if password.is_some() {
             match self.recv()? {
@@ -297,7 +343,11 @@ impl Own {
                 detail,
             )));
         }
-        self.recv()
+        if info {
+            self.recv().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {

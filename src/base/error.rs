@@ -207,6 +207,12 @@ impl Error {
                          Redis server? a TLS port needs a rediss:// URL)"
                 ),
             ),
+            K::InvalidClientConfig
+                if e.to_string().starts_with(crate::base::connection::TOO_OLD)
+                    && let Some(detail) = e.detail() =>
+            {
+                Error::invalid_argument(detail)
+            }
             K::InvalidClientConfig => Error::invalid_argument(e),
             _ => Error::internal(format!("unexpected reply from Redis at {server}: {e}")),
         }
