@@ -321,10 +321,18 @@ fn redisson_is_woken_by_the_release(t: &'static Shared) {
     assert!(woken < WAKE_BOUND, "woken {woken:?} after the release");
 }
 
-/// Whether Redisson publishes sharded there: on a Cluster of Redis 7 or later (it falls back to
-/// PUBLISH before).
+/// Whether Redisson publishes sharded there: on a Cluster whose servers have `SPUBLISH` (Redis 7
+/// and later; it falls back to PUBLISH before).
 fn sharded(t: &Shared) -> bool {
-    t.topology() == Topology::Cluster && t.server() != Server::Redis62
+    if t.topology() != Topology::Cluster {
+        return false;
+    }
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("SPUBLISH")
+        .query(&mut t.conn_for("any"))
+        .unwrap();
+    !matches!(info.first(), None | Some(Value::Nil))
 }
 
 /// The subscribers of the lock's channel (sharded where Redisson publishes sharded).

@@ -57,15 +57,17 @@ impl Endpoint {
             .copied()
             .filter(|v| v.is_none_or(|v| v >= MIN_VERSION));
         if let Some(client) = &self.tls {
-            let mut c = client.get_connection_with_timeout(timeout)?;
-            let version = match known {
-                Some(v) => v,
-                None => {
-                    let info = redis::cmd("INFO").arg("server").query::<Value>(&mut c)?;
-                    self.check_version(&info)?
-                }
-            };
-            return Ok(Connection(Inner::Redis(Box::new(c)), version));
+            let c = client.get_connection_with_timeout(timeout)?;
+            let mut conn = Connection(Inner::Redis(Box::new(c)), None);
+            if known.is_none() {
+                let protocol = match self.info.redis_settings().protocol() {
+                    redis::ProtocolVersion::RESP2 => 2,
+                    _ => 3,
+                };
+                let hello = answer(redis::cmd("HELLO").arg(protocol).query::<Value>(&mut conn))?;
+                conn.1 = self.ask_version(&mut conn, hello)?;
+            }
+            return Ok(conn);
         }
         let deadline = Instant::now() + timeout;
         let sock = match self.info.addr() {
@@ -95,35 +97,35 @@ impl Endpoint {
             open: true,
             db: settings.db(),
         };
-        let info = own.set_up(
+        let hello = own.set_up(
             settings.username(),
             settings.password(),
             settings.db(),
             known.is_none(),
         )?;
-        let version = match (known, info) {
-            (Some(v), _) => v,
-            (None, info) => self.check_version(&info.unwrap_or(Value::Nil))?,
-        };
-        Ok(Connection(Inner::Own(own), version))
+        let mut conn = Connection(Inner::Own(own), known.flatten());
+        if known.is_none() {
+            conn.1 = self.ask_version(&mut conn, answer(Ok(hello.unwrap_or(Value::Nil)))?)?;
+        }
+        Ok(conn)
     }
 
-    /// The server's version from its `INFO server` reply (`redis_version`; Valkey reports the
-    /// Redis version it is compatible with there), refused below [`MIN_VERSION`]. A server that
-    /// refuses `INFO` (a proxy that does not pass it on) is taken as it is.
-    fn check_version(&self, info: &Value) -> RedisResult<Option<(u32, u32)>> {
-        let text = match info {
-            Value::BulkString(text) => String::from_utf8_lossy(text),
-            Value::VerbatimString { text, .. } => text.into(),
-            _ => {
-                let _ = self.version.set(None);
-                return Ok(None);
-            }
+    /// The server's version from its reply to `HELLO` (every user may send it, whatever its
+    /// ACL rules), or when `HELLO` was refused (Redis before 6.0, a proxy) from `INFO server`'s
+    /// `redis_version`; refused below [`MIN_VERSION`]. A server that tells neither is taken as
+    /// it is.
+    fn ask_version(
+        &self,
+        conn: &mut Connection,
+        hello: Option<Value>,
+    ) -> RedisResult<Option<(u32, u32)>> {
+        let version = match hello {
+            Some(hello) => version_in(&hello),
+            None => answer(redis::cmd("INFO").arg("server").query::<Value>(conn))?
+                .as_ref()
+                .and_then(version_in),
         };
-        let Some(version) = text
-            .lines()
-            .find_map(|l| l.trim_end().strip_prefix("redis_version:"))
-        else {
+        let Some(version) = version else {
             let _ = self.version.set(None);
             return Ok(None);
         };
@@ -145,6 +147,39 @@ impl Endpoint {
         }
         let _ = self.version.set(Some(major_minor));
         Ok(Some(major_minor))
+    }
+}
+
+/// A reply, `None` for an error reply; `Err` only when no reply came.
+fn answer(reply: RedisResult<Value>) -> RedisResult<Option<Value>> {
+    match reply {
+        Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => Err(e),
+        Err(_) | Ok(Value::ServerError(_)) => Ok(None),
+        Ok(v) => Ok(Some(v)),
+    }
+}
+
+/// The version in a reply to `HELLO` (its `version` field) or `INFO server` (`redis_version`).
+fn version_in(reply: &Value) -> Option<String> {
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    };
+    match reply {
+        Value::Array(items) => items
+            .chunks(2)
+            .find(|kv| text(&kv[0]).as_deref() == Some("version"))
+            .and_then(|kv| kv.get(1).and_then(text)),
+        Value::Map(pairs) => pairs
+            .iter()
+            .find(|(k, _)| text(k).as_deref() == Some("version"))
+            .and_then(|(_, v)| text(v)),
+        _ => text(reply)?
+            .lines()
+            .find_map(|l| l.trim_end().strip_prefix("redis_version:"))
+            .map(str::to_owned),
     }
 }
 
@@ -296,7 +331,8 @@ struct Own {
 
 impl Own {
     /// Authenticates and selects the database, as redis-rs does on connect, and when `info`
-    /// asks for the server's `INFO server` (its reply returned, an error reply included).
+    /// sends `HELLO 2` (its reply returned, an error reply included), which tells the server's
+    /// version and keeps the connection on RESP2.
     fn set_up(
         &mut self,
         username: Option<&str>,
@@ -316,7 +352,7 @@ impl Own {
             pipe.cmd("SELECT").arg(db);
         }
         if info {
-            pipe.cmd("INFO").arg("server");
+            pipe.cmd("HELLO").arg(2);
         }
         if pipe.is_empty() {
             return Ok(None);
@@ -757,13 +793,16 @@ mod tests {
     fn tcp_connections_follow_the_endpoints_nodelay() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        // Answers each connection's `INFO server` with an error: a server that does not tell.
+        // Answers each request (`HELLO`, then `INFO`) with an error: a server that does not
+        // tell its version.
         std::thread::spawn(move || {
             for mut s in listener.incoming().flatten() {
-                let mut buf = [0; 256];
-                let _ = s.read(&mut buf);
-                let _ = s.write_all(b"-ERR unknown command\r\n");
-                std::mem::forget(s);
+                std::thread::spawn(move || {
+                    let mut buf = [0; 256];
+                    while s.read(&mut buf).is_ok_and(|n| n > 0) {
+                        let _ = s.write_all(b"-ERR unknown command\r\n");
+                    }
+                });
             }
         });
         for nodelay in [true, false] {
