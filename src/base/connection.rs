@@ -104,8 +104,11 @@ impl Endpoint {
             known.is_none(),
         )?;
         let mut conn = Connection(Inner::Own(own), known.flatten());
-        if known.is_none() {
-            conn.1 = self.ask_version(&mut conn, answer(Ok(hello.unwrap_or(Value::Nil)))?)?;
+        // Not answered within HELLO_WAIT: the next connection asks again.
+        if known.is_none()
+            && let Some(hello) = hello
+        {
+            conn.1 = self.ask_version(&mut conn, answer(Ok(hello))?)?;
         }
         Ok(conn)
     }
@@ -186,6 +189,9 @@ fn version_in(reply: &Value) -> Option<String> {
 /// The description of the error that refuses a server older than [`MIN_VERSION`] (its detail
 /// says which server and version; `Error::from_redis` shows the detail alone).
 pub(crate) const TOO_OLD: &str = "unsupported server version";
+
+/// How long a new connection waits for the reply to its `HELLO` (see `Own::set_up`).
+const HELLO_WAIT: Duration = Duration::from_millis(200);
 
 /// The oldest Redis version the library runs on (its scripts use `GETDEL`, `LMOVE`, `SET … GET`
 /// and the like; docs/servers.md).
@@ -379,11 +385,21 @@ impl Own {
                 detail,
             )));
         }
-        if info {
-            self.recv().map(Some)
-        } else {
-            Ok(None)
+        if !info {
+            return Ok(None);
         }
+        // A server that accepted the connection but does not answer (stopped, overloaded) holds
+        // the caller up no longer than this: its reply is skipped when it comes, and the next
+        // connection asks again. (A command sent now is answered or timed out as before.)
+        let left = self.sock.read_timeout()?.unwrap_or(HELLO_WAIT);
+        self.sock.set_read_timeout(Some(left.min(HELLO_WAIT)))?;
+        let reply = match self.recv() {
+            Ok(v) => Some(v),
+            Err(e) if e.is_timeout() => None,
+            Err(e) => return Err(e),
+        };
+        self.sock.set_read_timeout(Some(left))?;
+        Ok(reply)
     }
 
     fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
@@ -540,6 +556,12 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.set_read_timeout(dur),
             Sock::Unix(s) => s.set_read_timeout(dur),
+        }
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        match self {
+            Sock::Tcp(s) => s.read_timeout(),
+            Sock::Unix(s) => s.read_timeout(),
         }
     }
     fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
