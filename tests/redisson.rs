@@ -55,7 +55,7 @@ impl Redisson {
         Redisson {
             shared,
             id: format!("{:08x}-0000-4000-8000-{:012x}", std::process::id(), nanos()),
-            sharded: shared.topology() == Topology::Cluster,
+            sharded: sharded(shared),
         }
     }
 
@@ -321,13 +321,23 @@ fn redisson_is_woken_by_the_release(t: &'static Shared) {
     assert!(woken < WAKE_BOUND, "woken {woken:?} after the release");
 }
 
-/// The subscribers of the lock's channel (sharded on a Cluster).
+/// Whether Redisson publishes sharded there: on a Cluster whose servers have `SPUBLISH` (Redis 7
+/// and later; it falls back to PUBLISH before).
+fn sharded(t: &Shared) -> bool {
+    if t.topology() != Topology::Cluster {
+        return false;
+    }
+    let info: Vec<Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("SPUBLISH")
+        .query(&mut t.conn_for("any"))
+        .unwrap();
+    !matches!(info.first(), None | Some(Value::Nil))
+}
+
+/// The subscribers of the lock's channel (sharded where Redisson publishes sharded).
 fn subscribers(t: &Shared, name: &str) -> i64 {
-    let sub = if t.topology() == Topology::Cluster {
-        "SHARDNUMSUB"
-    } else {
-        "NUMSUB"
-    };
+    let sub = if sharded(t) { "SHARDNUMSUB" } else { "NUMSUB" };
     let r: (String, i64) = redis::cmd("PUBSUB")
         .arg(sub)
         .arg(channel(name))
@@ -593,6 +603,21 @@ mod valkey {
     topology!(single, Topology::Single, Server::Valkey);
     topology!(sentinel, Topology::Sentinel, Server::Valkey);
     topology!(cluster, Topology::Cluster, Server::Valkey);
+}
+
+/// The same on Redis 6.2 (a Cluster there has no sharded pub/sub: PUBLISH, as Redisson falls
+/// back to) and Redis 7.4 (docs/servers.md).
+mod redis62 {
+    use super::*;
+    topology!(single, Topology::Single, Server::Redis62);
+    topology!(sentinel, Topology::Sentinel, Server::Redis62);
+    topology!(cluster, Topology::Cluster, Server::Redis62);
+}
+mod redis74 {
+    use super::*;
+    topology!(single, Topology::Single, Server::Redis74);
+    topology!(sentinel, Topology::Sentinel, Server::Redis74);
+    topology!(cluster, Topology::Cluster, Server::Redis74);
 }
 
 /// Refused on Redlock's masters, with an error that says so.

@@ -1451,3 +1451,15 @@ mod valkey {
     use super::*;
     server!(Server::Valkey);
 }
+
+/// The same suite on the oldest Redis supported, 6.2 (`redis62::…`), and on Redis 7.4
+/// (`redis74::…`), PyPI's builds that `scripts/setup.sh` links as `redis-server-6.2` and
+/// `redis-server-7.4` (docs/servers.md).
+mod redis62 {
+    use super::*;
+    server!(Server::Redis62);
+}
+mod redis74 {
+    use super::*;
+    server!(Server::Redis74);
+}

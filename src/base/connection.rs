@@ -17,6 +17,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::{ConnectionAddr, ConnectionInfo, ConnectionLike, ErrorKind, RedisError, RedisResult};
@@ -28,20 +29,45 @@ use redis::{ServerErrorKind, Value};
 pub(crate) struct Endpoint {
     info: ConnectionInfo,
     tls: Option<redis::Client>,
+    /// The server's version (major, minor; `None` when it did not tell), asked for by the
+    /// first connection that got an answer and shared by the endpoint's clones: later
+    /// connections set up without a round trip more.
+    version: Arc<OnceLock<Option<(u32, u32)>>>,
 }
 
 impl Endpoint {
     /// A plain (TCP or Unix socket) endpoint, or a TLS one through `tls`.
     pub(crate) fn new(info: ConnectionInfo, tls: Option<redis::Client>) -> Endpoint {
-        Endpoint { info, tls }
+        Endpoint {
+            info,
+            tls,
+            version: Arc::default(),
+        }
     }
 
     /// Opens a connection, authenticated and on its database, within `timeout` (connect and
-    /// set-up together). Its read and write timeouts are then what is left of `timeout`.
+    /// set-up together). Its read and write timeouts are then what is left of `timeout`. The
+    /// endpoint's first connection asks for the server's version, and refuses a server older
+    /// than [`MIN_VERSION`].
     pub(crate) fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
+        // A server found too old is asked again (and refused again, unless upgraded meanwhile).
+        let known = self
+            .version
+            .get()
+            .copied()
+            .filter(|v| v.is_none_or(|v| v >= MIN_VERSION));
         if let Some(client) = &self.tls {
             let c = client.get_connection_with_timeout(timeout)?;
-            return Ok(Connection(Inner::Redis(Box::new(c))));
+            let mut conn = Connection(Inner::Redis(Box::new(c)), None);
+            if known.is_none() {
+                let protocol = match self.info.redis_settings().protocol() {
+                    redis::ProtocolVersion::RESP2 => 2,
+                    _ => 3,
+                };
+                let hello = answer(redis::cmd("HELLO").arg(protocol).query::<Value>(&mut conn))?;
+                conn.1 = self.ask_version(&mut conn, hello)?;
+            }
+            return Ok(conn);
         }
         let deadline = Instant::now() + timeout;
         let sock = match self.info.addr() {
@@ -71,16 +97,111 @@ impl Endpoint {
             open: true,
             db: settings.db(),
         };
-        own.set_up(settings.username(), settings.password(), settings.db())?;
-        Ok(Connection(Inner::Own(own)))
+        let hello = own.set_up(
+            settings.username(),
+            settings.password(),
+            settings.db(),
+            known.is_none(),
+        )?;
+        let mut conn = Connection(Inner::Own(own), known.flatten());
+        // Not answered within HELLO_WAIT: the next connection asks again.
+        if known.is_none()
+            && let Some(hello) = hello
+        {
+            conn.1 = self.ask_version(&mut conn, answer(Ok(hello))?)?;
+        }
+        Ok(conn)
+    }
+
+    /// The server's version from its reply to `HELLO` (every user may send it, whatever its
+    /// ACL rules), or when `HELLO` was refused (Redis before 6.0, a proxy) from `INFO server`'s
+    /// `redis_version`; refused below [`MIN_VERSION`]. A server that tells neither is taken as
+    /// it is.
+    fn ask_version(
+        &self,
+        conn: &mut Connection,
+        hello: Option<Value>,
+    ) -> RedisResult<Option<(u32, u32)>> {
+        let version = match hello {
+            Some(hello) => version_in(&hello),
+            None => answer(redis::cmd("INFO").arg("server").query::<Value>(conn))?
+                .as_ref()
+                .and_then(version_in),
+        };
+        let Some(version) = version else {
+            let _ = self.version.set(None);
+            return Ok(None);
+        };
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let major_minor = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        if major_minor < MIN_VERSION {
+            let _ = self.version.set(Some(major_minor));
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                TOO_OLD,
+                format!(
+                    "the server at {} is Redis {version}; redislock needs Redis {}.{} or newer \
+                     (or Valkey)",
+                    self.info.addr(),
+                    MIN_VERSION.0,
+                    MIN_VERSION.1
+                ),
+            )));
+        }
+        let _ = self.version.set(Some(major_minor));
+        Ok(Some(major_minor))
     }
 }
+
+/// A reply, `None` for an error reply; `Err` only when no reply came.
+fn answer(reply: RedisResult<Value>) -> RedisResult<Option<Value>> {
+    match reply {
+        Err(e) if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() => Err(e),
+        Err(_) | Ok(Value::ServerError(_)) => Ok(None),
+        Ok(v) => Ok(Some(v)),
+    }
+}
+
+/// The version in a reply to `HELLO` (its `version` field) or `INFO server` (`redis_version`).
+fn version_in(reply: &Value) -> Option<String> {
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::VerbatimString { text, .. } => Some(text.clone()),
+        _ => None,
+    };
+    match reply {
+        Value::Array(items) => items
+            .chunks(2)
+            .find(|kv| text(&kv[0]).as_deref() == Some("version"))
+            .and_then(|kv| kv.get(1).and_then(text)),
+        Value::Map(pairs) => pairs
+            .iter()
+            .find(|(k, _)| text(k).as_deref() == Some("version"))
+            .and_then(|(_, v)| text(v)),
+        _ => text(reply)?
+            .lines()
+            .find_map(|l| l.trim_end().strip_prefix("redis_version:"))
+            .map(str::to_owned),
+    }
+}
+
+/// The description of the error that refuses a server older than [`MIN_VERSION`] (its detail
+/// says which server and version; `Error::from_redis` shows the detail alone).
+pub(crate) const TOO_OLD: &str = "unsupported server version";
+
+/// How long a new connection waits for the reply to its `HELLO` (see `Own::set_up`).
+const HELLO_WAIT: Duration = Duration::from_millis(200);
+
+/// The oldest Redis version the library runs on (its scripts use `GETDEL`, `LMOVE`, `SET … GET`
+/// and the like; docs/servers.md).
+pub(crate) const MIN_VERSION: (u32, u32) = (6, 2);
 
 /// How large a connection's read buffer starts (it grows for a larger reply).
 const BUFFER: usize = 4096;
 
-/// One connection to a Redis server.
-pub(crate) struct Connection(Inner);
+/// One connection to a Redis server, and the server's version (major, minor) when it told it.
+pub(crate) struct Connection(Inner, Option<(u32, u32)>);
 
 enum Inner {
     Own(Own),
@@ -103,6 +224,12 @@ impl Connection {
             Inner::Own(c) => c.recv(),
             Inner::Redis(c) => c.recv_response(),
         }
+    }
+
+    /// Whether the server has sharded pub/sub (`SPUBLISH`, `SSUBSCRIBE`: Redis 7.0 and later; a
+    /// server that did not tell its version is taken to).
+    pub(crate) fn has_sharded_pubsub(&self) -> bool {
+        self.1.is_none_or(|v| v >= (7, 0))
     }
 
     /// Sets how long a read waits (`None`: for ever).
@@ -222,13 +349,16 @@ struct Own {
 }
 
 impl Own {
-    /// Authenticates and selects the database, as redis-rs does on connect.
+    /// Authenticates and selects the database, as redis-rs does on connect, and when `info`
+    /// sends `HELLO 2` (its reply returned, an error reply included), which tells the server's
+    /// version and keeps the connection on RESP2.
     fn set_up(
         &mut self,
         username: Option<&str>,
         password: Option<&str>,
         db: i64,
-    ) -> RedisResult<()> {
+        info: bool,
+    ) -> RedisResult<Option<Value>> {
         let mut pipe = redis::pipe();
         if let Some(password) = password {
             let auth = pipe.cmd("AUTH");
@@ -240,8 +370,11 @@ impl Own {
         if db != 0 {
             pipe.cmd("SELECT").arg(db);
         }
+        if info {
+            pipe.cmd("HELLO").arg(2);
+        }
         if pipe.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         self.send(&pipe.get_packed_pipeline())?;
         if password.is_some() {
@@ -265,7 +398,21 @@ impl Own {
                 detail,
             )));
         }
-        Ok(())
+        if !info {
+            return Ok(None);
+        }
+        // A server that accepted the connection but does not answer (stopped, overloaded) holds
+        // the caller up no longer than this: its reply is skipped when it comes, and the next
+        // connection asks again. (A command sent now is answered or timed out as before.)
+        let left = self.sock.read_timeout()?.unwrap_or(HELLO_WAIT);
+        self.sock.set_read_timeout(Some(left.min(HELLO_WAIT)))?;
+        let reply = match self.recv() {
+            Ok(v) => Some(v),
+            Err(e) if e.is_timeout() => None,
+            Err(e) => return Err(e),
+        };
+        self.sock.set_read_timeout(Some(left))?;
+        Ok(reply)
     }
 
     fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
@@ -448,6 +595,12 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.set_read_timeout(dur),
             Sock::Unix(s) => s.set_read_timeout(dur),
+        }
+    }
+    fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        match self {
+            Sock::Tcp(s) => s.read_timeout(),
+            Sock::Unix(s) => s.read_timeout(),
         }
     }
     fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
@@ -696,12 +849,23 @@ mod tests {
         );
     }
 
-    /// The endpoint's TCP settings decide Nagle's algorithm for its own connections too (no
-    /// command is sent without a password or database: a bare listener is enough).
+    /// The endpoint's TCP settings decide Nagle's algorithm for its own connections too.
     #[test]
     fn tcp_connections_follow_the_endpoints_nodelay() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
+        // Answers each request (`HELLO`, then `INFO`) with an error: a server that does not
+        // tell its version.
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut buf = [0; 256];
+                    while s.read(&mut buf).is_ok_and(|n| n > 0) {
+                        let _ = s.write_all(b"-ERR unknown command\r\n");
+                    }
+                });
+            }
+        });
         for nodelay in [true, false] {
             let info = format!("redis://127.0.0.1:{port}/")
                 .parse::<ConnectionInfo>()
@@ -710,9 +874,12 @@ mod tests {
             let c = Endpoint::new(info, None)
                 .connect(Duration::from_secs(5))
                 .unwrap();
-            let Connection(Inner::Own(Own {
-                sock: Sock::Tcp(s), ..
-            })) = &c
+            let Connection(
+                Inner::Own(Own {
+                    sock: Sock::Tcp(s), ..
+                }),
+                None,
+            ) = &c
             else {
                 panic!("a plain TCP connection of our own");
             };

