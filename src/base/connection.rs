@@ -193,8 +193,8 @@ pub(crate) const TOO_OLD: &str = "unsupported server version";
 /// How long a new connection waits for the reply to its `HELLO` (see `Own::set_up`).
 const HELLO_WAIT: Duration = Duration::from_millis(200);
 
-/// The oldest Redis version the library runs on (its scripts use `GETDEL`, `LMOVE`, `SET … GET`
-/// and the like; docs/servers.md).
+/// The oldest Redis version the library runs on: the oldest the whole suite runs on (its
+/// scripts need `LPOS`, 6.0.6, and waiters fractional `BLPOP` timeouts, 6.0; docs/servers.md).
 pub(crate) const MIN_VERSION: (u32, u32) = (6, 2);
 
 /// How large a connection's read buffer starts (it grows for a larger reply).
