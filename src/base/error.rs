@@ -207,13 +207,12 @@ impl Error {
                          Redis server? a TLS port needs a rediss:// URL)"
                 ),
             ),
-            K::InvalidClientConfig
-                if e.to_string().starts_with(crate::base::connection::TOO_OLD)
-                    && let Some(detail) = e.detail() =>
-            {
-                Error::invalid_argument(detail)
-            }
-            K::InvalidClientConfig => Error::invalid_argument(e),
+            K::InvalidClientConfig => match e.detail() {
+                Some(detail) if e.to_string().starts_with(crate::base::connection::TOO_OLD) => {
+                    Error::invalid_argument(detail)
+                }
+                _ => Error::invalid_argument(e),
+            },
             _ => Error::internal(format!("unexpected reply from Redis at {server}: {e}")),
         }
     }
