@@ -439,7 +439,11 @@ fn leftovers(t: &Shared, n: &Names) -> Vec<String> {
             .query(&mut con)
             .unwrap();
         for key in keys {
-            let expiring_mark = redlock && !n.all().contains(&key) && pttl(&mut con, &key) > 0;
+            // (-2: it expired between KEYS and PTTL.)
+            let expiring_mark = redlock && !n.all().contains(&key) && {
+                let left = pttl(&mut con, &key);
+                left > 0 || left == -2
+            };
             if !key.ends_with(":fence") && !expiring_mark {
                 left.push(key);
             }

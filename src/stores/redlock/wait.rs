@@ -44,15 +44,28 @@
 //! re-checks after the wait loop's jittered interval, never later than the soonest expiry of a
 //! key that refused it, as on one server.
 
-use std::time::{Duration, Instant};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use super::acquire::Queued;
 use super::{Attempt, MARK_GRACE, Masters, Tally};
 use crate::base::error::Error;
-use crate::base::grant::Grant;
+use crate::base::grant::{Grant, drift};
+use crate::base::metrics::LockKind;
 use crate::base::keys::LockKeys;
 use crate::base::pool::{Conn, is_interrupted, mark_broken};
 use crate::base::token::Token;
+use crate::stores::CANCEL_MARK;
 use crate::stores::wait::{DEADLINE_SLACK, Mode, Round, Session};
+
+/// The longest block: a release may hand the lock to a waiter blocked on a master that stopped
+/// answering, which finds that out only when its block ends (and its short slack), so the lock
+/// waits for it that long at most.
+const MAX_BLOCK: Duration = Duration::from_millis(400);
+
+/// How many of its latest rounds a waiter remembers the start of (a grant pushed for an older
+/// round is checked by a new attempt instead).
+const ROUNDS_KEPT: usize = 64;
 
 /// How much later than its block a BLPOP reply may come before the waiter takes the master for
 /// gone: Redis notices a block's end at its next event-loop tick (1/hz, 100 ms by default).
@@ -70,6 +83,18 @@ pub(crate) struct RedlockSession<'a> {
     conn: Option<(usize, Conn)>,
     /// What the masters said to the last attempt, for the wait-timeout error.
     last: Option<Tally>,
+    /// The waiter's id (its signal list is `keys.signal(wid)`) and its entry key on every
+    /// master (`keys.alive(token)`).
+    wid: String,
+    entry: Vec<u8>,
+    /// Its place in every master's queue: when it first queued, in µs of the system clock.
+    place: u64,
+    /// The number of its latest round, and when its latest rounds began.
+    round: u64,
+    started: VecDeque<(u64, Instant)>,
+    /// The latest round whose attempt cleared keys that may have held a handover to us: a
+    /// grant pushed for it or an earlier round is checked by a new attempt.
+    distrusted: u64,
 }
 
 impl<'a> RedlockSession<'a> {
@@ -88,7 +113,47 @@ impl<'a> RedlockSession<'a> {
             signal,
             conn: None,
             last: None,
+            wid: wid_of(keys, signal),
+            entry: keys.alive(token.as_str()),
+            place: unix_micros(),
+            round: 0,
+            started: VecDeque::with_capacity(ROUNDS_KEPT),
+            distrusted: 0,
         }
+    }
+
+    /// What a value pushed onto the waiter's signal list means: a grant of the lock a release
+    /// handed over to us on a majority of masters (`g` and the oldest round of ours it was
+    /// handed over by), a nudge to try again (`n`: it was handed over to us on fewer), or a
+    /// cancel. A grant counts its lease from the start of that round: the releasing round
+    /// wrote our token on each master after our entry of that round or a later one was there
+    /// (and every attempt of ours since only reset the lease). A grant this waiter cannot
+    /// count on so (a round forgotten, or one whose handover its own attempt may have cleared
+    /// since), or with less than half its lease left by then, is checked by an attempt at once:
+    /// it finds our token where the lock was handed over.
+    fn signalled(&self, value: Vec<u8>) -> Round {
+        if value == CANCEL_MARK {
+            return Round::Blocked(Some(value));
+        }
+        let round = value
+            .strip_prefix(b"g")
+            .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u64>().ok())
+            .filter(|&r| r > self.distrusted);
+        let from = round.and_then(|r| self.started.iter().find(|(n, _)| *n == r).map(|s| s.1));
+        let Some(from) = from else {
+            return Round::Interrupted;
+        };
+        let validity = self.lease.saturating_sub(drift(self.lease));
+        if from.elapsed() > validity / 2 {
+            return Round::Interrupted;
+        }
+        self.masters.cfg.metrics.handoff(LockKind::Exclusive);
+        Round::Granted(Grant {
+            fence: 0,
+            fences: Vec::new(),
+            lease_from: from,
+            acknowledged: true,
+        })
     }
 
     /// Gives the connection back to its master's pool (closed, if broken).
@@ -138,7 +203,7 @@ impl<'a> RedlockSession<'a> {
                     .query::<Option<(Vec<u8>, Vec<u8>)>>(&mut c.redis)
             });
         match popped {
-            Ok(Some((list, value))) if list == self.signal => Round::Blocked(Some(value)),
+            Ok(Some((list, value))) if list == self.signal => self.signalled(value),
             Ok(Some(_)) => Round::Released,
             Ok(None) => Round::Blocked(None),
             Err(e) => {
@@ -180,15 +245,32 @@ impl Drop for RedlockSession<'_> {
 impl Session for RedlockSession<'_> {
     fn round(&mut self, mode: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error> {
         let at = self.masters.waiting_master(self.keys);
-        let wanted = Some((planned + MARK_GRACE, at));
-        let woken = mode == Mode::Woken;
+        self.round += 1;
+        if self.started.len() == ROUNDS_KEPT {
+            self.started.pop_front();
+        }
+        self.started.push_back((self.round, Instant::now()));
+        let ttl = planned.min(MAX_BLOCK) + MARK_GRACE;
+        let queued = Queued {
+            ttl,
+            until: (unix_micros() + ttl.as_micros() as u64) / 1000,
+            blocks_on: at,
+            wid: &self.wid,
+            entry: &self.entry,
+            place: self.place,
+            round: self.round,
+            woken: mode == Mode::Woken,
+        };
         let attempt = self
             .masters
-            .attempt(self.keys, self.token, self.lease, wanted, woken)?;
+            .attempt(self.keys, self.token, self.lease, Some(&queued))?;
         let tally = match attempt {
             Attempt::Granted(grant) => return Ok(Round::Granted(grant)),
             Attempt::Refused(tally) => tally,
         };
+        if tally.cleared_handover {
+            self.distrusted = self.round;
+        }
         if !tally.held_somewhere() {
             // No master refused: too few answered, and no release is coming to wait for.
             return Err(tally.error(&self.keys.shown(), None));
@@ -198,7 +280,7 @@ impl Session for RedlockSession<'_> {
         // No longer than the read timeout at a time: a waiter finds out that its master went
         // away no later than that (and its short slack).
         let read_timeout = self.masters.masters[at].node.wait.read_timeout();
-        let mut block = planned.min(left).min(read_timeout);
+        let mut block = planned.min(left).min(read_timeout).min(MAX_BLOCK);
         if let Some(expiry) = tally.soonest_expiry() {
             block = block.min(expiry + Duration::from_millis(1));
         }
@@ -217,7 +299,13 @@ impl Session for RedlockSession<'_> {
         Ok(self.block(at, block, block >= left))
     }
 
+    /// Out of every master's queue; a lock handed over to us meanwhile goes on to the next
+    /// waiter (the release of our token, wherever it is).
     fn leave(&mut self, woken: bool) -> Result<Option<Grant>, Error> {
+        if self.round > 0 {
+            self.put_back();
+            let _ = self.masters.release(self.keys, self.token);
+        }
         if woken {
             // A wake-up taken and not used: pass it on to another waiter there.
             let at = self.masters.waiting_master(self.keys);
@@ -232,4 +320,17 @@ impl Session for RedlockSession<'_> {
             None => Error::wait_timeout(shown, waited),
         }
     }
+}
+
+/// The time in µs since the Unix epoch (0 on a clock set before it).
+fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The waiter id in a signal list's key made by `keys.signal(wid)`.
+fn wid_of(keys: &LockKeys, signal: &[u8]) -> String {
+    let prefix = keys.signal("");
+    String::from_utf8_lossy(signal.strip_prefix(prefix.as_slice()).unwrap_or(signal)).into_owned()
 }
