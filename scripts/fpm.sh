@@ -15,9 +15,8 @@
 #     workers, opcache.enable=1, ffi.enable=preload, opcache.preload=bindings/php/preload.php.
 #     As root the master needs opcache.preload_user (nobody), and PHP then refuses FFI::load() in
 #     the preload script, so the library is bound by ffi.preload with a copy of
-#     include/redislock_php.h whose FFI_LIB names the built library (bindings/php/README.md,
-#     "PHP-FPM"); as a plain user preload.php loads it, with REDISLOCK_LIB in the master's
-#     environment;
+#     include/redislock_php.h whose FFI_LIB names the built library (bindings/php/docs/php-fpm.md);
+#     as a plain user preload.php loads it, with REDISLOCK_LIB in the master's environment;
 #   nginx in the foreground, fastcgi_pass to the pool;
 #   wrk (tests/fpm/wrk.lua) for the load, --requests at --concurrency per run.
 # scripts/fpm/base.sh gets the library and makes the directory, scripts/fpm/stack.sh starts the

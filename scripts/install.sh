@@ -21,7 +21,7 @@
 #   INCLUDEDIR/redislock_php.h              the PHP FFI header, its FFI_LIB naming SONAME (for
 #                                           FFI::load and ffi.preload)
 #   DATADIR/redislock/php/                  the PHP package: autoload.php, preload.php, src/,
-#                                           composer.json, README.md, and a copy of
+#                                           composer.json, README.md, docs/, and a copy of
 #                                           redislock_php.h that the package reads
 #                                           (redislock_php.h and the package: not with
 #                                           --library-type static, as PHP needs the .so)
@@ -258,9 +258,12 @@ put 0644 include/redislock.h "$includedir/redislock.h"
 if [[ $library_type != static ]]; then
     put 0644 "$stage/redislock_php.h" "$includedir/redislock_php.h"
     # The PHP package without its tests; Library.php reads the header copy next to autoload.php.
-    rm -rf "$D$phpdir/src"
+    rm -rf "$D$phpdir/src" "$D$phpdir/docs"
     for f in autoload.php preload.php composer.json README.md; do
         put 0644 "bindings/php/$f" "$phpdir/$f"
+    done
+    for f in bindings/php/docs/*.md; do   # the README's reference pages
+        put 0644 "$f" "$phpdir/${f#bindings/php/}"
     done
     put 0644 "$stage/redislock_php.h" "$phpdir/redislock_php.h"
     while IFS= read -r -d '' f; do

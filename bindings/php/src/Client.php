@@ -37,7 +37,7 @@ final class Client
 {
     /**
      * The options {@see Client::fromOptions()} accepts, with the C setter and value type of each.
-     * Defaults are the library's (see the README).
+     * Defaults are the library's (see docs/api.md).
      */
     private const OPTIONS = [
         'pool_size' => ['redislock_config_set_pool_size', 'u32'],
