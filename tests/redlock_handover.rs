@@ -82,7 +82,9 @@ fn a_release_hands_the_lock_to_the_first_queued_waiter_on_every_master() {
     );
     let mut last = released;
     for expected in 0..3 {
-        let (k, token, at) = grants.recv_timeout(MARGIN).expect("a waiter was not served");
+        let (k, token, at) = grants
+            .recv_timeout(MARGIN)
+            .expect("a waiter was not served");
         assert_eq!(k, expected, "served out of the order they queued in");
         if expected == 0 {
             assert_eq!(after, vec![Some(token); 3], "handed to another waiter");
@@ -180,4 +182,3 @@ fn a_waiter_that_gave_up_is_not_handed_the_lock() {
     );
     lock.release().unwrap();
 }
-

@@ -19,7 +19,9 @@ use crate::base::token::Token;
 enum Vote {
     /// Ours there. `kept`: the key held our token already (a release handed the lock over to
     /// us there, or an earlier try of the round set it).
-    Granted { kept: bool },
+    Granted {
+        kept: bool,
+    },
     /// Another owner holds the key there; its remaining lifetime in ms (-1: no expiry, -2:
     /// not known), and its token when the master said it.
     Refused(i64, Option<Vec<u8>>),

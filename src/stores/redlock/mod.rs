@@ -11,7 +11,8 @@
 //!   clock-drift allowance of `base/grant.rs` (2 ms + 1% of the lease), counted from before the first
 //!   write. Otherwise the key is deleted again wherever it may have been set (granted, or no
 //!   answer), and the error says how many masters granted, which refused and which failed.
-//! - **Release** deletes our key on every master, and wakes a waiter (`wait.rs`).
+//! - **Release** hands the lock over on every master to the first queued waiter, and tells it
+//!   (`release.rs`, `wait.rs`), or deletes our key when nobody waits.
 //! - **Extend** and **renewal** reset the lease on every master (renewal: one pipeline per master
 //!   for all the locks due). A lock stays ours while a majority extended it; when fewer did and
 //!   the rest said the key was gone or held by another owner, it is lost; when the rest did not

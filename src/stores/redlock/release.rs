@@ -25,7 +25,11 @@ enum Outcome {
     Flags(i64),
     /// Handed over to the waiter `wid`, queued by its round `round`; `here`: it blocks on this
     /// master.
-    Handed { wid: Vec<u8>, round: u64, here: bool },
+    Handed {
+        wid: Vec<u8>,
+        round: u64,
+        here: bool,
+    },
 }
 
 /// A waiter a release handed the lock to somewhere: the oldest round of its it was handed over

@@ -1,38 +1,38 @@
-//! A waiter's rounds on Redlock's masters.
+//! A waiter's rounds on Redlock's masters: a queue on every master, and the lock handed over.
 //!
-//! Independent masters share no queue, so a Redlock waiter does not queue: it retries the
-//! majority when a release tells it the lock may be free. Each attempt of a waiter also marks
-//! the lock as wanted on every master (a key with an expiry a little longer than the waiter's
-//! next block), then the waiter blocks with BLPOP on the lock's wake list on one master, its
-//! *home*, picked by a hash of the name (`Masters::home`). A release deletes the key on every
-//! master, and when any master reports the mark, pushes one wake-up onto the home master's wake
-//! list once every delete is done, so the woken waiter finds the lock free everywhere. Because a
-//! waiter marks every master before it tries it, a release either came before the attempt there
-//! (the attempt found the key free) or after the mark (the release sees it): a waiter that
-//! failed is always woken by the release it waits for.
+//! Each master keeps the name's waiters in a sorted set (`quorum_enqueue.lua`), ordered by when
+//! each first queued (the waiter's clock: the same score on every master), so that masters with
+//! the same live waiters name the same first one. A waiter's round is an attempt on every master
+//! that also queues it where it is refused (its entry lives a little past its next block, until
+//! an absolute time, so that a round a stopped master runs late queues nobody gone since); then
+//! it blocks in BLPOP on its own signal list on one master: the name's *home* (a hash of the
+//! name, `Masters::home`), or the next master that answers while that one is away
+//! (`Masters::waiting_master`). It blocks [`MAX_BLOCK`] at most, so that it finds out soon that
+//! the master it blocks on stopped answering.
 //!
-//! No wake-up depends on the home master alone. While it is away (it failed lately: stopped,
-//! killed, unreachable), waiters block on the next master after it that answers
-//! (`Masters::waiting_master`), and their attempt marks that master as one waiters block on
-//! (`:blocked`); a release wakes a waiter on every master so marked, besides the home master. A
-//! waiter finds out that the master it blocks on went away within the read timeout (its blocks
-//! last no longer, and their replies get a short slack), and moves at once. (Clients of the
-//! previous version block on the home master only, and wake only there: while some run, a
-//! home master that is away delays their waiters to their re-check.)
+//! A release (`release.rs`, `quorum_handover.lua`) writes the token of the first live waiter
+//! into the key on every master that held the releaser's: the waiter holds the lock when the
+//! release returns, with no moment in which another could take it. The releaser then pushes the
+//! grant onto that waiter's signal list, on the master it blocks on: `g` and the oldest round of
+//! the waiter's that the masters handed the lock over by. The waiter counts its lease from the
+//! start of that round: each master handed the lock over after that round had queued the waiter
+//! there (or a later one had), and a round of the waiter's that found its token there since only
+//! reset the lease. A grant the waiter cannot count on so is checked by an attempt at once
+//! ([`RedlockSession::signalled`]); so is a nudge (`n`: fewer masters than a majority handed the
+//! lock to this waiter, as masters named different first waiters).
 //!
-//! One release wakes one waiter per such master (each list holds at most one wake-up): the one
-//! blocked longest there, as Redis serves blocked clients in order. The release also leaves the
-//! lock to the waiter it wakes for a moment (its *turn*, [`TURN`](super::TURN), a key on every
-//! master): until a woken waiter has tried, other waiters' attempts find the lock refused, so the
-//! releasing thread coming back for the lock waits its turn instead of taking it again ahead of
-//! the waiters. That is still not a queue: a first attempt (a plain `SET NX PX`, made by an
-//! acquire of a name not found held lately in this process) ignores turns, a waiter that times
-//! out of its block re-blocks behind the others, and there is no cross-master first-come
-//! first-served order.
+//! A failed attempt gives back what it was handed (kept, the lock would stand in the way of a
+//! waiter that holds the other masters the same way); since that may undo a handover still under
+//! way, a grant pushed for that round or an earlier one is checked by an attempt. Keys a master
+//! did not answer for while the waiter waits are released there only once the wait ends (they
+//! may be a handover by then), and a waiter that gives up leaves every master's queue and passes
+//! on what it was handed ([`Session::leave`]).
 //!
-//! A signal that interrupts a waiter's block (EINTR: a signal handler ran, or the process was
-//! stopped and continued) may have cost it a wake-up that the server had already popped for it:
-//! the waiter then tries at once, as a woken waiter, so that a release is never left unclaimed.
+//! Waiters of earlier versions do not queue: they mark the lock as wanted on every master and
+//! block on the home master's wake list, and their releases delete the key, leave the woken
+//! waiter a short turn and push a wake-up there. This version's waiters keep the marks and block
+//! on that list too (a wake-up makes them try at once, with the turn), and this version's release
+//! wakes an earlier version's waiter when it has nobody of this version to hand the lock to.
 //!
 //! Attempts at the same moment can split the masters so that none has a majority (three
 //! contenders, one master each): all fail and clear their keys, and no release will come. A
@@ -40,9 +40,10 @@
 //! token: when no token is on a majority of the masters, the round says so ([`Round::Split`])
 //! and the wait loop retries after a random back-off.
 //!
-//! When nothing wakes it (the holder vanished, or a foreign client deleted the key), the waiter
-//! re-checks after the wait loop's jittered interval, never later than the soonest expiry of a
-//! key that refused it, as on one server.
+//! A signal that interrupts a waiter's block (EINTR) may have cost it a push the server had
+//! already popped for it: the waiter then tries at once. When nothing comes (the holder vanished,
+//! or a foreign client deleted the key), the waiter re-checks after the wait loop's jittered
+//! interval, never later than the soonest expiry of a key that refused it, as on one server.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -51,8 +52,8 @@ use super::acquire::Queued;
 use super::{Attempt, MARK_GRACE, Masters, Tally};
 use crate::base::error::Error;
 use crate::base::grant::{Grant, drift};
-use crate::base::metrics::LockKind;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::pool::{Conn, is_interrupted, mark_broken};
 use crate::base::token::Token;
 use crate::stores::CANCEL_MARK;
