@@ -7,8 +7,8 @@
 -- the "waiters block here" mark, KEYS[5] the queue (`<base>:rq`: waiters' tokens; a waiter's
 -- entry `<base>:e:<token>` holds `lease:round:here:wid` while it lives).
 -- ARGV[1] token, ARGV[2] how long the turn lasts, in ms ("0": no turn), ARGV[3] "1" to take our
--- own token out of the queue first (a waiter that leaves, or a holder whose entry a master that
--- refused it still has), else "0".
+-- own token out of the queue first (a holder that releases, whose entry stays queued while it
+-- holds, or a waiter that gives up), else "0".
 -- Returns `wid:round:here` (a string) when the lock was handed over to that waiter here
 -- (`round`: the waiter's round that queued it, `here`: 1 when the waiter blocks on this master,
 -- read from its entry), else released + 2 × wanted + 4 × blocked (an integer), as
@@ -20,18 +20,19 @@ if ARGV[3] == '1' then
 end
 local released = 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  -- The first live waiter stays queued (it leaves when it releases the lock or gives up), so
+  -- that a handover changes no master's queue: masters that named different first waiters
+  -- (one had not queued them all yet) name the same again once they have.
   while true do
     local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
     if not head then break end
-    redis.call('ZREM', KEYS[5], head)
-    local entry = base .. ':e:' .. head
     local lease, round, here, wid =
-      string.match(redis.call('GET', entry) or '', '^(%d+):(%d+):([01]):(.+)$')
-    redis.call('DEL', entry)
-    if wid and head ~= ARGV[1] then
+      string.match(redis.call('GET', base .. ':e:' .. head) or '', '^(%d+):(%d+):([01]):(.+)$')
+    if wid then
       redis.call('SET', KEYS[1], head, 'PX', lease)
       return wid .. ':' .. round .. ':' .. here
     end
+    redis.call('ZREM', KEYS[5], head)
   end
   redis.call('DEL', KEYS[1])
   released = 1

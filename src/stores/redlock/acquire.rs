@@ -1,6 +1,7 @@
 //! Acquire: `SET NX PX` on every master at once, a grant by a majority within the lock's
 //! validity, and what every master answered when there was none.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,10 @@ pub(crate) struct Queued<'a> {
     pub until: u64,
     /// A release's wake-up woke this waiter (an older version's release): it takes its turn.
     pub woken: bool,
+    /// Filled in by the attempt, one bit per master: the masters it was sent to (where the
+    /// waiter may be queued now), and those that answered.
+    pub sent: Cell<u64>,
+    pub answered: Cell<u64>,
 }
 
 /// What an acquire attempt got.
@@ -187,6 +192,22 @@ impl Masters {
         // Where the key may be ours: granted, or the request went out but no answer came; and
         // where it held our token already.
         let (mut maybe_set, mut kept_here) = (Vec::new(), Vec::new());
+        if let Some(w) = waiter {
+            let bit = |i: usize| if i < 64 { 1u64 << i } else { 0 };
+            let (mut sent, mut answered) = (0, 0);
+            for (i, a) in answers.iter().enumerate() {
+                match a {
+                    Some(Answer::Replies(_)) => {
+                        sent |= bit(i);
+                        answered |= bit(i);
+                    }
+                    Some(Answer::Failed { sent: true, .. }) => sent |= bit(i),
+                    _ => {}
+                }
+            }
+            w.sent.set(sent);
+            w.answered.set(answered);
+        }
         for (i, a) in answers.iter().enumerate() {
             let Some(a) = a else { continue };
             match vote(a, self.server(i)) {

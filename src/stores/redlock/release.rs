@@ -141,6 +141,9 @@ impl Masters {
         let mut to_wake = Vec::new();
         let mut home_answered = false;
         let mut handed: Vec<Handed> = Vec::new();
+        // The masters sent the release that did not answer (each may have handed the lock over
+        // before it stopped answering), one bit each.
+        let mut unanswered: u64 = 0;
         for (i, a) in answers.into_iter().enumerate() {
             let Some(a) = a else { continue };
             // What a master that did not answer may still hold, it owes: an attempt's keys
@@ -149,6 +152,9 @@ impl Masters {
             // (what it was sent while stopped has run by then).
             let m = &self.masters[i];
             let answered = matches!(a, Answer::Replies(_));
+            if matches!(a, Answer::Failed { sent: true, .. }) && i < 64 {
+                unanswered |= 1 << i;
+            }
             if !answered && (!wake || matches!(a, Answer::Failed { sent: true, .. })) {
                 // A waiter's key there may be a handover to it by then: owed once its wait ends.
                 m.owe(keys, token, how == Release::WaiterCleanUp);
@@ -206,7 +212,7 @@ impl Masters {
         if !handed.is_empty() {
             // Best effort: a waiter that is not told re-checks on its own, and finds the lock
             // handed over to it where it was.
-            self.tell(keys, &handed);
+            self.tell(keys, &handed, unanswered);
         }
         // Waiters of older versions are woken when the lock was ours and is not handed over
         // (they would find it held).
@@ -235,15 +241,16 @@ impl Masters {
     }
 
     /// Tells each waiter a release handed the lock to, on the master it blocks on (on every
-    /// master when that one did not answer): the one a majority handed it to gets the grant (`g`
-    /// and the oldest round it was handed over by, from which it counts the lease), the others
-    /// a nudge (`n`) to try again.
-    fn tell(&self, keys: &LockKeys, handed: &[Handed]) {
+    /// master when that one did not answer): the one a majority handed it to gets the grant
+    /// (`g<round>:<unanswered>`: the oldest round it was handed over by, from which it counts the
+    /// lease, and the masters that were sent the release and did not answer, where the lock may
+    /// have been handed to it too, one bit each), the others a nudge (`n`) to try again.
+    fn tell(&self, keys: &LockKeys, handed: &[Handed], unanswered: u64) {
         let lifetime = (self.cfg.recheck_interval + MARK_GRACE).as_millis() as u64;
         let q = self.quorum();
         for h in handed {
             let value = if h.masters >= q {
-                format!("g{}", h.round)
+                format!("g{}:{unanswered}", h.round)
             } else {
                 "n".to_owned()
             };

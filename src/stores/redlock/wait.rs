@@ -45,6 +45,7 @@
 //! or a foreign client deleted the key), the waiter re-checks after the wait loop's jittered
 //! interval, never later than the soonest expiry of a key that refused it, as on one server.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -96,6 +97,10 @@ pub(crate) struct RedlockSession<'a> {
     /// The latest round whose attempt cleared keys that may have held a handover to us: a
     /// grant pushed for it or an earlier round is checked by a new attempt.
     distrusted: u64,
+    /// One bit per master: those a round of this wait was sent to (it may be queued there, so a
+    /// release may hand it the lock there), and those that answered the latest round.
+    touched: u64,
+    answered: u64,
 }
 
 impl<'a> RedlockSession<'a> {
@@ -120,12 +125,25 @@ impl<'a> RedlockSession<'a> {
             round: 0,
             started: VecDeque::with_capacity(ROUNDS_KEPT),
             distrusted: 0,
+            touched: 0,
+            answered: 0,
+        }
+    }
+
+    /// A master where this waiter may be queued but that did not answer its latest round may
+    /// have handed the lock to it meanwhile (the release that did stopped being heard from):
+    /// its key there is released once the lock is, or once the wait ends without it.
+    fn owe_unheard(&self) {
+        for (i, m) in self.masters.masters.iter().enumerate().take(64) {
+            if self.touched & !self.answered & (1 << i) != 0 {
+                m.owe(self.keys, self.token, true);
+            }
         }
     }
 
     /// What a value pushed onto the waiter's signal list means: a grant of the lock a release
-    /// handed over to us on a majority of masters (`g` and the oldest round of ours it was
-    /// handed over by), a nudge to try again (`n`: it was handed over to us on fewer), or a
+    /// handed over to us on a majority of masters (`g<round>:<unanswered>`: the oldest round of
+    /// ours it was handed over by, and the masters that may have handed it over unheard), a nudge to try again (`n`: it was handed over to us on fewer), or a
     /// cancel. A grant counts its lease from the start of that round: the releasing round
     /// wrote our token on each master after our entry of that round or a later one was there
     /// (and every attempt of ours since only reset the lease). A grant this waiter cannot
@@ -136,10 +154,11 @@ impl<'a> RedlockSession<'a> {
         if value == CANCEL_MARK {
             return Round::Blocked(Some(value));
         }
-        let round = value
-            .strip_prefix(b"g")
-            .and_then(|r| std::str::from_utf8(r).ok()?.parse::<u64>().ok())
-            .filter(|&r| r > self.distrusted);
+        let grant = value.strip_prefix(b"g").and_then(|g| {
+            let (round, unanswered) = std::str::from_utf8(g).ok()?.split_once(':')?;
+            Some((round.parse::<u64>().ok()?, unanswered.parse::<u64>().ok()?))
+        });
+        let round = grant.map(|g| g.0).filter(|&r| r > self.distrusted);
         let from = round.and_then(|r| self.started.iter().find(|(n, _)| *n == r).map(|s| s.1));
         let Some(from) = from else {
             return Round::Interrupted;
@@ -148,6 +167,15 @@ impl<'a> RedlockSession<'a> {
         if from.elapsed() > validity / 2 {
             return Round::Interrupted;
         }
+        // Masters the releasing round did not hear back from may have handed the lock to us
+        // too: their key is released once the lock is (when they answer again).
+        let unanswered = grant.map_or(0, |g| g.1);
+        for (i, m) in self.masters.masters.iter().enumerate().take(64) {
+            if unanswered & (1 << i) != 0 {
+                m.owe(self.keys, self.token, true);
+            }
+        }
+        self.owe_unheard();
         self.masters.cfg.metrics.handoff(LockKind::Exclusive);
         Round::Granted(Grant {
             fence: 0,
@@ -261,12 +289,19 @@ impl Session for RedlockSession<'_> {
             place: self.place,
             round: self.round,
             woken: mode == Mode::Woken,
+            sent: Cell::new(0),
+            answered: Cell::new(0),
         };
         let attempt = self
             .masters
             .attempt(self.keys, self.token, self.lease, Some(&queued))?;
+        self.touched |= queued.sent.get();
+        self.answered = queued.answered.get();
         let tally = match attempt {
-            Attempt::Granted(grant) => return Ok(Round::Granted(grant)),
+            Attempt::Granted(grant) => {
+                self.owe_unheard();
+                return Ok(Round::Granted(grant));
+            }
             Attempt::Refused(tally) => tally,
         };
         if tally.cleared_handover {
@@ -305,6 +340,7 @@ impl Session for RedlockSession<'_> {
     fn leave(&mut self, woken: bool) -> Result<Option<Grant>, Error> {
         if self.round > 0 {
             self.put_back();
+            self.owe_unheard();
             let _ = self.masters.release(self.keys, self.token);
         }
         if woken {
