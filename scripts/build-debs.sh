@@ -91,7 +91,12 @@ mv_into redislock-cli /usr/bin/redislock /usr/share/man/man1 \
 mkdir -p "$work/redislock-cli/usr/share/zsh/vendor-completions"
 mv "$stage/usr/share/zsh/site-functions/_redislock" "$work/redislock-cli/usr/share/zsh/vendor-completions/"
 gzip -9n "$work"/redislock-cli/usr/share/man/man1/*.1
-# The PHP package (share/redislock/php) is not packaged: PHP users install it with Composer.
+# The PHP package (share/redislock/php) is not packaged: PHP users install it with Composer. So
+# redislock.pc names no phpdir.
+pc="$work/libredislock-dev$libdir/pkgconfig/redislock.pc"
+sed -i -e '/^phpdir=/d' \
+    -e "s|^# The PHP package (autoload.php, preload.php) and the shared library's SONAME, for PHP set-ups.|# The shared library's SONAME, for PHP set-ups (the PHP package comes with Composer).|" "$pc"
+! grep -q -e phpdir -e 'The PHP package' "$pc" || die "packaging/redislock.pc.in changed: adapt the edit of its phpdir"
 
 # --- metadata ----------------------------------------------------------------------------------
 date_r="$(date -u -R -d "@$SOURCE_DATE_EPOCH")"
