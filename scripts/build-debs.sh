@@ -84,6 +84,9 @@ mkdir -p "$work/$libpkg/usr/share/$libpkg"
 mv "$stage/usr/include/redislock_php.h" "$work/$libpkg/usr/share/$libpkg/redislock_php.h"
 mv_into libredislock-dev /usr/include/redislock.h "$libdir/libredislock.so" \
     "$libdir/libredislock.a" "$libdir/pkgconfig/redislock.pc"
+# The archive's members without their .comment sections, as dh_strip leaves a static library.
+strip --strip-debug --remove-section=.comment --remove-section=.note --enable-deterministic-archives \
+    "$work/libredislock-dev$libdir/libredislock.a"
 mv_into redislock-cli /usr/bin/redislock /usr/share/man/man1 \
     /usr/share/bash-completion/completions/redislock \
     /usr/share/fish/vendor_completions.d/redislock.fish
