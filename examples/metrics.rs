@@ -1,7 +1,8 @@
 //! The metrics of a client, served as Prometheus text while a small contended workload runs:
 //! four threads take turns on two locks (short holds, waits with a bound, now and then a single
 //! attempt that finds the lock held), and `http://ADDR/metrics` answers every scrape with
-//! `Client::metrics().to_prometheus()`. Runs until it is stopped (Ctrl-C).
+//! `Client::metrics().to_prometheus()`. Runs until it is stopped (Ctrl-C, SIGINT or SIGTERM,
+//! also when started in the background).
 //!
 //! Run with `cargo run --release --example metrics -- --listen 127.0.0.1:9464` against
 //! `$REDIS_URL` or the default `redis://127.0.0.1:6379/`, then scrape it:
@@ -21,6 +22,11 @@ const WORKERS: usize = 4;
 const NAMES: [&str; 2] = ["orders", "reports"];
 
 fn main() -> Res<()> {
+    // A shell script starts a background job (`example &`) with SIGINT ignored, and an ignored
+    // signal stays ignored across exec: the default action back, so that SIGINT (Ctrl-C, or
+    // `kill -INT`) stops the example however it was started.
+    // SAFETY: signal(2) with SIG_DFL, before any thread is started.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     let mut args = std::env::args().skip(1);
     let mut listen = "127.0.0.1:9464".to_owned();
     while let Some(arg) = args.next() {

@@ -59,8 +59,18 @@ fn main() -> ExitCode {
         Ok(found) => found,
         Err(e) => {
             eprintln!("No usable Redis server: {e}.");
-            eprintln!("Install Redis (apt-get install redis-server, brew install redis, ...)");
-            eprintln!("or point REDIS_URL at a server: REDIS_URL=redis://:password@host:6379/0");
+            if std::env::var_os("REDIS_URL").is_some() {
+                // The user named a server: installing one here would not help.
+                eprintln!("REDIS_URL is set, and the server it names is unreachable or refuses");
+                eprintln!("the demo: check that it runs at that host and port, that a firewall");
+                eprintln!("lets it through, and the URL's password and database; or unset");
+                eprintln!("REDIS_URL to let the demo start a private redis-server.");
+            } else {
+                eprintln!("Install Redis (apt-get install redis-server, brew install redis, ...)");
+                eprintln!(
+                    "or point REDIS_URL at a server: REDIS_URL=redis://:password@host:6379/0"
+                );
+            }
             return ExitCode::from(2);
         }
     };

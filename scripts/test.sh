@@ -2,8 +2,9 @@
 # The whole test suite, as CI runs it: set-up of missing tools, formatting, lints, the header
 # drift check, the Rust unit and integration tests (which also drive the C tests under
 # AddressSanitizer and valgrind, and the PHP tests), the doc tests, a dry-run publish of the
-# two crates, a build with the declared minimum Rust version, and a bounded fuzz run of the C
-# API (FUZZ_SECONDS, default 60).
+# two crates, a build with the declared minimum Rust version, the README's quick starts run as
+# written, the Debian packages built, checked by lintian, installed, used (C, man, Composer) and
+# purged (as root), and a bounded fuzz run of the C API (FUZZ_SECONDS, default 60).
 # Every test starts its own redis-server on a free loopback port; none uses 127.0.0.1:6379.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,5 +61,12 @@ if rustup toolchain install "$msrv" --profile minimal --no-self-update; then
 else
   echo "test.sh: SKIPPED: Rust $msrv could not be installed here (rustup's server unreachable)" >&2
 fi
+step "the README's quick starts (Rust, C, PHP, CLI), each copied into a fresh directory and run (scripts/quickstarts.sh)"
+bash scripts/quickstarts.sh
+step "composer validate --strict (bindings/php/composer.json)"
+(cd bindings/php && COMPOSER_ALLOW_SUPERUSER=1 COMPOSER_DISABLE_NETWORK=1 composer validate --strict)
+step "the Debian packages: built, lintian, apt-get install, the C quick start with pkg-config, man, Composer with Symfony and Laravel, purge (scripts/deb-check.sh)"
+# Root only (it installs and purges packages): otherwise it says SKIPPED.
+bash scripts/deb-check.sh
 step "fuzz the C API for ${FUZZ_SECONDS:-60} s (libFuzzer + AddressSanitizer; scripts/fuzz.sh)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh

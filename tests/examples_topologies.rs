@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use support::{
     Cluster, RedisServer, RedlockMasters, SentinelGroup, cargo_build_example, eventually,
-    unique_name, wait_child,
+    free_port, unique_name, wait_child,
 };
 
 /// A demo takes about a second; this only stops a hung one.
@@ -131,6 +131,34 @@ impl Demos {
             String::from_utf8_lossy(&out.stderr)
         );
         demos
+    }
+
+    /// The three demos with `REDIS_URL=url` (Rust, C, PHP): each one's exit status and standard
+    /// error.
+    fn run_failing(&self, url: &str) -> Vec<(&'static str, Option<i32>, String)> {
+        let mut php = Command::new("php");
+        php.args(["-d", "ffi.enable=1", "examples/php/oversell.php"])
+            .env("REDISLOCK_LIB", &self.lib);
+        let runs = [
+            ("Rust", Command::new(&self.rust)),
+            ("C", Command::new(&self.c)),
+            ("PHP", php),
+        ];
+        runs.into_iter()
+            .map(|(name, mut cmd)| {
+                let child = cmd
+                    .current_dir(repo_root())
+                    .env("REDIS_URL", url)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot start the {name} demo: {e}"));
+                let out = wait_child(child, DEMO_TIMEOUT);
+                let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+                (name, out.status.code(), stderr)
+            })
+            .collect()
     }
 
     /// Runs the three demos one after the other with `REDIS_URL=url`; each must succeed.
@@ -334,5 +362,26 @@ fn demos_use_the_urls_user_password_and_database() {
     for db in [0, 3] {
         redis::cmd("SELECT").arg(db).exec(&mut admin).unwrap();
         assert_eq!(dbsize(&mut admin), 0, "keys left in database {db}");
+    }
+}
+
+/// With `REDIS_URL` naming a server that does not answer, each demo exits 2 and says that the
+/// URL's server is unreachable and what to check, not to install Redis.
+#[test]
+fn demos_say_an_unreachable_redis_url_is_unreachable() {
+    require_tools();
+    let demos = Demos::build();
+    let url = format!("redis://127.0.0.1:{}/0", free_port());
+    for (name, status, stderr) in demos.run_failing(&url) {
+        assert_eq!(status, Some(2), "the {name} demo: {stderr}");
+        assert!(stderr.contains("unreachable"), "the {name} demo: {stderr}");
+        assert!(
+            stderr.contains("host and port"),
+            "the {name} demo: {stderr}"
+        );
+        assert!(
+            !stderr.contains("nstall"),
+            "the {name} demo suggests installing Redis: {stderr}"
+        );
     }
 }

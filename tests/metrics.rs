@@ -435,3 +435,64 @@ fn prometheus_scrapes_the_example_and_answers_a_query() {
     let _ = app.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Started in the background by a shell script (`example &`), which starts it with SIGINT
+/// ignored, the metrics example still stops on SIGINT, as its "stopped with Ctrl-C" promises.
+#[test]
+fn the_example_started_in_the_background_stops_on_sigint() {
+    use std::io::{BufRead, BufReader};
+    let srv = RedisServer::start();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let example = support::cargo_build_example(root, "metrics", Duration::from_secs(15 * 60));
+    let listen = format!("127.0.0.1:{}", support::free_port());
+    let mut cmd = Command::new("sh");
+    // A non-interactive shell ignores SIGINT in its background jobs; `wait` ends with the job's
+    // status (130: killed by SIGINT).
+    cmd.args([
+        "-c",
+        r#""$0" --listen "$1" >/dev/null 2>&1 & echo $!; wait $!"#,
+    ])
+    .arg(&example)
+    .arg(&listen)
+    .env("REDIS_URL", srv.url())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut sh = support::spawn_anchored(cmd).expect("cannot start sh");
+    let mut line = String::new();
+    BufReader::new(sh.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid: i32 = line.trim().parse().expect("sh printed no pid");
+    let serving = eventually(LONG, || {
+        http_get(&listen, "/metrics").is_ok_and(|(status, _)| status.contains(" 200 "))
+    });
+    // The shell started it with SIGINT ignored; the running example must not ignore it.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let ignored = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap());
+    // SAFETY: kill(2) on the example's pid, a child of the shell this test started (which
+    // reaps it as soon as it ends: its `wait`).
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let stopped = eventually(
+        Duration::from_secs(10),
+        || unsafe { libc::kill(pid, 0) } != 0,
+    );
+    // SAFETY: as above. Never left running, whatever the outcome.
+    let left = unsafe { libc::kill(pid, libc::SIGKILL) } == 0;
+    let out = support::wait_child(sh, Duration::from_secs(10));
+    assert!(serving, "the example did not serve /metrics");
+    assert_eq!(
+        ignored.map(|m| m & (1 << (libc::SIGINT - 1))),
+        Some(0),
+        "{status}"
+    );
+    assert!(stopped && !left, "the example ran on after SIGINT");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -58,7 +58,8 @@ pub const AFTER_LONG_HELP: &str = concat!(
     "  REDISLOCK_PASSWORD     the password, overriding the URL's (keeps it off the command line)\n",
     "  REDISLOCK_OWNER_TOKEN  the owner token for extend and release (else read from stdin)\n",
     "\n",
-    "Durations: 500ms, 30s, 2m, 1h (a bare number is seconds). See also `redislock man`."
+    "Durations: 500ms, 30s, 2m, 1h, 1d (a bare number is seconds; 1.5s works). See also\n",
+    "`redislock man`."
 );
 
 /// Where Redis is, and how long a call to it may take.
@@ -257,13 +258,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "d" => 86400.0,
         other => {
             return Err(format!(
-                "unknown unit '{other}' (use ms, s, m, h or d, as in 500ms, 30s, 2m)"
+                "unknown unit '{other}' (use ms, s, m, h or d, as in 500ms, 30s, 2m, 1h, 1d)"
             ));
         }
     };
     let n: f64 = number
         .parse()
-        .map_err(|_| format!("'{s}' is not a duration (write 500ms, 30s, 2m, 1h)"))?;
+        .map_err(|_| format!("'{s}' is not a duration (write 500ms, 30s, 2m, 1h, 1d)"))?;
     Duration::try_from_secs_f64(n * scale).map_err(|_| format!("'{s}' is out of range"))
 }
 

@@ -180,7 +180,7 @@ fn not_held(name: &str) -> impl Fn(redislock::Error) -> Failure + '_ {
             Failure::new(
                 exit::LOST,
                 format!(
-                    "lock '{name}' is not held with this owner token (expired, released or taken over)"
+                    "lock {name:?} is not held with this owner token (expired, released or taken over)"
                 ),
             )
         } else {

@@ -248,7 +248,7 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
     Err(Failure::new(
         exit::LOST,
         format!(
-            "lock '{}' was lost while the command ran (expired, deleted or taken over); \
+            "lock {:?} was lost while the command ran (expired, deleted or taken over); \
              the command's work may overlap another holder's",
             a.name
         ),
@@ -329,7 +329,7 @@ fn supervise(child: &mut Child, held: &Held, a: &RunArgs, group: bool) -> (ExitS
                 OnLost::Kill => "sending the command SIGKILL",
                 OnLost::Ignore => "leaving the command running (--on-lost ignore)",
             };
-            eprintln!("redislock: lock '{}' was lost; {what}", a.name);
+            eprintln!("redislock: lock {:?} was lost; {what}", a.name);
             match a.on_lost {
                 OnLost::Term => {
                     signals::send(pid, libc::SIGTERM);

@@ -242,7 +242,9 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
             .read_to_string(&mut err)
             .unwrap();
         assert_eq!(status.code(), Some(76), "{err}");
-        assert!(err.contains("lost"), "{err}");
+        // Lock names are quoted as the library's messages quote them: "name".
+        assert!(err.contains(r#"lock "lost" was lost"#), "{err}");
+        assert!(!err.contains("'lost'"), "{err}");
         if takeover {
             // The other owner's key is left alone.
             assert_eq!(
@@ -649,6 +651,11 @@ fn acquire_extend_release_status() {
             .args(["release", "job"]),
     );
     assert_eq!(code(&o), 76, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(r#"lock "job" is not held with this owner token"#),
+        "{}",
+        stderr(&o)
+    );
     assert!(exists(&server, "job"));
     // From standard input.
     let mut c = redislock(&server.url())
@@ -781,6 +788,7 @@ fn help_version_man_and_completions() {
         "76",
         "REDISLOCK_PASSWORD",
         "run",
+        "Durations: 500ms, 30s, 2m, 1h, 1d",
     ] {
         assert!(help.contains(part), "--help lacks {part}: {help}");
     }

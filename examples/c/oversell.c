@@ -476,9 +476,16 @@ int main(void) {
         return 2;
     }
     if (conn_open(&data, &data_server) != 0) {
-        fprintf(stderr, "No Redis server answers at %s:%s. Start one (apt-get install "
-                        "redis-server) or point REDIS_URL at one.\n", data_server.host,
-                data_server.port);
+        if (getenv("REDIS_URL") != NULL && getenv("REDIS_URL")[0] != '\0') {
+            fprintf(stderr, "No Redis server answers at %s:%s, the server REDIS_URL names: it is "
+                            "unreachable. Check that it runs at that host and port, that a "
+                            "firewall lets it through, and the URL's password and database.\n",
+                    data_server.host, data_server.port);
+        } else {
+            fprintf(stderr, "No Redis server answers at %s:%s. Start one (apt-get install "
+                            "redis-server) or point REDIS_URL at one.\n", data_server.host,
+                    data_server.port);
+        }
         return 2;
     }
 

@@ -280,7 +280,10 @@ try {
     connect($dataUrl)->ping();
 } catch (Throwable $e) {
     fwrite(STDERR, 'No usable Redis server at ' . masked($url) . ': ' . $e->getMessage() . "\n");
-    fwrite(STDERR, "Start one (apt-get install redis-server) or set REDIS_URL=redis://:password@host:6379/0\n");
+    fwrite(STDERR, getenv('REDIS_URL') !== false && getenv('REDIS_URL') !== ''
+        ? "REDIS_URL names a server that is unreachable or refuses the demo: check that it runs at "
+            . "that host and port, that a firewall lets it through, and the URL's password and database\n"
+        : "Start one (apt-get install redis-server) or set REDIS_URL=redis://:password@host:6379/0\n");
     exit(2);
 }
 

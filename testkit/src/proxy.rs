@@ -48,8 +48,9 @@ const TICK: Duration = Duration::from_millis(5);
 /// The largest chunk a pump reads at once.
 const CHUNK: usize = 16 * 1024;
 /// The range the proxy's port is chosen from: below the kernel's ephemeral range, so that no
-/// client connection takes it.
-const PORTS: std::ops::Range<u16> = 20_000..32_000;
+/// client connection takes it, and apart from the servers' ports and their cluster bus ports
+/// (`server.rs`, 12000-31999).
+const PORTS: std::ops::Range<u16> = 5_000..12_000;
 
 /// The faults in force (all off by default).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

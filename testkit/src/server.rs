@@ -544,13 +544,26 @@ fn make_temp_dir() -> PathBuf {
     panic!("cannot create a unique temp dir");
 }
 
-/// A currently free loopback port (never 6379). Someone may grab it before
-/// a server binds it; `start_with` retries in that case.
+/// The ports the kit hands out: below the kernel's range for the local ports of client
+/// connections (32768 and up by default), so that no connection of the tests takes a server's
+/// port between its pick and the server's bind, and with a cluster node's bus port (its port
+/// + 10000) below that range too.
+const PORTS: std::ops::Range<u16> = 12_000..22_000;
+
+/// A currently free loopback port of [`PORTS`] (never 6379), whose cluster bus port (+10000) is
+/// free too, picked at random so that concurrent test processes rarely try the same one.
+/// Another process may still take it before a server binds it; `start_with` retries then.
 pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PICKS: AtomicU64 = AtomicU64::new(0);
+    let free = |port: u16| TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok();
     loop {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("cannot bind 127.0.0.1:0");
-        let port = l.local_addr().expect("local_addr").port();
-        if port != FORBIDDEN_PORT {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u64(PICKS.fetch_add(1, Ordering::Relaxed));
+        let port = PORTS.start + (h.finish() % u64::from(PORTS.end - PORTS.start)) as u16;
+        if port != FORBIDDEN_PORT && free(port) && free(port + 10_000) {
             return port;
         }
     }

@@ -88,9 +88,11 @@ final class Library
                 if (str_contains($e->getMessage(), 'ffi.enable')) {
                     // "FFI API is restricted by "ffi.enable" configuration directive": off, or
                     // preload outside the CLI with no preloaded scope.
-                    throw new LibraryException(ini_get('ffi.enable') === 'preload'
+                    // PHP's message is appended rather than chained: an uncaught exception's
+                    // first line is then this one, which says what to do.
+                    throw new LibraryException(sprintf('%s [PHP: %s]', ini_get('ffi.enable') === 'preload'
                         ? self::preloadOnlyMessage()
-                        : self::ffiDisabledMessage(), 0, $e);
+                        : self::ffiDisabledMessage(), $e->getMessage()));
                 }
                 $failures[] = sprintf('%s: %s', $name, $e->getMessage());
                 continue;
@@ -101,20 +103,27 @@ final class Library
 
             return self::$ffi = $ffi;
         }
+        // What to do comes first and PHP's messages follow in the same text, not as a chained
+        // exception: PHP prints an uncaught exception's chain innermost first, so a chained
+        // FFI\Exception would be the first line a user sees.
         if (count($names) === 1) {
-            $hint = sprintf('%s=%s: set it to the path of libredislock.so', self::LIB_ENV, $env);
-        } else {
-            $hint = sprintf(
-                'install the library with scripts/install.sh (then run ldconfig, or set '
-                    . 'LD_LIBRARY_PATH to its directory), or set %s to the path of libredislock.so',
-                self::LIB_ENV
-            );
+            throw new LibraryException(sprintf(
+                'cannot load libredislock from %s=%s: set it to the path of libredislock.so, or unset '
+                    . 'it to load the installed library (%s)',
+                self::LIB_ENV,
+                $env,
+                implode('; ', $failures)
+            ));
         }
         throw new LibraryException(sprintf(
-            'cannot load libredislock (%s); %s',
-            implode('; ', $failures),
-            $hint
-        ), 0, $e ?? null);
+            'libredislock is not installed where the dynamic loader finds it: install the Debian '
+                . 'package %s (scripts/build-debs.sh builds it) or run scripts/install.sh (then '
+                . 'ldconfig, or LD_LIBRARY_PATH set to its directory), or set %s to the path of '
+                . 'libredislock.so (tried: %s)',
+            self::debianPackage(),
+            self::LIB_ENV,
+            implode('; ', $failures)
+        ));
     }
 
     /**
@@ -179,6 +188,12 @@ final class Library
         }
     }
 
+    /** The Debian package of the library this package is written for: `libredislock0.3`. */
+    public static function debianPackage(): string
+    {
+        return 'libredislock' . self::ABI_VERSION;
+    }
+
     /** Whether the library is already loaded in this process. */
     public static function isLoaded(): bool
     {
@@ -207,7 +222,9 @@ final class Library
      * Where the PHP header `redislock_php.h` is read from, first found wins:
      * `$REDISLOCK_HEADER`; the copy next to `autoload.php` that `scripts/install.sh` puts in the
      * installed package; `include/redislock_php.h` of the source tree this package sits in;
-     * `/usr/local/include/redislock_php.h`; `/usr/include/redislock_php.h`.
+     * `/usr/local/include/redislock_php.h`; `/usr/include/redislock_php.h`; the copy the Debian
+     * package of the library installs, `/usr/share/libredislock0.3/redislock_php.h` (a Composer
+     * installation has no header of its own).
      *
      * @throws LibraryException when none exists
      */
@@ -226,6 +243,7 @@ final class Library
             dirname(__DIR__, 3) . '/include/redislock_php.h',
             '/usr/local/include/redislock_php.h',
             '/usr/include/redislock_php.h',
+            '/usr/share/' . self::debianPackage() . '/redislock_php.h',
         ];
         foreach ($candidates as $path) {
             if (is_file($path)) {

@@ -88,6 +88,52 @@ final class LibraryLoadTest extends TestCase
         $this->assertStringNotContainsString(Library::DEFAULT_LIB, $answer['message']);
     }
 
+    public function testAnUncaughtLoadFailureSaysWhatToDoOnItsFirstLine(): void
+    {
+        // PHP prints an uncaught exception's chain innermost first: the package's exception
+        // must not chain PHP's FFI\Exception, or that would be the first line.
+        $bad = '/nonexistent/libredislock.so';
+        $first = $this->firstErrorLine(['REDISLOCK_LIB' => $bad]);
+        $this->assertStringContainsString('Uncaught Redislock\Exception\LibraryException: ', $first);
+        $this->assertStringContainsString("REDISLOCK_LIB=$bad: set it to the path of libredislock.so", $first);
+        $this->assertStringContainsString("Failed loading '$bad'", $first);
+
+        $this->skipIfInstalled();
+        $first = $this->firstErrorLine([]);
+        $this->assertStringContainsString('Uncaught Redislock\Exception\LibraryException: ', $first);
+        $this->assertStringContainsString(
+            'libredislock is not installed where the dynamic loader finds it: install the Debian '
+                . 'package ' . Library::debianPackage(),
+            $first
+        );
+        $this->assertStringContainsString('scripts/install.sh', $first);
+        $this->assertStringContainsString('set REDISLOCK_LIB', $first);
+    }
+
+    /**
+     * The first line PHP writes for a load that fails uncaught, with `$env` (and PATH) only.
+     *
+     * @param array<string, string> $env
+     */
+    private function firstErrorLine(array $env): string
+    {
+        $cmd = [PHP_BINARY, '-d', 'ffi.enable=1', '-d', 'display_errors=stderr', '-d', 'log_errors=0',
+            '-d', 'html_errors=0', '-r', 'require getenv("AUTOLOAD"); Redislock\Library::version();'];
+        $process = proc_open($cmd, [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']],
+            $pipes, null, $env + ['PATH' => (string) getenv('PATH'), 'AUTOLOAD' => dirname(__DIR__) . '/autoload.php']);
+        $this->assertIsResource($process);
+        stream_get_contents($pipes[1]);
+        $stderr = (string) stream_get_contents($pipes[2]);
+        fclose($pipes[1]);
+        fclose($pipes[2]);
+        $this->assertSame(255, proc_close($process), $stderr);
+        $lines = array_values(array_filter(explode("\n", $stderr), static fn ($l) => trim($l) !== ''));
+        $this->assertNotEmpty($lines, 'php wrote nothing on stderr');
+        $this->assertStringNotContainsString('Next ', $stderr, 'a chained exception: ' . $stderr);
+
+        return $lines[0];
+    }
+
     /**
      * Skips the test when a libredislock is installed where the dynamic loader finds it (the
      * package would load that one); else returns the message of the failed load.
