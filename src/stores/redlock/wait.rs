@@ -21,12 +21,16 @@
 //! ([`RedlockSession::signalled`]); so is a nudge (`n`: fewer masters than a majority handed the
 //! lock to this waiter, as masters named different first waiters).
 //!
-//! A failed attempt gives back what it was handed (kept, the lock would stand in the way of a
-//! waiter that holds the other masters the same way); since that may undo a handover still under
-//! way, a grant pushed for that round or an earlier one is checked by an attempt. Keys a master
-//! did not answer for while the waiter waits are released there only once the wait ends (they
-//! may be a handover by then), and a waiter that gives up leaves every master's queue and passes
-//! on what it was handed ([`Session::leave`]).
+//! A handover leaves the waiter queued (it leaves every master's queue when it releases the lock
+//! or gives up), so that it changes no queue. A failed attempt gives back what it was handed
+//! (kept, the lock would stand in the way of a waiter that holds the other masters the same way);
+//! since that may undo a handover still under way, a grant pushed for that round or an earlier
+//! one is checked by an attempt. Keys a master did not answer for while the waiter waits are
+//! released there only once the wait ends (they may be a handover by then). A master where the
+//! waiter may be queued and that did not answer its latest round, or that the releasing round
+//! did not hear from, may hold the lock for it unheard: its key there is released with the lock
+//! ([`RedlockSession::owe_unheard`]). A waiter that gives up passes on what it was handed
+//! ([`Session::leave`]).
 //!
 //! Waiters of earlier versions do not queue: they mark the lock as wanted on every master and
 //! block on the home master's wake list, and their releases delete the key, leave the woken
