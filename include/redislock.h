@@ -645,7 +645,8 @@ uint64_t redislock_inspect_remaining_ms(const redislock_inspect *inspect);
 
 /**
  * Writes the number of waiters queued (of the kind asked for) to `*waiters_out`.
- * Errors: INVALID_ARGUMENT (Redlock, whose waiters do not queue), NULL_PARAMETER.
+ * Errors: INVALID_ARGUMENT (Redlock, whose masters keep a queue each, with no agreed count),
+ * NULL_PARAMETER.
  */
 redislock_result redislock_inspect_waiters(const redislock_inspect *inspect, uint32_t *waiters_out);
 

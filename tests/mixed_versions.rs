@@ -1,8 +1,9 @@
-//! Mixed versions on one name: a client of this version and one of the release before the
-//! engine's restructuring (git fe90921) exclude each other and wake each other, so a rolling
-//! deploy that runs both for a while is safe.
+//! Mixed versions on one name: a client of this version and one of an earlier version (git
+//! 33424fb, before Redlock's waiters queued on every master and releases handed the lock over)
+//! exclude each other and wake each other, so a rolling deploy that runs both for a while is
+//! safe.
 //!
-//! The test builds the old release from this repository's history (`git archive`, into
+//! The test builds the old version from this repository's history (`git archive`, into
 //! `target/mixed-versions/`, kept between runs) as a small program that holds or waits for a
 //! lock, and races it against this version on a kit-started server. The first run builds the old
 //! library (a minute or two); later runs reuse it.
@@ -17,10 +18,10 @@ use std::time::{Duration, Instant};
 use redislock::Client;
 use support::{RedisServer, RedlockMasters};
 
-/// The release before the engine's restructuring.
-const OLD: &str = "fe90921";
+/// The earlier version.
+const OLD: &str = "33424fb";
 
-/// The old release's program: `hold URL NAME MS` takes the lock, says `held`, holds it for MS
+/// The old version's program: `hold URL NAME MS` takes the lock, says `held`, holds it for MS
 /// and releases it, saying `released`; `wait URL NAME MS` waits up to MS for it (re-checking
 /// only every 30 s, so that only a release's wake-up can serve it in time) and says `granted
 /// <ms waited>`, then releases it.
@@ -62,7 +63,7 @@ fn run(cmd: &mut Command) {
     );
 }
 
-/// The old release's program, built once (kept under target/).
+/// The old version's program, built once (kept under target/).
 fn old_program() -> PathBuf {
     let work = repo().join("target/mixed-versions");
     let src = work.join(format!("redislock-{OLD}"));
@@ -148,12 +149,12 @@ impl Drop for Old {
 }
 
 #[test]
-fn this_version_and_the_previous_release_exclude_and_wake_each_other() {
+fn this_version_and_an_earlier_one_exclude_and_wake_each_other() {
     let old = old_program();
     let server = RedisServer::start();
     exclude_and_wake(&old, &server.url());
-    // On Redlock's masters too: the old release's waiters block on the name's home master, and
-    // this version's releases wake them there.
+    // On Redlock's masters too: the old version's waiters block on the name's home master, and
+    // this version's releases wake them there when no waiter of this version is queued.
     let masters = RedlockMasters::start(3);
     exclude_and_wake(&old, &masters.url());
 }
@@ -167,7 +168,7 @@ fn exclude_and_wake(old: &Path, url: &str) {
         .build()
         .unwrap();
 
-    // The old release holds: this version is refused, then woken by the old release's release.
+    // The old version holds: this version is refused, then woken by the old version's release.
     let holder = Old::start(old, &["hold", &url, "mixed:a", "400"]);
     holder.expect("held", Duration::from_secs(10));
     let refused = new.try_acquire("mixed:a").unwrap_err();
@@ -178,11 +179,11 @@ fn exclude_and_wake(old: &Path, url: &str) {
     holder.expect("released", Duration::from_secs(5));
     assert!(
         waited < Duration::from_secs(5),
-        "this version waited {waited:?}: not woken by the old release's release"
+        "this version waited {waited:?}: not woken by the old version's release"
     );
     lock.release().unwrap();
 
-    // This version holds: the old release waits, and is woken by this version's release.
+    // This version holds: the old version waits, and is woken by this version's release.
     let lock = new.try_acquire("mixed:b").unwrap();
     let waiter = Old::start(old, &["wait", &url, "mixed:b", "20000"]);
     // Let the old waiter queue up, then check it has not got the lock.
@@ -193,7 +194,7 @@ fn exclude_and_wake(old: &Path, url: &str) {
     let granted = waiter.expect("granted", Duration::from_secs(10));
     assert!(
         released.elapsed() < Duration::from_secs(5),
-        "the old release was served {:?} after the release ({granted}): not woken by it",
+        "the old version was served {:?} after the release ({granted}): not woken by it",
         released.elapsed()
     );
 }

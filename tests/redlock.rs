@@ -778,8 +778,9 @@ fn scripts_flushed_on_every_master_are_loaded_again() {
     assert_eq!(tokens(&masters, &name), vec![None, None, None]);
 }
 
-/// docs/operations.md's least-privilege ACL rule serves Redlock masters too: acquire, wait, wake,
-/// extend, renewal and release with a user limited to the `app:` prefix.
+/// docs/operations.md's least-privilege ACL rule, with the three commands it adds for Redlock,
+/// serves Redlock masters: acquire, wait, handover, extend, renewal and release with a user
+/// limited to the `app:` prefix.
 #[test]
 fn the_readme_acl_rule_is_enough() {
     let masters = RedlockMasters::start(3);
@@ -807,6 +808,10 @@ fn the_readme_acl_rule_is_enough() {
                 "+rpush",
                 "+lpop",
                 "+lrem",
+                "+lpos",
+                "+zadd",
+                "+zrem",
+                "+zrange",
             ])
             .query(&mut m.conn())
             .unwrap();

@@ -406,14 +406,17 @@ fn rechecks_far_apart(t: &Shared) -> Client {
 }
 
 /// Whether a request of `side` waits now: queued on the server (`count` entries), or on
-/// Redlock, where waiters do not queue, the lock marked as wanted on every master.
+/// Redlock queued on every master (at least `count` entries: a master's queue keeps a granted
+/// waiter's entry until it releases).
 fn waiting(t: &Shared, side: Side, n: &Names, count: i64) -> bool {
     if t.topology() == Topology::Redlock {
-        let wanted = companion(n.first(), ":wanted");
-        return t
-            .conns_for(n.first())
-            .iter_mut()
-            .all(|con| support::exists(con, &wanted));
+        let queue = companion(n.first(), ":rq");
+        return t.conns_for(n.first()).iter_mut().all(|con| {
+            redis::cmd("ZCARD")
+                .arg(&queue)
+                .query::<i64>(con)
+                .is_ok_and(|queued| queued >= count)
+        });
     }
     let mut con = t.conn_for(n.first());
     let queued: i64 = queues(side, n).iter().map(|q| llen(&mut con, q)).sum();
@@ -439,7 +442,11 @@ fn leftovers(t: &Shared, n: &Names) -> Vec<String> {
             .query(&mut con)
             .unwrap();
         for key in keys {
-            let expiring_mark = redlock && !n.all().contains(&key) && pttl(&mut con, &key) > 0;
+            // (-2: it expired between KEYS and PTTL.)
+            let expiring_mark = redlock && !n.all().contains(&key) && {
+                let left = pttl(&mut con, &key);
+                left > 0 || left == -2
+            };
             if !key.ends_with(":fence") && !expiring_mark {
                 left.push(key);
             }
@@ -1404,13 +1411,14 @@ macro_rules! topology {
     };
 }
 
-/// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`; no arrival order:
-/// waiters do not queue across masters); every other kind is refused.
+/// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`); every other kind
+/// is refused.
 macro_rules! redlock {
     ($server:expr) => {
         mod redlock {
             use super::*;
             kind!(exclusive, Topology::Redlock, $server, Kind::Exclusive;
+                waiters_are_served_in_arrival_order,
                 interop_with_a_plain_set_nx_client);
             mod read {
                 use super::*;

@@ -102,7 +102,7 @@ fn lines(name: &str, i: &LockInfo) -> String {
     }
     match i.waiters {
         Some(n) => s += &format!("waiters: {n}\n"),
-        None => s += "waiters: unknown (Redlock's waiters do not queue)\n",
+        None => s += "waiters: unknown (each Redlock master keeps a queue of its own)\n",
     }
     if let Some(f) = i.fencing_counter {
         s += &format!("fencing counter: {f}\n");

@@ -63,7 +63,7 @@ pub struct LockInfo {
     /// `None` when free, or when the key has no expiry (a foreign key).
     pub remaining: Option<Duration>,
     /// Waiters queued for the lock (of the kind asked for, or of every kind); `None` with
-    /// Redlock, whose waiters do not queue.
+    /// Redlock, where each master keeps a queue of its own and no count is agreed on.
     pub waiters: Option<u32>,
     /// The name's fencing counter: the fencing token of the latest fenced grant (0 before the
     /// first); `None` with Redlock, which has no fencing tokens.

@@ -35,6 +35,7 @@ const WANTED: &[u8] = b":wanted";
 const BLOCKED: &[u8] = b":blocked";
 const WAKE: &[u8] = b":wake";
 const TURN: &[u8] = b":turn";
+const REDLOCK_QUEUE: &[u8] = b":rq";
 
 impl LockKeys {
     /// Checks the name and builds the keys.
@@ -147,6 +148,12 @@ impl LockKeys {
     /// waiter takes the lock then.
     pub(crate) fn turn(&self) -> Vec<u8> {
         self.companion(TURN, b"")
+    }
+
+    /// With Redlock: the queue of this version's waiters on one master, a sorted set of waiter ids
+    /// ordered by when each first queued (their entries are the [`alive`](Self::alive) keys).
+    pub(crate) fn redlock_queue(&self) -> Vec<u8> {
+        self.companion(REDLOCK_QUEUE, b"")
     }
 
     /// The name as shown in messages (made only when needed: it is not cheap).

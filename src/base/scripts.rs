@@ -150,6 +150,12 @@ scripts! {
 
     /// QUORUM_ACQUIRE: a Redlock attempt on one master: `quorum_acquire.lua`.
     pub(crate) static QUORUM_ACQUIRE = ["quorum_acquire.lua"];
+    /// QUORUM_ENQUEUE: a Redlock waiter's attempt on one master, queued there if refused:
+    /// `quorum_enqueue.lua`.
+    pub(crate) static QUORUM_ENQUEUE = ["quorum_enqueue.lua"];
+    /// QUORUM_HANDOVER: a Redlock release on one master, handing the lock to the first queued
+    /// waiter: `quorum_handover.lua`.
+    pub(crate) static QUORUM_HANDOVER = ["quorum_handover.lua"];
     /// QUORUM_RELEASE: delete our key on one master, tell if it is wanted: `quorum_release.lua`.
     pub(crate) static QUORUM_RELEASE = ["quorum_release.lua"];
     /// QUORUM_EXTEND: reset the lease of our key on one master: `quorum_extend.lua`.

@@ -166,7 +166,8 @@ pub extern "C" fn redislock_inspect_remaining_ms(inspect: *const redislock_inspe
 }
 
 /// Writes the number of waiters queued (of the kind asked for) to `*waiters_out`.
-/// Errors: INVALID_ARGUMENT (Redlock, whose waiters do not queue), NULL_PARAMETER.
+/// Errors: INVALID_ARGUMENT (Redlock, whose masters keep a queue each, with no agreed count),
+/// NULL_PARAMETER.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_inspect_waiters(
     inspect: *const redislock_inspect,
@@ -175,7 +176,8 @@ pub extern "C" fn redislock_inspect_waiters(
     ffi_panic_boundary! {
         let info = try_ref!(inspect);
         try_out!(waiters_out);
-        let unknown = "the number of waiters is not known with Redlock: its waiters do not queue";
+        let unknown =
+            "the number of waiters is not known with Redlock: each master keeps a queue of its own";
         write_known(info.waiters, waiters_out, unknown)
     }
 }

@@ -9,8 +9,9 @@
 //!   kind's script takes the grant or queues the waiter, then the waiter blocks in BLPOP on its
 //!   own signal list, on the same connection of the waiters' pool, and the releasing script
 //!   pushes the grant onto it;
-//! - on Redlock's masters (`redlock/wait.rs`): no queue; an attempt on every master, then a
-//!   block until a release wakes the waiter to try again.
+//! - on Redlock's masters (`redlock/wait.rs`): an attempt on every master that queues the
+//!   waiter on each, then a block until the releaser pushes the grant (a release hands the lock
+//!   over on every master).
 
 use std::time::{Duration, Instant};
 

@@ -1,11 +1,13 @@
 //! Acquire: `SET NX PX` on every master at once, a grant by a majority within the lock's
 //! validity, and what every master answered when there was none.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::release::Release;
 use super::round::{Answer, Request, reply_value};
 use super::{Masters, failure_error, failures_text};
 use crate::base::error::{Error, ErrorKind};
@@ -16,11 +18,39 @@ use crate::base::token::Token;
 
 /// What one master said to an acquire attempt.
 enum Vote {
-    Granted,
+    /// Ours there. `kept`: the key held our token already (a release handed the lock over to
+    /// us there, or an earlier try of the round set it).
+    Granted {
+        kept: bool,
+    },
     /// Another owner holds the key there; its remaining lifetime in ms (-1: no expiry, -2:
     /// not known), and its token when the master said it.
     Refused(i64, Option<Vec<u8>>),
     Failed(Error),
+}
+
+/// A queued waiter's attempt (`wait.rs`): it also queues the waiter on every master it is
+/// refused by, and marks the lock as wanted for older versions' releasers.
+pub(crate) struct Queued<'a> {
+    /// How long the marks and the queue entry live at least.
+    pub ttl: Duration,
+    /// The master the waiter blocks on next.
+    pub blocks_on: usize,
+    /// The waiter's id and its entry key (`LockKeys::alive`).
+    pub wid: &'a str,
+    pub entry: &'a [u8],
+    /// Its place in every master's queue: when it first queued, in µs of its clock.
+    pub place: u64,
+    /// The number of this round (a release says which round's entry it handed the lock to).
+    pub round: u64,
+    /// Until when the entry lives, in Unix ms of the waiter's clock.
+    pub until: u64,
+    /// A release's wake-up woke this waiter (an older version's release): it takes its turn.
+    pub woken: bool,
+    /// Filled in by the attempt, one bit per master: the masters it was sent to (where the
+    /// waiter may be queued now), and those that answered.
+    pub sent: Cell<u64>,
+    pub answered: Cell<u64>,
 }
 
 /// What an acquire attempt got.
@@ -45,29 +75,30 @@ pub(crate) struct Tally {
     /// The validity the grant had to come within.
     validity: Duration,
     servers: Vec<String>,
+    /// The attempt cleared keys that may have held a handover to us (kept from before, or a
+    /// master that did not answer): a grant pushed for this round or an earlier one is not to be
+    /// trusted (`wait.rs`).
+    pub(crate) cleared_handover: bool,
 }
 
 impl Masters {
-    /// One acquire attempt on every master. `wanted`: a waiter's attempt, which also marks the
-    /// lock as wanted on every master for that long (so that a release wakes a waiter), and as
-    /// blocked on on the master `blocks_on` (where the waiter blocks next), learns how long the
-    /// refusing masters' keys live, and which a free lock refuses during a woken waiter's turn
-    /// unless `woken` (it is that waiter); otherwise the plain `SET NX PX`.
+    /// One acquire attempt on every master: a queued waiter's (`waiter`: it learns how long the
+    /// refusing masters' keys live and who holds them, and is queued on each), otherwise the
+    /// plain `SET NX PX`.
     pub(crate) fn attempt(
         &self,
         keys: &LockKeys,
         token: &Token,
         lease: Duration,
-        wanted: Option<(Duration, usize)>,
-        woken: bool,
+        waiter: Option<&Queued<'_>>,
     ) -> Result<Attempt, Error> {
         let ms = lease.as_millis() as u64;
-        let (mark, turn, blocked) = (keys.wanted(), keys.turn(), keys.blocked());
-        let (wanted, blocks_on) = (wanted.map(|(d, _)| d), wanted.map(|(_, i)| i));
-        // A plain attempt (and its retry by script) takes a free lock whatever the turn, as a
-        // plain SET NX does.
-        let takes_turn = if woken || wanted.is_none() { "1" } else { "0" };
-        let wanted_ms = wanted.map_or(0, |d| d.as_millis().max(1) as u64);
+        let (mark, turn, blocked, queue) = (
+            keys.wanted(),
+            keys.turn(),
+            keys.blocked(),
+            keys.redlock_queue(),
+        );
         let set = {
             let mut c = redis::cmd("SET");
             c.arg(keys.lock())
@@ -80,29 +111,54 @@ impl Masters {
         // A retry (the connection had dropped) uses the script, which also accepts the key
         // holding our token already: the first SET may have been applied.
         let build = |i: usize, retry: bool| {
-            if wanted.is_none() && !retry {
-                return Request {
-                    packed: set.clone(),
-                    replies: 1,
-                    script: None,
-                };
-            }
             let mut c = redis::cmd("EVALSHA");
-            c.arg(scripts::QUORUM_ACQUIRE.get_hash())
-                .arg(4)
+            let Some(w) = waiter else {
+                if !retry {
+                    return Request {
+                        packed: set.clone(),
+                        replies: 1,
+                        script: None,
+                    };
+                }
+                // A plain attempt's retry takes a free lock whatever the turn, as SET NX does.
+                c.arg(scripts::QUORUM_ACQUIRE.get_hash())
+                    .arg(4)
+                    .arg(keys.lock())
+                    .arg(&mark)
+                    .arg(&turn)
+                    .arg(&blocked)
+                    .arg(token.as_str())
+                    .arg(ms)
+                    .arg(0)
+                    .arg("1")
+                    .arg("0");
+                return Request {
+                    packed: c.get_packed_command(),
+                    replies: 1,
+                    script: Some(&*scripts::QUORUM_ACQUIRE),
+                };
+            };
+            c.arg(scripts::QUORUM_ENQUEUE.get_hash())
+                .arg(6)
                 .arg(keys.lock())
                 .arg(&mark)
                 .arg(&turn)
                 .arg(&blocked)
+                .arg(&queue)
+                .arg(w.entry)
                 .arg(token.as_str())
                 .arg(ms)
-                .arg(wanted_ms)
-                .arg(takes_turn)
-                .arg(if blocks_on == Some(i) { "1" } else { "0" });
+                .arg(w.ttl.as_millis().max(1) as u64)
+                .arg(if w.woken { "1" } else { "0" })
+                .arg(if w.blocks_on == i { "1" } else { "0" })
+                .arg(w.wid)
+                .arg(w.place)
+                .arg(w.round)
+                .arg(w.until);
             Request {
                 packed: c.get_packed_command(),
                 replies: 1,
-                script: Some(&*scripts::QUORUM_ACQUIRE),
+                script: Some(&*scripts::QUORUM_ENQUEUE),
             }
         };
         let (n, q) = (self.masters.len(), self.quorum());
@@ -110,7 +166,7 @@ impl Masters {
             let (mut granted, mut not) = (0, 0);
             for (i, a) in answers.iter().enumerate() {
                 match a.as_ref().map(|a| vote(a, self.server(i))) {
-                    Some(Vote::Granted) => granted += 1,
+                    Some(Vote::Granted { .. }) => granted += 1,
                     Some(_) => not += 1,
                     None => {}
                 }
@@ -131,15 +187,37 @@ impl Masters {
             late: None,
             validity,
             servers: Vec::new(),
+            cleared_handover: false,
         };
-        // Where the key may be ours: granted, or the request went out but no answer came.
-        let mut maybe_set = Vec::new();
+        // Where the key may be ours: granted, or the request went out but no answer came; and
+        // where it held our token already.
+        let (mut maybe_set, mut kept_here) = (Vec::new(), Vec::new());
+        if let Some(w) = waiter {
+            let bit = |i: usize| if i < 64 { 1u64 << i } else { 0 };
+            let (mut sent, mut answered) = (0, 0);
+            for (i, a) in answers.iter().enumerate() {
+                match a {
+                    Some(Answer::Replies(_)) => {
+                        sent |= bit(i);
+                        answered |= bit(i);
+                    }
+                    Some(Answer::Failed { sent: true, .. }) => sent |= bit(i),
+                    _ => {}
+                }
+            }
+            w.sent.set(sent);
+            w.answered.set(answered);
+        }
         for (i, a) in answers.iter().enumerate() {
             let Some(a) = a else { continue };
             match vote(a, self.server(i)) {
-                Vote::Granted => {
+                Vote::Granted { kept } => {
                     tally.granted += 1;
-                    maybe_set.push(i);
+                    if kept {
+                        kept_here.push(i);
+                    } else {
+                        maybe_set.push(i);
+                    }
                 }
                 Vote::Refused(pttl, holder) => {
                     tally.refused.push((i, pttl));
@@ -148,6 +226,7 @@ impl Masters {
                 Vote::Failed(e) => {
                     if matches!(a, Answer::Failed { sent: true, .. }) {
                         maybe_set.push(i);
+                        tally.cleared_handover = true;
                     } else if matches!(a, Answer::Failed { .. })
                         && self.masters[i].resting().is_some()
                     {
@@ -175,9 +254,22 @@ impl Masters {
             }
             tally.late = Some(elapsed);
         }
+        if !kept_here.is_empty() {
+            // A key handed over to us on fewer masters than a majority is given back too: kept
+            // while we wait, it could stand in the way of a waiter that holds the others the
+            // same way (masters that named different first waiters), each waiting for the
+            // other. A handover to us still under way, which this may undo, is checked by a new
+            // attempt when its releaser tells us (`wait.rs`).
+            maybe_set.extend(kept_here);
+            tally.cleared_handover = true;
+        }
         if !maybe_set.is_empty() {
             // Best effort: a key left behind expires with its lease.
-            let _ = self.release_on(keys, token, &maybe_set, false);
+            let how = match waiter {
+                Some(_) => Release::WaiterCleanUp,
+                None => Release::CleanUp,
+            };
+            let _ = self.release_on(keys, token, &maybe_set, how);
         }
         tally.servers = self.servers();
         Ok(Attempt::Refused(tally))
@@ -275,11 +367,11 @@ fn vote(a: &Answer, server: &str) -> Vote {
     };
     match values.first() {
         // SET NX: OK, or nil when the key exists.
-        Some(Value::Okay) => Vote::Granted,
-        Some(Value::SimpleString(s)) if s == "OK" => Vote::Granted,
+        Some(Value::Okay) => Vote::Granted { kept: false },
+        Some(Value::SimpleString(s)) if s == "OK" => Vote::Granted { kept: false },
         Some(Value::Nil) => Vote::Refused(-2, None),
         Some(v) => match reply_value::<Vec<Value>>(v).as_deref() {
-            Ok([Value::Int(1), ..]) => Vote::Granted,
+            Ok([Value::Int(1), Value::Int(kept)]) => Vote::Granted { kept: *kept == 1 },
             Ok([Value::Int(0), Value::Int(pttl), holder @ ..]) => Vote::Refused(
                 *pttl,
                 match holder {
@@ -303,7 +395,7 @@ mod tests {
     #[test]
     fn votes() {
         let vote = |v: Value| vote(&Answer::Replies(vec![v]), "h:1/0");
-        assert!(matches!(vote(Value::Okay), Vote::Granted));
+        assert!(matches!(vote(Value::Okay), Vote::Granted { kept: false }));
         assert!(matches!(vote(Value::Nil), Vote::Refused(-2, None)));
         let held = Value::Array(vec![
             Value::Int(0),
@@ -311,8 +403,10 @@ mod tests {
             Value::BulkString(b"t1".to_vec()),
         ]);
         assert!(matches!(vote(held), Vote::Refused(700, Some(t)) if t == b"t1"));
-        let mine = Value::Array(vec![Value::Int(1), Value::Int(0)]);
-        assert!(matches!(vote(mine), Vote::Granted));
+        let set = Value::Array(vec![Value::Int(1), Value::Int(0)]);
+        assert!(matches!(vote(set), Vote::Granted { kept: false }));
+        let kept = Value::Array(vec![Value::Int(1), Value::Int(1)]);
+        assert!(matches!(vote(kept), Vote::Granted { kept: true }));
         assert!(matches!(vote(Value::Int(3)), Vote::Failed(_)));
     }
 
@@ -330,6 +424,7 @@ mod tests {
             late: None,
             validity: Duration::from_secs(1),
             servers: Vec::new(),
+            cleared_handover: false,
         }
     }
 

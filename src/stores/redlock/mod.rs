@@ -11,7 +11,8 @@
 //!   clock-drift allowance of `base/grant.rs` (2 ms + 1% of the lease), counted from before the first
 //!   write. Otherwise the key is deleted again wherever it may have been set (granted, or no
 //!   answer), and the error says how many masters granted, which refused and which failed.
-//! - **Release** deletes our key on every master, and wakes a waiter (`wait.rs`).
+//! - **Release** hands the lock over on every master to the first queued waiter, and tells it
+//!   (`release.rs`, `wait.rs`), or deletes our key when nobody waits.
 //! - **Extend** and **renewal** reset the lease on every master (renewal: one pipeline per master
 //!   for all the locks due). A lock stays ours while a majority extended it; when fewer did and
 //!   the rest said the key was gone or held by another owner, it is lost; when the rest did not
@@ -114,10 +115,11 @@ pub(crate) struct Master {
     /// Its place among the masters, for its failure counter in the metrics.
     index: usize,
     metrics: Arc<Metrics>,
-    /// Our keys this master may still hold though we gave them up: a release or an attempt's
-    /// clean-up that it did not answer (it was stopped, say: a `SET` already sent runs when it
-    /// continues). They are deleted (if they still hold our token) once it answers again, so
-    /// that a master back from a stop does not refuse everyone for a whole lease.
+    /// Our keys (and queue entries) this master may still hold though we gave them up: a release
+    /// or an attempt's clean-up that it did not answer (it was stopped, say: a `SET` or a
+    /// waiter's round already sent runs when it continues). They are released (if they still
+    /// hold our token) and the entries dropped once it answers again, so that a master back from
+    /// a stop neither refuses everyone for a whole lease nor hands the lock to a waiter gone.
     owed: Mutex<Vec<Owed>>,
 }
 
@@ -253,8 +255,9 @@ impl Master {
     }
 
     /// The master did not answer a delete of `keys`' lock held with `token` (or an attempt's
-    /// clean-up): it is done once the master answers again. With `held`, the lock is ours: the
-    /// delete is owed once it is released ([`released`](Self::released)).
+    /// clean-up): it is done once the master answers again. With `held`, the lock is ours, or a
+    /// waiter's whose key there may be a handover to it by then: the delete is owed once it is
+    /// released, or the wait ends without it ([`released`](Self::released)).
     fn owe(&self, keys: &LockKeys, token: &Token, held: bool) {
         let mut owed = self.owed.lock();
         if owed.len() >= MAX_OWED {
@@ -294,21 +297,26 @@ impl Master {
         if owed.is_empty() {
             return;
         }
+        // The release of each (a key of ours there goes on to the first waiter queued there),
+        // which also takes our entry out of the queue: a waiter's round that ran late (the
+        // master was stopped) queued us after we were served or gave up.
         let mut pipe = redis::pipe();
         for o in &owed {
             pipe.cmd("EVALSHA")
-                .arg(scripts::QUORUM_RELEASE.get_hash())
-                .arg(4)
+                .arg(scripts::QUORUM_HANDOVER.get_hash())
+                .arg(5)
                 .arg(o.keys.lock())
                 .arg(o.keys.wanted())
                 .arg(o.keys.turn())
                 .arg(o.keys.blocked())
+                .arg(o.keys.redlock_queue())
                 .arg(o.token.as_str())
                 .arg(0)
+                .arg("1")
                 .ignore();
         }
         let paid = self.node.main.run(None, |c, _| {
-            scripts::QUORUM_RELEASE.load(c)?;
+            scripts::QUORUM_HANDOVER.load(c)?;
             pipe.query::<()>(c)
         });
         match paid {
@@ -368,7 +376,7 @@ impl LockStore for Masters {
         _: &mut bool,
         _: &mut dyn FnMut(&mut Connection, bool) -> redis::RedisResult<Step>,
     ) -> Result<Option<Grant>, Error> {
-        match self.attempt(keys, token, lease, None, false)? {
+        match self.attempt(keys, token, lease, None)? {
             Attempt::Granted(grant) => Ok(Some(grant)),
             Attempt::Refused(tally) => Err(tally.error(&keys.shown(), None)),
         }

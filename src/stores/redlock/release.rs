@@ -1,49 +1,128 @@
 //! Release on every master, waking a waiter afterwards; the holder a majority names.
 
-use super::round::{Answer, Request, reply};
+use redis::Value;
+
+use super::round::{Answer, Request, reply, reply_value};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::scripts;
 use crate::base::token::Token;
 
+/// What a release on some masters is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Release {
+    /// A holder's release, or a waiter that leaves its wait: the lock goes to the next waiter.
+    Handover,
+    /// A failed attempt clears its keys: of a plain attempt, or of a waiter, which waits on.
+    CleanUp,
+    WaiterCleanUp,
+}
+
+/// What one master did with a release.
+enum Outcome {
+    /// The flags of `quorum_release.lua`: released (1), wanted (2), blocked here (4).
+    Flags(i64),
+    /// Handed over to the waiter `wid`, queued by its round `round`; `here`: it blocks on this
+    /// master.
+    Handed {
+        wid: Vec<u8>,
+        round: u64,
+        here: bool,
+    },
+}
+
+/// A waiter a release handed the lock to somewhere: the oldest round of its it was handed over
+/// by, how many masters did, and the masters where it blocks.
+struct Handed {
+    wid: Vec<u8>,
+    round: u64,
+    masters: usize,
+    blocks_on: Vec<usize>,
+}
+
+/// What a master's reply to a release says.
+fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
+    if let Value::BulkString(b) = v {
+        let mut parts = b.rsplitn(3, |&c| c == b':');
+        let (here, round, wid) = (parts.next(), parts.next(), parts.next());
+        let round = round
+            .and_then(|r| std::str::from_utf8(r).ok()?.parse().ok())
+            .zip(wid);
+        return match (here, round) {
+            (Some(here), Some((round, wid))) => Ok(Outcome::Handed {
+                wid: wid.to_vec(),
+                round,
+                here: here == b"1",
+            }),
+            _ => Err(redis::RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "a handover reply without its round",
+            ))),
+        };
+    }
+    reply_value::<i64>(v).map(Outcome::Flags)
+}
+
 impl Masters {
-    /// Releases on every master, then wakes a waiter if any master says there are waiters
-    /// (after every master's delete, so the waiter finds them done). Returns whether the lock
-    /// was ours: `false` when a majority of masters did not hold our token.
+    /// Releases on every master, handing the lock over to the first queued waiter, then tells
+    /// that waiter, or wakes a waiter of an older version if any master says some wait. Returns
+    /// whether the lock was ours: `false` when a majority of masters did not hold our token.
     pub(crate) fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        self.release_on(keys, token, &self.all(), true)
+        self.release_on(keys, token, &self.all(), Release::Handover)
     }
 
-    /// Deletes our key on `targets`; with `wake`, wakes waiters afterwards if some wait: on the
-    /// name's home master when it answered (waiters of every version block there), and on each
-    /// master that says waiters block there (those that moved while the home master was away).
+    /// Releases our key on `targets`. A release, or a waiter that leaves ([`Release::Handover`]):
+    /// where the key holds our token, it goes to the first waiter queued there
+    /// (`quorum_handover.lua`), else it is deleted; afterwards the waiter a majority handed the
+    /// lock to is told (pushed the grant, on the master it blocks on), a waiter that fewer handed
+    /// it to is nudged to try again, and waiters of older versions are woken if some wait (on the
+    /// name's home master when it answered, where waiters of every version block, and on each
+    /// master that says waiters block there). A failed attempt clearing its keys only deletes.
     pub(super) fn release_on(
         &self,
         keys: &LockKeys,
         token: &Token,
         targets: &[usize],
-        wake: bool,
+        how: Release,
     ) -> Result<bool, Error> {
-        let (mark, turn, blocked) = (keys.wanted(), keys.turn(), keys.blocked());
-        // A failed attempt clearing its keys gives no turn: it wakes nobody.
-        let turn_ms = if wake { TURN.as_millis() as u64 } else { 0 };
+        let wake = how == Release::Handover;
+        let (mark, turn, blocked, queue) = (
+            keys.wanted(),
+            keys.turn(),
+            keys.blocked(),
+            keys.redlock_queue(),
+        );
+        let script = if wake {
+            &*scripts::QUORUM_HANDOVER
+        } else {
+            &*scripts::QUORUM_RELEASE
+        };
         let packed = {
             let mut c = redis::cmd("EVALSHA");
-            c.arg(scripts::QUORUM_RELEASE.get_hash())
-                .arg(4)
-                .arg(keys.lock())
-                .arg(&mark)
-                .arg(&turn)
-                .arg(&blocked)
-                .arg(token.as_str())
-                .arg(turn_ms);
+            c.arg(script.get_hash());
+            if wake {
+                c.arg(5);
+            } else {
+                c.arg(4);
+            }
+            c.arg(keys.lock()).arg(&mark).arg(&turn).arg(&blocked);
+            if wake {
+                c.arg(&queue);
+            }
+            c.arg(token.as_str());
+            if wake {
+                c.arg(TURN.as_millis() as u64).arg("1");
+            } else {
+                // A failed attempt clearing its keys gives no turn: it wakes nobody.
+                c.arg(0);
+            }
             c.get_packed_command()
         };
         let build = |_: usize, _: bool| Request {
             packed: packed.clone(),
             replies: 1,
-            script: Some(&*scripts::QUORUM_RELEASE),
+            script: Some(script),
         };
         // Once a majority of the targets answered, a master that failed lately gets only a
         // short grace: a stopped master slows no release after the one that found it out.
@@ -61,6 +140,10 @@ impl Masters {
         let home = self.home_index(keys);
         let mut to_wake = Vec::new();
         let mut home_answered = false;
+        let mut handed: Vec<Handed> = Vec::new();
+        // The masters sent the release that did not answer (each may have handed the lock over
+        // before it stopped answering), one bit each.
+        let mut unanswered: u64 = 0;
         for (i, a) in answers.into_iter().enumerate() {
             let Some(a) = a else { continue };
             // What a master that did not answer may still hold, it owes: an attempt's keys
@@ -69,14 +152,47 @@ impl Masters {
             // (what it was sent while stopped has run by then).
             let m = &self.masters[i];
             let answered = matches!(a, Answer::Replies(_));
+            if matches!(a, Answer::Failed { sent: true, .. }) && i < 64 {
+                unanswered |= 1 << i;
+            }
             if !answered && (!wake || matches!(a, Answer::Failed { sent: true, .. })) {
-                m.owe(keys, token, false);
+                // A waiter's key there may be a handover to it by then: owed once its wait ends.
+                m.owe(keys, token, how == Release::WaiterCleanUp);
             }
             if m.released(token) && answered {
                 m.pay_owed();
             }
-            match reply::<i64>(a, 0, self.server(i)) {
-                Ok(r) => {
+            let said = match a {
+                Answer::Failed { error, .. } => Err(error),
+                Answer::Replies(values) => values
+                    .first()
+                    .ok_or_else(|| Error::internal("a reply is missing"))
+                    .and_then(|v| outcome(v).map_err(|e| Error::from_redis(self.server(i), &e))),
+            };
+            match said {
+                Ok(Outcome::Handed { wid, round, here }) => {
+                    released += 1;
+                    home_answered |= i == home;
+                    let at = match handed.iter().position(|h| h.wid == wid) {
+                        Some(at) => at,
+                        None => {
+                            handed.push(Handed {
+                                wid,
+                                round,
+                                masters: 0,
+                                blocks_on: Vec::new(),
+                            });
+                            handed.len() - 1
+                        }
+                    };
+                    let h = &mut handed[at];
+                    h.round = h.round.min(round);
+                    h.masters += 1;
+                    if here {
+                        h.blocks_on.push(i);
+                    }
+                }
+                Ok(Outcome::Flags(r)) => {
                     if r & 1 == 1 {
                         released += 1;
                     } else {
@@ -91,14 +207,23 @@ impl Masters {
                 Err(e) => failed.push((i, e)),
             }
         }
-        if wake && wanted {
+        let q = self.quorum();
+        let handed_over = handed.iter().any(|h| h.masters >= q);
+        if !handed.is_empty() {
+            // Best effort: a waiter that is not told re-checks on its own, and finds the lock
+            // handed over to it where it was.
+            self.tell(keys, &handed, unanswered);
+        }
+        // Waiters of older versions are woken when the lock was ours and is not handed over
+        // (they would find it held).
+        if wake && wanted && released > 0 && !handed_over {
             if home_answered {
                 to_wake.insert(0, home);
             }
             // Best effort: a waiter that is not woken re-checks on its own.
             self.wake_on(keys, &to_wake);
         }
-        if not_ours >= self.quorum() {
+        if not_ours >= q {
             return Ok(false);
         }
         if released > 0 || failed.is_empty() {
@@ -113,6 +238,43 @@ impl Masters {
             ),
             &failed,
         ))
+    }
+
+    /// Tells each waiter a release handed the lock to, on the master it blocks on (on every
+    /// master when that one did not answer): the one a majority handed it to gets the grant
+    /// (`g<round>:<unanswered>`: the oldest round it was handed over by, from which it counts the
+    /// lease, and the masters that were sent the release and did not answer, where the lock may
+    /// have been handed to it too, one bit each), the others a nudge (`n`) to try again.
+    fn tell(&self, keys: &LockKeys, handed: &[Handed], unanswered: u64) {
+        let lifetime = (self.cfg.recheck_interval + MARK_GRACE).as_millis() as u64;
+        let q = self.quorum();
+        for h in handed {
+            let value = if h.masters >= q {
+                format!("g{}:{unanswered}", h.round)
+            } else {
+                "n".to_owned()
+            };
+            let packed = {
+                let mut c = redis::cmd("EVALSHA");
+                c.arg(scripts::SIGNAL_CANCEL.get_hash())
+                    .arg(1)
+                    .arg(keys.signal(&String::from_utf8_lossy(&h.wid)))
+                    .arg(value)
+                    .arg(lifetime);
+                c.get_packed_command()
+            };
+            let build = |_: usize, _: bool| Request {
+                packed: packed.clone(),
+                replies: 1,
+                script: Some(&*scripts::SIGNAL_CANCEL),
+            };
+            let targets = if h.blocks_on.is_empty() {
+                self.all()
+            } else {
+                h.blocks_on.clone()
+            };
+            self.round(&targets, &build, &|_| false);
+        }
     }
 
     /// Wakes one waiter of `keys`' lock on each master of `targets`: pushes a wake-up onto the

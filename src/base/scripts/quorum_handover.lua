@@ -1,0 +1,45 @@
+-- QUORUM_HANDOVER: a Redlock release on one master: if the key holds our token, write the token
+-- of the first live waiter of the queue into it (the lock goes straight to that waiter here), or
+-- delete it when no waiter of this version is queued; tell, as `quorum_release.lua` does,
+-- whether waiters of older versions wait (the releaser then wakes one).
+--
+-- KEYS[1] lock key, KEYS[2] the "waiters exist" mark, KEYS[3] the woken waiter's turn, KEYS[4]
+-- the "waiters block here" mark, KEYS[5] the queue (`<base>:rq`: waiters' tokens; a waiter's
+-- entry `<base>:e:<token>` holds `lease:round:here:wid` while it lives).
+-- ARGV[1] token, ARGV[2] how long the turn lasts, in ms ("0": no turn), ARGV[3] "1" to take our
+-- own token out of the queue first (a holder that releases, whose entry stays queued while it
+-- holds, or a waiter that gives up), else "0".
+-- Returns `wid:round:here` (a string) when the lock was handed over to that waiter here
+-- (`round`: the waiter's round that queued it, `here`: 1 when the waiter blocks on this master,
+-- read from its entry), else released + 2 × wanted + 4 × blocked (an integer), as
+-- `quorum_release.lua`.
+local base = string.sub(KEYS[5], 1, -4)
+if ARGV[3] == '1' then
+  redis.call('ZREM', KEYS[5], ARGV[1])
+  redis.call('DEL', base .. ':e:' .. ARGV[1])
+end
+local released = 0
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  -- The first live waiter stays queued (it leaves when it releases the lock or gives up), so
+  -- that a handover changes no master's queue: masters that named different first waiters
+  -- (one had not queued them all yet) name the same again once they have.
+  while true do
+    local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+    if not head then break end
+    local lease, round, here, wid =
+      string.match(redis.call('GET', base .. ':e:' .. head) or '', '^(%d+):(%d+):([01]):(.+)$')
+    if wid then
+      redis.call('SET', KEYS[1], head, 'PX', lease)
+      return wid .. ':' .. round .. ':' .. here
+    end
+    redis.call('ZREM', KEYS[5], head)
+  end
+  redis.call('DEL', KEYS[1])
+  released = 1
+end
+if redis.call('PTTL', KEYS[2]) > 0 then
+  if released == 1 and ARGV[2] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[2]) end
+  if redis.call('PTTL', KEYS[4]) > 0 then return released + 6 end
+  return released + 2
+end
+return released
