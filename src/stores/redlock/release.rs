@@ -32,8 +32,8 @@ enum Outcome {
     },
 }
 
-/// A waiter a release handed the lock to somewhere: the oldest round of its it was handed over
-/// by, how many masters did, and the masters where it blocks.
+/// A waiter a release handed the lock to somewhere: the oldest of its rounds that the masters
+/// handed the lock over by, how many masters did, and the masters where it blocks.
 struct Handed {
     wid: Vec<u8>,
     round: u64,
@@ -141,8 +141,8 @@ impl Masters {
         let mut to_wake = Vec::new();
         let mut home_answered = false;
         let mut handed: Vec<Handed> = Vec::new();
-        // The masters sent the release that did not answer (each may have handed the lock over
-        // before it stopped answering), one bit each.
+        // The masters that were sent the release and did not answer (each may have handed the
+        // lock over before it stopped answering), one bit each.
         let mut unanswered: u64 = 0;
         for (i, a) in answers.into_iter().enumerate() {
             let Some(a) = a else { continue };
