@@ -1,5 +1,6 @@
--- QUORUM_ACQUIRE: a Redlock waiter's attempt on one master, also the retry of an attempt whose
--- outcome on that master is unknown (a plain `SET NX PX` is the first attempt).
+-- QUORUM_ACQUIRE: the retry of a plain Redlock attempt whose outcome on one master is unknown (the
+-- first try is a plain `SET NX PX`); with the marks, the attempt of an earlier version's waiter
+-- (this version's waiters run `quorum_enqueue.lua`).
 --
 -- KEYS[1] lock key, KEYS[2] the "waiters exist" mark, KEYS[3] the woken waiter's turn, KEYS[4]
 -- the "waiters block here" mark.
@@ -15,11 +16,12 @@
 --
 -- Redlock (`quorum/`): each QUORUM_ script runs on one master of several. A lock is held where a
 -- majority of masters hold its key with the owner's token; each master only ever sees its own
--- key. There is no queue: waiters mark the name as wanted on every master and block on one
--- master's wake list (the name's home master, or the next one while it is away), marked there;
--- a release pushes one wake-up onto the home master's list and onto every list marked so
--- (QUORUM_WAKE), and leaves the turn to the woken waiter for a moment: until it has tried,
--- other waiters' attempts are refused.
+-- key. Waiters queue on every master (`quorum_enqueue.lua`) and a release hands the lock to the
+-- first of them (`quorum_handover.lua`). Waiters of earlier versions do not queue: they mark the
+-- name as wanted on every master and block on one master's wake list (the name's home master, or
+-- the next one while it is away), marked there; a release pushes one wake-up onto the home
+-- master's list and onto every list marked so (QUORUM_WAKE), and leaves the turn to the woken
+-- waiter for a moment: until it has tried, other waiters' attempts are refused.
 local ttl = tonumber(ARGV[3])
 if ttl > 0 then
   if redis.call('PTTL', KEYS[2]) < ttl then redis.call('SET', KEYS[2], '1', 'PX', ttl) end
