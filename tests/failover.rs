@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{Client, Error, Lock, MAX_WAIT, MultiLock, Permits, RedissonLock, WriteLock};
+use redislock::{
+    Client, Error, Lock, LockKind, MAX_WAIT, MultiLock, Permits, RedissonLock, WriteLock,
+};
 use support::{Cluster, RedisServer, SentinelGroup, eventually, unique_name};
 
 /// How soon after the promotion a name freed by a release in flight must be granted again: the
@@ -518,4 +520,75 @@ fn sentinel_an_extend_in_the_failover_window_lands_on_the_new_master() {
     let pttl = support::pttl(&mut con, &name);
     assert!(pttl > 30_000, "not extended on the new master: PTTL {pttl}");
     lock.release().unwrap();
+}
+
+/// The sentinels' configuration epoch of `group`'s master, as its first sentinel tells it.
+fn config_epoch(group: &SentinelGroup) -> u64 {
+    let mut con = group.sentinels()[0].conn();
+    let fields: Vec<String> = redis::cmd("SENTINEL")
+        .arg("MASTER")
+        .arg("mymaster")
+        .query(&mut con)
+        .unwrap();
+    let at = fields.iter().position(|f| f == "config-epoch").unwrap();
+    fields[at + 1].parse().unwrap()
+}
+
+/// Fencing tokens carry the epoch of the master that granted them: after a failover they sort
+/// above every token of the old master, however far its counter had gone (a master cut off from
+/// its sentinels keeps granting; `tests/network_faults.rs`, the split brain, shows it under a
+/// partition). Before any failover the token is the name's counter, as on one server.
+#[test]
+fn sentinel_fencing_tokens_after_a_failover_carry_the_new_epoch() {
+    let d = SentinelGroup::start();
+    let c = Client::builder(&d.url())
+        .connect_timeout(Duration::from_millis(500))
+        .read_timeout(Duration::from_millis(500))
+        .fencing(true)
+        .build()
+        .unwrap();
+    let name = unique_name("epoch");
+    assert_eq!(config_epoch(&d), 0);
+    let first = c.try_acquire(&name).unwrap();
+    assert_eq!(
+        first.fencing_token(),
+        Some(1),
+        "epoch 0: the counter itself"
+    );
+    first.release().unwrap();
+    // The old master's counter runs far ahead, as an isolated master's would.
+    let mut con = d.master().conn();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{{{name}}}:fence"))
+        .arg(1_000_000)
+        .query(&mut con)
+        .unwrap();
+    let before = c.try_acquire(&name).unwrap();
+    let old_token = before.fencing_token().unwrap();
+    assert_eq!(old_token, 1_000_001);
+    before.release().unwrap();
+    let old = kill_master(&d, &name);
+    d.wait_for_failover(old, FAILOVER_LIMIT)
+        .expect("the sentinels promoted no replica");
+    let epoch = config_epoch(&d);
+    assert!(epoch >= 1, "a failover raises the epoch: {epoch}");
+    let mut after = None;
+    let ok = eventually(Duration::from_secs(10), || {
+        after = c.try_acquire(&name).ok();
+        after.is_some()
+    });
+    assert!(ok, "no grant on the new master");
+    let after = after.unwrap();
+    let token = after.fencing_token().unwrap();
+    println!("before the failover {old_token}, after it {token} (epoch {epoch})");
+    assert_eq!(token, (epoch << 48) + 1_000_002);
+    assert!(token > old_token);
+    // A look at the lock reports the same token as its fencing counter.
+    assert_eq!(
+        c.inspect(&name, LockKind::Exclusive)
+            .unwrap()
+            .fencing_counter,
+        Some(token)
+    );
+    after.release().unwrap();
 }

@@ -58,7 +58,7 @@ impl Endpoint {
             .filter(|v| v.is_none_or(|v| v >= MIN_VERSION));
         if let Some(client) = &self.tls {
             let c = client.get_connection_with_timeout(timeout)?;
-            let mut conn = Connection(Inner::Redis(Box::new(c)), None);
+            let mut conn = Connection(Inner::Redis(Box::new(c)), None, 0);
             if known.is_none() {
                 let protocol = match self.info.redis_settings().protocol() {
                     redis::ProtocolVersion::RESP2 => 2,
@@ -103,7 +103,7 @@ impl Endpoint {
             settings.db(),
             known.is_none(),
         )?;
-        let mut conn = Connection(Inner::Own(own), known.flatten());
+        let mut conn = Connection(Inner::Own(own), known.flatten(), 0);
         // Not answered within HELLO_WAIT: the next connection asks again.
         if known.is_none()
             && let Some(hello) = hello
@@ -200,8 +200,10 @@ pub(crate) const MIN_VERSION: (u32, u32) = (6, 2);
 /// How large a connection's read buffer starts (it grows for a larger reply).
 const BUFFER: usize = 4096;
 
-/// One connection to a Redis server, and the server's version (major, minor) when it told it.
-pub(crate) struct Connection(Inner, Option<(u32, u32)>);
+/// One connection to a Redis server, the server's version (major, minor) when it told it, and
+/// the epoch of the master it was made to (`base/grant.rs` `fencing_token`; 0 but for a
+/// Sentinel group's master).
+pub(crate) struct Connection(Inner, Option<(u32, u32)>, u64);
 
 enum Inner {
     Own(Own),
@@ -230,6 +232,16 @@ impl Connection {
     /// server that did not tell its version is taken to).
     pub(crate) fn has_sharded_pubsub(&self) -> bool {
         self.1.is_none_or(|v| v >= (7, 0))
+    }
+
+    /// The epoch of the master this connection was made to (0 but for a Sentinel group's).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.2
+    }
+
+    /// Marks the connection as made to a master of `epoch`.
+    pub(crate) fn set_epoch(&mut self, epoch: u64) {
+        self.2 = epoch;
     }
 
     /// Sets how long a read waits (`None`: for ever).
@@ -879,6 +891,7 @@ mod tests {
                     sock: Sock::Tcp(s), ..
                 }),
                 None,
+                0,
             ) = &c
             else {
                 panic!("a plain TCP connection of our own");

@@ -143,7 +143,7 @@ fn take(
             });
         }
     };
-    let fence = opts.fencing.then_some(grant.fence);
+    let fence = opts.fencing.then_some(grant.token());
     let lock = hold(
         owner,
         kind.keys().clone(),

@@ -155,6 +155,7 @@ fn rounds(
                         return Ok(Some(Grant {
                             fence,
                             fences: Vec::new(),
+                            epoch: session.epoch(),
                             lease_from: Instant::now() - Duration::from_millis(1),
                             acknowledged: false,
                         }));

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use crate::base::error::Error;
+use crate::base::grant::fencing_token;
 use crate::base::inspect::{HeldAs, LockInfo, LockKind};
 use crate::base::keys::LockKeys;
 use crate::base::scripts;
@@ -22,7 +23,9 @@ pub(crate) fn on_one_server<S: LockStore + ?Sized>(
         keys.rw_queue(),
         keys.sem_queue(),
     );
+    let mut epoch = 0;
     let r: Vec<i64> = run_on(store, keys, |c, _| {
+        epoch = c.epoch();
         scripts::INSPECT
             .key(keys.lock())
             .key(keys.fence())
@@ -68,7 +71,7 @@ pub(crate) fn on_one_server<S: LockStore + ?Sized>(
         permits: (permits > 0).then(|| count(permits)),
         remaining: remaining(held_as.is_some(), pttl),
         waiters: Some(count(waiters)),
-        fencing_counter: Some(fence.max(0) as u64),
+        fencing_counter: Some(fencing_token(epoch, fence.max(0) as u64)),
     })
 }
 

@@ -158,12 +158,14 @@ pub(crate) trait LockStore: Send + Sync {
         attempt: &mut dyn FnMut(&mut Connection, bool) -> redis::RedisResult<Step>,
     ) -> Result<Option<Grant>, Error> {
         let mut sent_at = Instant::now();
+        let mut epoch = 0;
         let step = run_on(self, keys, |c, n| {
             *sent = true;
             sent_at = Instant::now();
+            epoch = c.epoch();
             attempt(c, n > 0)
         })?;
-        Ok(step.into_grant(lease, sent_at).ok())
+        Ok(step.into_grant(lease, sent_at, epoch).ok())
     }
 
     /// RELEASE of an exclusive (or write) lock: frees it, or hands it to the oldest live waiter,

@@ -1,9 +1,14 @@
 //! The master of a Redis Sentinel group, followed across failovers.
 //!
-//! The sentinels are asked for the master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`), in
-//! the order given, the first that answers wins (the Sentinel client guidelines). A new
+//! The sentinels are asked for the master's address (`SENTINEL GET-MASTER-ADDR-BY-NAME`) and
+//! the group's configuration epoch (`SENTINEL MASTER`), in the order given; the first that
+//! answers wins (the Sentinel client guidelines), unless its epoch is older than one another
+//! sentinel gave (it has not heard of a failover yet): then the next is asked too. A new
 //! connection is used only after the node confirms it is a master (`ROLE`), so nothing is ever
-//! written to a replica. The answer is kept, and asked again:
+//! written to a replica, and it carries the epoch it was named in, which orders the fencing
+//! tokens it grants (`base/grant.rs`, `fencing_token`): a master cut off from the sentinels
+//! while they promote another still grants, but below every grant of the new one. The answer is
+//! kept, and asked again:
 //! - when a connect to the kept master fails, or a call on one of its connections fails for
 //!   want of an answer (the master may have died or been paused);
 //! - when a master answers READONLY (it was demoted): the call is repeated on a new connection;
@@ -55,8 +60,15 @@ pub(crate) struct Sentinel {
     asking: Mutex<Asking>,
 }
 
-/// The sentinels' answer: the master's address, or why none was found.
-type Answer = Result<(String, u16), String>;
+/// A sentinel's answer: the master's address, and the configuration epoch it is master in.
+#[derive(Clone, PartialEq, Eq)]
+struct Named {
+    addr: (String, u16),
+    epoch: u64,
+}
+
+/// The sentinels' answer, or why none was found.
+type Answer = Result<Named, String>;
 
 /// The sentinels' connections and the last question.
 struct Asking {
@@ -68,9 +80,11 @@ struct Asking {
 
 #[derive(Default)]
 struct Master {
-    addr: Option<(String, u16)>,
+    named: Option<Named>,
+    /// The highest epoch a sentinel has named a master in.
+    epoch: u64,
     generation: u64,
-    /// When the sentinels last confirmed `addr` (None: never, or to be asked again).
+    /// When the sentinels last confirmed `named` (None: never, or to be asked again).
     checked: Option<Instant>,
 }
 
@@ -113,7 +127,7 @@ impl Sentinel {
             // No sentinel answers: keep the master we know (the connect that follows finds out
             // whether it still answers), and ask again after RECHECK.
             let mut m = self.master.lock();
-            if m.addr.is_some() {
+            if m.named.is_some() {
                 m.checked = Some(Instant::now());
             }
         }
@@ -124,16 +138,19 @@ impl Sentinel {
         let deadline = Instant::now() + timeout;
         let mut last = None;
         for _ in 0..2 {
-            let known = self.master.lock().addr.clone();
-            let addr = match known {
-                Some(addr) => addr,
+            let known = self.master.lock().named.clone();
+            let named = match known {
+                Some(named) => named,
                 None => self.resolve(deadline)?,
             };
-            match self.connect_master(&addr, deadline) {
-                Ok(conn) => return Ok(conn),
+            match self.connect_master(&named.addr, deadline) {
+                Ok(mut conn) => {
+                    conn.set_epoch(named.epoch);
+                    return Ok(conn);
+                }
                 Err(e) => {
                     // Dead, or not a master (any more): ask the sentinels again.
-                    self.forget(&addr);
+                    self.forget(&named);
                     last = Some(e);
                 }
             }
@@ -147,16 +164,17 @@ impl Sentinel {
             let mut m = self.master.lock();
             m.checked = None;
             if demoted {
-                m.addr = None;
+                m.named = None;
             }
         }
         demoted
     }
 
-    /// Asks the sentinels for the master, in order, until one answers; keeps the answer. Within
-    /// [`MIN_ASK_INTERVAL`] of the last question, or while another caller asks, the answer (or
-    /// failure) that question gives is taken instead.
-    fn resolve(&self, deadline: Instant) -> redis::RedisResult<(String, u16)> {
+    /// Asks the sentinels for the master, in order, until one answers with an epoch no older
+    /// than any named before; keeps the answer (the newest of those given, if none is that
+    /// fresh). Within [`MIN_ASK_INTERVAL`] of the last question, or while another caller asks,
+    /// the answer (or failure) that question gives is taken instead.
+    fn resolve(&self, deadline: Instant) -> redis::RedisResult<Named> {
         let mut asking = self.asking.lock();
         if let Some((at, answer)) = &asking.last
             && at.elapsed() < MIN_ASK_INTERVAL
@@ -167,8 +185,9 @@ impl Sentinel {
                 .clone()
                 .map_err(|failure| not_found(&self.spec, &failure));
         }
+        let newest = self.master.lock().epoch;
         let mut errors = Vec::new();
-        let mut found = None;
+        let mut found: Option<Named> = None;
         for (i, (host, port)) in self.spec.sentinels.iter().enumerate() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -176,46 +195,58 @@ impl Sentinel {
                 break;
             }
             match self.ask(&mut asking.sentinels[i], left) {
-                Ok(Some(addr)) => {
-                    found = Some(addr);
-                    break;
+                Ok(Some(named)) => {
+                    let fresh = named.epoch >= newest;
+                    if found.as_ref().is_none_or(|f| named.epoch > f.epoch) {
+                        found = Some(named);
+                    }
+                    if fresh {
+                        break;
+                    }
                 }
                 Ok(None) => errors.push(format!("{host}:{port} does not know it")),
                 Err(e) => errors.push(format!("{host}:{port}: {e}")),
             }
         }
-        let Some(addr) = found else {
+        let Some(named) = found else {
             let failure = errors.join("; ");
             asking.last = Some((Instant::now(), Err(failure.clone())));
             return Err(not_found(&self.spec, &failure));
         };
-        asking.last = Some((Instant::now(), Ok(addr.clone())));
+        asking.last = Some((Instant::now(), Ok(named.clone())));
         drop(asking);
         let mut m = self.master.lock();
-        if m.addr.as_ref() != Some(&addr) {
-            if m.addr.is_some() {
+        if m.named.as_ref() != Some(&named) {
+            let moved = m.named.as_ref().is_some_and(|n| n.addr != named.addr);
+            if moved {
                 self.cfg.metrics.sentinel_switches.inc();
                 log::info!(
-                    "Sentinel master {} is now at {}:{}",
+                    "Sentinel master {} is now at {}:{} (epoch {})",
                     self.spec.master_name,
-                    addr.0,
-                    addr.1
+                    named.addr.0,
+                    named.addr.1,
+                    named.epoch
                 );
             }
-            m.addr = Some(addr.clone());
+            // A new epoch at the same address (a master demoted and promoted again) moves the
+            // generation on too: connections made in the old one carry its epoch.
+            m.named = Some(named.clone());
             m.generation += 1;
         }
+        m.epoch = m.epoch.max(named.epoch);
         m.checked = Some(Instant::now());
-        Ok(addr)
+        Ok(named)
     }
 
     /// One sentinel's answer, on the connection kept to it (opened first if there is none; a
-    /// connection that failed is dropped).
+    /// connection that failed is dropped). The epoch is asked first, in the same pipeline: a
+    /// failover between the two replies can only pair the new master with the old epoch
+    /// (tokens too low, refused by the resource), never the old master with the new one.
     fn ask(
         &self,
         (endpoint, kept): &mut (Endpoint, Option<Connection>),
         timeout: Duration,
-    ) -> redis::RedisResult<Option<(String, u16)>> {
+    ) -> redis::RedisResult<Option<Named>> {
         let timeout = timeout.min(SENTINEL_TIMEOUT).max(Duration::from_millis(1));
         let mut con = match kept.take() {
             Some(con) => con,
@@ -223,12 +254,38 @@ impl Sentinel {
         };
         con.set_read_timeout(Some(timeout))?;
         con.set_write_timeout(Some(timeout))?;
-        let addr: Option<(String, String)> = redis::cmd("SENTINEL")
+        let name = &self.spec.master_name;
+        let mut pipe = redis::pipe();
+        pipe.cmd("SENTINEL").arg("MASTER").arg(name);
+        pipe.cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(&self.spec.master_name)
-            .query(&mut con)?;
+            .arg(name);
+        let replies: Vec<redis::Value> = match pipe.query(&mut con) {
+            Ok(replies) => replies,
+            // "No such master with that name": the sentinel does not know it.
+            Err(e)
+                if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
+            {
+                *kept = Some(con);
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
         *kept = Some(con);
-        Ok(addr.and_then(|(h, p)| Some((h, p.parse().ok()?))))
+        let [master, addr] = &replies[..] else {
+            return Ok(None);
+        };
+        let addr: Option<(String, String)> = redis::from_redis_value(addr.clone())?;
+        let Some((host, port)) = addr else {
+            return Ok(None);
+        };
+        let Ok(port) = port.parse() else {
+            return Ok(None);
+        };
+        Ok(Some(Named {
+            addr: (host, port),
+            epoch: config_epoch(master),
+        }))
     }
 
     /// A connection to `addr`, used only if the node says it is a master.
@@ -251,13 +308,35 @@ impl Sentinel {
         Ok(con)
     }
 
-    fn forget(&self, addr: &(String, u16)) {
+    fn forget(&self, named: &Named) {
         let mut m = self.master.lock();
-        if m.addr.as_ref() == Some(addr) {
-            m.addr = None;
+        if m.named.as_ref() == Some(named) {
+            m.named = None;
             m.checked = None;
         }
     }
+}
+
+/// The `config-epoch` field of a `SENTINEL MASTER` reply (a flat list of names and values, or
+/// a map in RESP3); 0 when it has none.
+fn config_epoch(reply: &redis::Value) -> u64 {
+    use redis::Value;
+    let text = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    };
+    let pairs: Vec<(&Value, &Value)> = match reply {
+        Value::Array(items) => items.chunks_exact(2).map(|p| (&p[0], &p[1])).collect(),
+        Value::Map(items) => items.iter().map(|(k, v)| (k, v)).collect(),
+        _ => Vec::new(),
+    };
+    pairs
+        .into_iter()
+        .find(|(k, _)| text(k).as_deref() == Some("config-epoch"))
+        .and_then(|(_, v)| text(v)?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn not_found(spec: &SentinelSpec, detail: &str) -> redis::RedisError {
@@ -291,4 +370,41 @@ pub(crate) fn parse_url(url: &str) -> Option<Result<(String, SentinelSpec), Erro
         sentinels,
     };
     Some(Ok((parts.plain(&spec.sentinels[0]), spec)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn the_config_epoch_is_read_from_a_sentinel_master_reply() {
+        let flat = Value::Array(vec![
+            bulk("name"),
+            bulk("mymaster"),
+            bulk("ip"),
+            bulk("127.0.0.1"),
+            bulk("config-epoch"),
+            bulk("7"),
+            bulk("flags"),
+            bulk("master"),
+        ]);
+        assert_eq!(config_epoch(&flat), 7);
+        let map = Value::Map(vec![(bulk("config-epoch"), Value::Int(3))]);
+        assert_eq!(config_epoch(&map), 3);
+        // None given, or not a number: epoch 0 (the counter alone, as a single server).
+        assert_eq!(
+            config_epoch(&Value::Array(vec![bulk("name"), bulk("m")])),
+            0
+        );
+        assert_eq!(
+            config_epoch(&Value::Array(vec![bulk("config-epoch"), bulk("x")])),
+            0
+        );
+        assert_eq!(config_epoch(&Value::Nil), 0);
+    }
 }

@@ -86,9 +86,14 @@ impl Step {
         }
     }
 
-    /// The grant of a reply to a request sent at `sent`; `Err` with the holder's `pttl` when the
-    /// reply is no grant.
-    pub(crate) fn into_grant(self, lease: Duration, sent: Instant) -> Result<Grant, i64> {
+    /// The grant of a reply to a request sent at `sent` to a master of `epoch`
+    /// ([`Connection::epoch`]); `Err` with the holder's `pttl` when the reply is no grant.
+    pub(crate) fn into_grant(
+        self,
+        lease: Duration,
+        sent: Instant,
+        epoch: u64,
+    ) -> Result<Grant, i64> {
         match self {
             Step::Granted {
                 fence,
@@ -98,6 +103,7 @@ impl Step {
             } => {
                 let mut grant = Grant::from_left(fence, left_ms, lease, sent);
                 grant.fences = fences;
+                grant.epoch = epoch;
                 grant.acknowledged = acknowledged;
                 Ok(grant)
             }
@@ -165,6 +171,11 @@ pub(crate) trait Session {
     fn timed_out(&self, shown: &str, waited: Duration) -> Error {
         Error::wait_timeout(shown, waited)
     }
+    /// The epoch of the master the last round blocked on ([`Connection::epoch`]): a grant
+    /// popped there was made by that master.
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 /// A waiter on a queue: one server, a Sentinel group's master, or the cluster node that holds
@@ -184,6 +195,8 @@ pub(crate) struct QueueSession<'a> {
     unreachable_since: Option<Instant>,
     /// The pauses between rounds that find no server.
     backoff: Backoff,
+    /// The epoch of the master of the last round's connection.
+    epoch: u64,
 }
 
 impl<'a> QueueSession<'a> {
@@ -201,6 +214,7 @@ impl<'a> QueueSession<'a> {
             reached: false,
             unreachable_since: None,
             backoff: Backoff::new(q.signals()[0].as_slice()),
+            epoch: 0,
         }
     }
 
@@ -222,7 +236,7 @@ impl<'a> QueueSession<'a> {
         let sent = Instant::now();
         let step = q.step(c, mode, entry_ttl)?;
         *reached = true;
-        let pttl = match step.into_grant(lease, sent) {
+        let pttl = match step.into_grant(lease, sent, c.epoch()) {
             Ok(grant) => return Ok(Round::Granted(grant)),
             Err(pttl) => pttl,
         };
@@ -323,6 +337,7 @@ impl Session for QueueSession<'_> {
             }
         }
         let c = self.conn.as_mut().expect("set above");
+        self.epoch = c.redis.epoch();
         let cfg = store.cfg();
         let entry_ttl = left.min(cfg.recheck_interval) + ENTRY_GRACE;
         // Redis notices a BLPOP timeout only at its next event-loop tick (up to 1/hz = 100 ms
@@ -391,8 +406,16 @@ impl Session for QueueSession<'_> {
     fn leave(&mut self, _woken: bool) -> Result<Option<Grant>, Error> {
         self.put_back();
         let sent = Instant::now();
-        let left = self.store.run(self.q.keys(), |c, _| self.q.leave(c))?;
-        Ok(left.into_grant(self.lease, sent).ok())
+        let mut epoch = 0;
+        let left = self.store.run(self.q.keys(), |c, _| {
+            epoch = c.epoch();
+            self.q.leave(c)
+        })?;
+        Ok(left.into_grant(self.lease, sent, epoch).ok())
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     fn timed_out(&self, shown: &str, waited: Duration) -> Error {

@@ -89,7 +89,7 @@ pub(crate) fn acquire(
     let wid = random_hex::<8>(owner.pid)?;
     let waiter = SetWaiter::new(keys, &token, &wid, opts, shown);
     let (held, grant) = acquire::acquire(owner, &waiter, opts, wait, cancel)?;
-    Ok((held, opts.fencing.then_some(grant.fences)))
+    Ok((held, opts.fencing.then_some(grant.tokens())))
 }
 
 /// The set's names as shown in messages: the first, and how many more.

@@ -231,8 +231,10 @@ impl Redisson<'_> {
                 }
             }
             let mut sent = Instant::now();
+            let mut epoch = 0;
             let step = match store.run(self.keys, |c, n| {
                 sent = Instant::now();
+                epoch = c.epoch();
                 self.try_once(c, n > 0, store)
             }) {
                 Ok(step) => step,
@@ -248,7 +250,7 @@ impl Redisson<'_> {
                 Err(e) => return Err(e),
             };
             backoff = Backoff::new(self.latch.as_bytes());
-            let pttl = match step.into_grant(self.lease, sent) {
+            let pttl = match step.into_grant(self.lease, sent, epoch) {
                 Ok(grant) => return Ok(grant),
                 Err(pttl) => pttl,
             };

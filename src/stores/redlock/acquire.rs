@@ -248,6 +248,7 @@ impl Masters {
                 return Ok(Attempt::Granted(Grant {
                     fence: 0,
                     fences: Vec::new(),
+                    epoch: 0,
                     lease_from: started,
                     acknowledged: true,
                 }));

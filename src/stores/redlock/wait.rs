@@ -184,6 +184,7 @@ impl<'a> RedlockSession<'a> {
         Round::Granted(Grant {
             fence: 0,
             fences: Vec::new(),
+            epoch: 0,
             lease_from: from,
             acknowledged: true,
         })
