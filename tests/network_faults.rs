@@ -42,9 +42,9 @@ use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind, Lock, Permits, WriteLock};
 use support::{
-    Cluster, Direction, FaultProxy, FencedResource, History, Op, PEER_SOURCE, Partition,
-    RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually, first_grant_after,
-    peer_ports, unique_name,
+    Cluster, Direction, FaultProxy, FencedResource, History, ISOLATED_SOURCE, Op, PEER_SOURCE,
+    Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually,
+    first_grant_after, peer_ports, unique_name,
 };
 
 const CONNECT: Duration = Duration::from_millis(300);
@@ -811,6 +811,16 @@ struct FailoverWatcher {
 
 impl FailoverWatcher {
     fn start(history: &Arc<History>, sentinels: Vec<u16>, old: u16) -> FailoverWatcher {
+        Self::watching(history, move || {
+            sentinel_master_port(&sentinels).is_some_and(|p| p != old)
+        })
+    }
+
+    /// Marks "failover" once `failed_over` says so.
+    fn watching(
+        history: &Arc<History>,
+        failed_over: impl Fn() -> bool + Send + 'static,
+    ) -> FailoverWatcher {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (history, stop) = (Arc::clone(history), Arc::clone(&stop));
@@ -820,7 +830,7 @@ impl FailoverWatcher {
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    if sentinel_master_port(&sentinels).is_some_and(|p| p != old) {
+                    if failed_over() {
                         history.mark("failover");
                         break;
                     }
@@ -1023,6 +1033,107 @@ fn cluster_partition_client_from_master() {
         port,
         "the cluster failed over: the partition reached its bus"
     );
+}
+
+/// The master of the name's slot cut from every other node for [`SPLIT_BRAIN`] (its bus links
+/// both ways and its replica's link: [`Cluster::start_with_peer_source`]) while every client
+/// still reaches it. The majority marks it failed and promotes its replica; the master itself,
+/// with no majority in sight, refuses writes (`CLUSTERDOWN`) once the node timeout has passed,
+/// which comes before the promotion. One client follows the cluster from every node; the other
+/// knows only the old master (its URL names that node alone), as a client on its side would.
+/// The fencing counter is on the slot's master, so it is checked as on one server.
+#[test]
+fn cluster_split_brain() {
+    let Some(partition) = new_partition() else {
+        return;
+    };
+    let cluster = Cluster::start_with_peer_source();
+    let old = cluster.nodes()[0].port();
+    let name = (0..)
+        .map(|_| unique_name("nf"))
+        .find(|n| cluster.master_of(n).port() == old)
+        .unwrap();
+    let fault = {
+        let (name, watched) = (name.clone(), cluster.url());
+        Fault::new(move |history| {
+            partition.cut_address(ISOLATED_SOURCE);
+            partition.cut_port_from(old, PEER_SOURCE);
+            partition.cut_port_from(old + 10000, PEER_SOURCE);
+            let watcher = FailoverWatcher::watching(history, move || {
+                cluster_master_port(&watched, &name).is_some_and(|p| p != old)
+            });
+            Box::new(move || {
+                partition.heal();
+                watcher.stop();
+                Box::new(partition)
+            })
+        })
+    };
+    let old_side = format!("redis-cluster://127.0.0.1:{old}");
+    let url = cluster.url();
+    let clients = Clients {
+        urls: vec![&url, &old_side],
+        min_replicas: 0,
+        kind: Kind::Exclusive,
+    };
+    let report = run_case_with(
+        "cluster/split-brain",
+        &clients,
+        &name,
+        fault,
+        SPLIT_BRAIN,
+        Safety::Asserted,
+    );
+    let now = cluster.slot_master_seen_by(&name, 1);
+    println!("the name's master after the fault: {now:?} (was {old}); {report}");
+}
+
+/// The port of the master of `name`'s slot as the cluster's nodes other than the first see it
+/// (the first node of [`Cluster::start_with_peer_source`] is the one cut off): the answer of
+/// the first of them that gives one.
+fn cluster_master_port(url: &str, name: &str) -> Option<u16> {
+    let ports: Vec<u16> = url
+        .trim_start_matches("redis-cluster://")
+        .split(',')
+        .skip(1)
+        .filter_map(|a| a.rsplit_once(':')?.1.parse().ok())
+        .collect();
+    ports.into_iter().find_map(|port| {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+        let mut con = client
+            .get_connection_with_timeout(Duration::from_millis(200))
+            .ok()?;
+        con.set_read_timeout(Some(Duration::from_millis(200)))
+            .ok()?;
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(name)
+            .query(&mut con)
+            .ok()?;
+        let shards: Vec<(i64, i64, (String, u16))> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query::<Vec<redis::Value>>(&mut con)
+            .ok()?
+            .into_iter()
+            .filter_map(|v| {
+                let redis::Value::Array(f) = v else {
+                    return None;
+                };
+                let lo: i64 = redis::from_redis_value(f.first()?.clone()).ok()?;
+                let hi: i64 = redis::from_redis_value(f.get(1)?.clone()).ok()?;
+                let redis::Value::Array(m) = f.get(2)? else {
+                    return None;
+                };
+                let host: String = redis::from_redis_value(m.first()?.clone()).ok()?;
+                let port: u16 = redis::from_redis_value(m.get(1)?.clone()).ok()?;
+                Some((lo, hi, (host, port)))
+            })
+            .collect();
+        shards
+            .into_iter()
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&slot))
+            .map(|(_, _, (_, port))| port)
+    })
 }
 
 #[test]

@@ -200,7 +200,7 @@ impl Cluster {
             .template
             .clone()
             .set_addr(node_addr(self.template.addr(), addr));
-        let topology = Topology::Single(Single::new(&cfg, &info)?);
+        let topology = Topology::ClusterNode(Single::new(&cfg, &info)?);
         Ok(Arc::new(Node::new(&cfg, Arc::new(topology))))
     }
 
@@ -408,8 +408,10 @@ impl Cluster {
                         // pauses bound those rounds, the count bounds redirections between two.
                         redirects = 0;
                         // CLUSTERDOWN "hash slot not served" and the like: the table may be
-                        // out of date too.
-                        let _ = self.refresh(Instant::now(), None, None);
+                        // out of date too. It is asked of the other masters first: a master
+                        // that says the cluster is down may be the one cut off from it, whose
+                        // table still names itself after its replica took over.
+                        let _ = self.refresh(Instant::now(), None, Some(&node));
                         continue;
                     }
                     return Err(self.unavailable(slot, started.elapsed(), &e));
@@ -467,7 +469,7 @@ impl Cluster {
             // during a migration it waits, then queues where the slot lives.
             Some(Redirect::Ask(_)) | Some(Redirect::Busy) => {
                 std::thread::sleep(MAX_PAUSE.min(limit));
-                let _ = self.refresh(Instant::now(), None, None);
+                let _ = self.refresh(Instant::now(), None, Some(node));
                 true
             }
             None if e.is_io_error() || e.is_connection_dropped() => {
@@ -523,6 +525,36 @@ fn parse_slots(reply: redis::Value, asked: &Addr) -> Vec<SlotRange> {
         ranges.push((first, last, (host, port)));
     }
     ranges
+}
+
+/// `conn`, a new connection to a cluster master, marked with the master's configuration epoch
+/// (`CLUSTER INFO`'s `cluster_my_epoch`), which orders the fencing tokens it grants
+/// (`base/grant.rs`, `fencing_token`): a replica promoted in a failover takes a configuration
+/// epoch above every other, so its grants sort above those the old master made while cut off
+/// from the cluster (its counter missed them). A node's epoch only grows, so the mark is never
+/// above the master's. A server that refuses `CLUSTER INFO` (an ACL without it) leaves the mark
+/// at 0 on every connection: tokens are then the counter alone.
+pub(crate) fn with_epoch(mut conn: Connection) -> redis::RedisResult<Connection> {
+    let info: redis::RedisResult<String> = redis::cmd("CLUSTER").arg("INFO").query(&mut conn);
+    match info {
+        Ok(info) => conn.set_epoch(my_epoch(&info)),
+        Err(e)
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError)
+                || e.code() == Some("NOPERM") =>
+        {
+            log::debug!("CLUSTER INFO refused ({e}): fencing tokens without the epoch");
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(conn)
+}
+
+/// `cluster_my_epoch` of a `CLUSTER INFO` text (0 when absent).
+fn my_epoch(info: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix("cluster_my_epoch:"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Parses a `redis-cluster://` or `rediss-cluster://` URL: the plain URL of the nodes (at the
@@ -700,6 +732,14 @@ mod tests {
 
     fn bulk(s: &str) -> V {
         V::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn the_nodes_epoch_is_read_from_cluster_info() {
+        let info = "cluster_state:ok\r\ncluster_current_epoch:9\r\ncluster_my_epoch:7\r\n";
+        assert_eq!(my_epoch(info), 7);
+        assert_eq!(my_epoch("cluster_state:ok\r\n"), 0);
+        assert_eq!(my_epoch("cluster_my_epoch:x\r\n"), 0);
     }
 
     #[test]

@@ -373,6 +373,9 @@ impl Node {
 pub(crate) enum Topology {
     Single(single::Single),
     Sentinel(sentinel::Sentinel),
+    /// A master of a Redis Cluster: a single server whose connections carry its configuration
+    /// epoch ([`cluster::with_epoch`]).
+    ClusterNode(single::Single),
 }
 
 impl Topology {
@@ -393,6 +396,7 @@ impl Connect for Topology {
         match self {
             Topology::Single(t) => t.connect(timeout),
             Topology::Sentinel(t) => t.connect(timeout),
+            Topology::ClusterNode(t) => t.connect(timeout).and_then(cluster::with_epoch),
         }
     }
 
@@ -401,7 +405,7 @@ impl Connect for Topology {
     /// older generation are closed instead of used. Always 0 for a single server.
     fn generation(&self) -> u64 {
         match self {
-            Topology::Single(_) => 0,
+            Topology::Single(_) | Topology::ClusterNode(_) => 0,
             Topology::Sentinel(t) => t.generation(),
         }
     }
@@ -412,7 +416,7 @@ impl Connect for Topology {
     /// again on the next connect.
     fn failed_over(&self, e: &redis::RedisError) -> bool {
         match self {
-            Topology::Single(_) => false,
+            Topology::Single(_) | Topology::ClusterNode(_) => false,
             Topology::Sentinel(t) => t.failed_over(e),
         }
     }

@@ -3,7 +3,11 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::{RedisServer, Server, eventually};
+use crate::{PEER_SOURCE, RedisServer, Server, eventually};
+
+/// The loopback address the first node of [`Cluster::start_with_peer_source`] connects to the
+/// others from.
+pub const ISOLATED_SOURCE: &str = "127.0.0.3";
 
 /// How long a cluster may take to reach `cluster_state:ok` on every node.
 const FORM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,19 +30,54 @@ impl Cluster {
     /// Like [`start`](Self::start), every node running `server`'s program (`redis-cli --cluster
     /// create` joins Valkey nodes too).
     pub fn start_on(server: Server) -> Cluster {
+        Self::start_with(server, false)
+    }
+
+    /// A cluster whose nodes make their connections to each other (the bus, replication) from
+    /// [`PEER_SOURCE`] (127.0.0.2), but the first node, a master, from [`ISOLATED_SOURCE`]
+    /// (127.0.0.3): a partition can then cut that master from every other node, both ways,
+    /// and leave it to its clients on 127.0.0.1 ([`Partition::cut_address`] and
+    /// [`Partition::cut_port_from`]), a split brain. Every node still listens on and announces
+    /// 127.0.0.1. Needs Redis 7 (`bind-source-addr`).
+    ///
+    /// [`Partition::cut_address`]: crate::Partition::cut_address
+    /// [`Partition::cut_port_from`]: crate::Partition::cut_port_from
+    pub fn start_with_peer_source() -> Cluster {
+        let cluster = Self::start_with(Server::Redis, true);
+        assert_eq!(
+            crate::sentinel::role(&cluster.nodes[0]).as_deref(),
+            Some("master"),
+            "the first node was not made a master"
+        );
+        cluster
+    }
+
+    fn start_with(server: Server, peer_source: bool) -> Cluster {
         let nodes: Vec<RedisServer> = (0..6)
-            .map(|_| {
-                RedisServer::start_on(
-                    server,
-                    &[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ],
-                )
+            .map(|i| {
+                let mut args = vec![
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                ];
+                if peer_source {
+                    let source = if i == 0 { ISOLATED_SOURCE } else { PEER_SOURCE };
+                    args.extend([
+                        "--bind-source-addr",
+                        source,
+                        "--cluster-announce-ip",
+                        "127.0.0.1",
+                        // Protected mode takes only 127.0.0.1 for loopback.
+                        "--protected-mode",
+                        "no",
+                        "--repl-diskless-sync-delay",
+                        "0",
+                    ]);
+                }
+                RedisServer::start_on(server, &args)
             })
             .collect();
         let addrs: Vec<String> = nodes.iter().map(RedisServer::addr).collect();
@@ -97,6 +136,13 @@ impl Cluster {
             .collect()
     }
 
+    /// The port of the master serving `key`'s hash slot as node `seen_by` (an index into
+    /// [`nodes`](Self::nodes)) sees it; `None` when it does not answer or names none.
+    pub fn slot_master_seen_by(&self, key: &str, seen_by: usize) -> Option<u16> {
+        let mut con = self.nodes[seen_by].try_conn().ok()?;
+        try_slot_master_port(&mut con, key)
+    }
+
     /// The master node serving `key`'s hash slot now (CLUSTER KEYSLOT and CLUSTER SLOTS).
     pub fn master_of(&self, key: &str) -> &RedisServer {
         let mut con = self
@@ -115,36 +161,35 @@ impl Cluster {
 /// The port of the master serving `key`'s hash slot, as the node on `con` sees it (CLUSTER
 /// KEYSLOT and CLUSTER SLOTS).
 pub(crate) fn slot_master_port(con: &mut redis::Connection, key: &str) -> u16 {
+    try_slot_master_port(con, key).expect("slot not served, or no answer")
+}
+
+/// [`slot_master_port`], `None` when the node does not answer or serves no master for the slot.
+fn try_slot_master_port(con: &mut redis::Connection, key: &str) -> Option<u16> {
     let slot: i64 = redis::cmd("CLUSTER")
         .arg("KEYSLOT")
         .arg(key)
         .query(con)
-        .expect("CLUSTER KEYSLOT failed");
-    let slots: Vec<redis::Value> = redis::cmd("CLUSTER")
-        .arg("SLOTS")
-        .query(con)
-        .expect("CLUSTER SLOTS failed");
+        .ok()?;
+    let slots: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(con).ok()?;
     // Each entry: [first, last, [host, port, id, ...], replicas...].
-    slots
-        .iter()
-        .find_map(|entry| {
-            use redis::Value as V;
-            let V::Array(fields) = entry else {
-                return None;
-            };
-            match (fields.first(), fields.get(1), fields.get(2)) {
-                (Some(V::Int(lo)), Some(V::Int(hi)), Some(V::Array(master)))
-                    if (*lo..=*hi).contains(&slot) =>
-                {
-                    match master.get(1) {
-                        Some(V::Int(p)) => Some(*p as u16),
-                        other => panic!("unexpected CLUSTER SLOTS entry {other:?}"),
-                    }
+    slots.iter().find_map(|entry| {
+        use redis::Value as V;
+        let V::Array(fields) = entry else {
+            return None;
+        };
+        match (fields.first(), fields.get(1), fields.get(2)) {
+            (Some(V::Int(lo)), Some(V::Int(hi)), Some(V::Array(master)))
+                if (*lo..=*hi).contains(&slot) =>
+            {
+                match master.get(1) {
+                    Some(V::Int(p)) => Some(*p as u16),
+                    _ => None,
                 }
-                _ => None,
             }
-        })
-        .expect("slot not served")
+            _ => None,
+        }
+    })
 }
 
 /// `cluster_state` from `CLUSTER INFO`.

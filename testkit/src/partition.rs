@@ -106,6 +106,24 @@ impl Partition {
         ]);
     }
 
+    /// Drops every packet from and to the loopback address `addr` (the connections a node made
+    /// from it: [`Cluster::start_with_peer_source`]'s first node's links to the others).
+    ///
+    /// [`Cluster::start_with_peer_source`]: crate::Cluster::start_with_peer_source
+    pub fn cut_address(&self, addr: &str) {
+        let addr: std::net::Ipv4Addr = addr
+            .parse()
+            .unwrap_or_else(|e| panic!("not an IPv4 address: {addr}: {e}"));
+        assert!(
+            addr.is_loopback() && addr != std::net::Ipv4Addr::LOCALHOST,
+            "{addr} is not a loopback address of a node's own"
+        );
+        self.add(&[
+            format!("ip saddr {addr} drop"),
+            format!("ip daddr {addr} drop"),
+        ]);
+    }
+
     /// Drops every packet between ports `a` and ports `b`, both ways.
     pub fn cut_between(&self, a: &[u16], b: &[u16]) {
         self.cut_one_way(a, b);
