@@ -745,14 +745,15 @@ uint64_t redislock_lock_remaining_ms(const redislock_lock *lock);
 /**
  * Writes the fencing token of this grant to `*token_out`: strictly larger than that of every
  * earlier fenced grant of the same name (for a read lock: larger than that of the writer
- * before it; readers holding at once are not ordered among themselves). On a Sentinel group it
- * is ordered first by the failover epoch of the master that granted it (epoch × 2^48 +
+ * before it; readers holding at once are not ordered among themselves). On a Sentinel group or
+ * a Cluster it is ordered first by the failover epoch of the master that granted it (epoch × 2^48 +
  * counter), so a split brain's old master grants below the new one. Pass it to the protected
  * resource, which should refuse writes carrying a smaller token than it has seen.
  * Errors: INVALID_ARGUMENT (the lock was acquired without fencing; permits, which have none;
  * a set, whose names each have one: see `redislock_lock_fencing_token_at`), NULL_PARAMETER.
  */
-redislock_result redislock_lock_fencing_token(const redislock_lock *lock, uint64_t *token_out);
+redislock_result redislock_lock_fencing_token(const redislock_lock *lock,
+                                              uint64_t *token_out);
 
 /**
  * Writes the fencing token of name `index` of a set (in the order the names were given to

@@ -137,11 +137,11 @@
 //! `{key}:fence` and returns it ([`Lock::fencing_token`]): every grant gets a strictly larger
 //! number, takeovers after expiry included. Give it to the protected resource and have it refuse
 //! writes with a smaller token than it has already seen; that keeps a paused, stale holder from
-//! writing after its lease ran out. On a Sentinel group the token is ordered first by the group's
-//! configuration epoch (raised by every failover) of the master that granted it, then by the
-//! counter (`epoch × 2^48 + counter`; the counter alone before the first failover): a master cut
-//! off from its sentinels that still grants during a split brain gives smaller tokens than the
-//! promoted one, so the resource refuses its holders once it has seen the new master's. What
+//! writing after its lease ran out. On a Sentinel group or a Cluster the token is ordered first by
+//! the configuration epoch (raised by every failover) of the master that granted it, then by the
+//! counter (`epoch × 2^48 + counter`; on Sentinel the counter alone before the first failover): a
+//! master cut off from the others that still grants during a split brain gives smaller tokens
+//! than the promoted one, so the resource refuses its holders once it has seen the new master's. What
 //! happens to the counter when a server loses it is in `docs/guarantees.md`.
 //!
 //! ## Interop with the classic pattern

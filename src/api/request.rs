@@ -114,8 +114,8 @@ impl<'a, K: RequestKind> Request<'a, K> {
 
 impl<'a, K: Fenced> Request<'a, K> {
     /// Whether each grant gets a fencing token (default: the client's `fencing`): strictly
-    /// larger than that of every earlier fenced grant of the name (on a Sentinel group ordered
-    /// first by the failover epoch of the master that granted it). Readers and writers of a name
+    /// larger than that of every earlier fenced grant of the name (on a Sentinel group or a
+    /// Cluster ordered first by the failover epoch of the master that granted it). Readers and writers of a name
     /// share one counter (with the exclusive lock of that name): a writer's token is larger than
     /// that of every grant before it, and every reader's token is larger than that of the writer
     /// before it; readers holding at once are not ordered among themselves.

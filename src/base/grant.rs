@@ -63,8 +63,8 @@ pub(crate) const MAX_EPOCH: u64 = (1 << (63 - COUNTER_BITS)) - 1;
 /// an old master cut off from its sentinels keeps granting and counting while the promoted
 /// replica counts on from the same number, so both hand out the same tokens. The epoch is the
 /// Sentinel group's configuration epoch (every failover raises it) for a connection made to the
-/// master the sentinels named in it, and 0 for a single server (the token is then the counter,
-/// as it always was). Epochs above [`MAX_EPOCH`] count as it, and counters above 2^48 - 1
+/// master the sentinels named in it, a Cluster master's own configuration epoch, and 0 for a
+/// single server (the token is then the counter, as it always was). Epochs above [`MAX_EPOCH`] count as it, and counters above 2^48 - 1
 /// (2.8·10^14 grants of one name) as that: neither is reached by a real deployment.
 pub(crate) fn fencing_token(epoch: u64, counter: u64) -> u64 {
     if epoch == 0 {

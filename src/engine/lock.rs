@@ -367,8 +367,8 @@ impl Held {
     }
 
     /// The fencing token of this grant, when the lock was acquired with fencing: strictly
-    /// larger than that of every earlier fenced grant of the same name (on a Sentinel group,
-    /// ordered first by the failover epoch of the master that granted it). Pass it to the
+    /// larger than that of every earlier fenced grant of the same name (on a Sentinel group or
+    /// a Cluster, ordered first by the failover epoch of the master that granted it). Pass it to the
     /// protected resource, which should refuse writes carrying a smaller token than it has seen.
     pub(crate) fn fencing_token(&self) -> Option<u64> {
         self.state.fence

@@ -241,8 +241,8 @@ final class Lock
     /**
      * The fencing token of this grant, or null when the lock was taken without fencing (and for
      * permits and sets: see {@see Lock::fencingTokens()}). Strictly
-     * larger than that of every earlier fenced grant of the same name (on a Sentinel group ordered
-     * first by the failover epoch of the master that granted it): pass it to the protected
+     * larger than that of every earlier fenced grant of the same name (on a Sentinel group or a
+     * Cluster ordered first by the failover epoch of the master that granted it): pass it to the protected
      * resource, which should refuse writes carrying a smaller token than it has seen.
      */
     public function fencingToken(): ?int
