@@ -13,6 +13,11 @@
 //!   accounting: from the grant to the earliest of the release call, the reported loss and the
 //!   lease's end), fencing tokens granted twice, writes accepted with a stale token, lost updates,
 //!   the longest liveness gap (a waiter waits, nobody holds) and calls that overran their bounds.
+//! * [`History::import_json_lines`]: events recorded by another process (a C or PHP client),
+//!   one JSON object a line with CLOCK_MONOTONIC timestamps, taken into the history as one
+//!   client's, so that the checker judges every client together. The history's start is read
+//!   on CLOCK_MONOTONIC when it starts ([`History::start_monotonic`]; Rust's `Instant` is that
+//!   clock on Linux).
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -67,7 +72,22 @@ pub struct Event {
 #[derive(Debug)]
 pub struct History {
     start: Instant,
+    /// `start` on CLOCK_MONOTONIC, as other processes read that clock.
+    start_monotonic: Duration,
     events: Mutex<Vec<Event>>,
+}
+
+/// CLOCK_MONOTONIC now (what `clock_gettime(CLOCK_MONOTONIC)` gives a C program, and
+/// `hrtime(true)` a PHP one on Linux).
+pub fn monotonic_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives across the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime: {}", std::io::Error::last_os_error());
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 impl History {
@@ -75,6 +95,7 @@ impl History {
     pub fn new() -> Arc<History> {
         Arc::new(History {
             start: Instant::now(),
+            start_monotonic: monotonic_now(),
             events: Mutex::new(Vec::new()),
         })
     }
@@ -83,6 +104,7 @@ impl History {
     pub fn from_events(events: Vec<Event>) -> History {
         History {
             start: Instant::now(),
+            start_monotonic: monotonic_now(),
             events: Mutex::new(events),
         }
     }
@@ -114,6 +136,104 @@ impl History {
         let mut events = self.lock().clone();
         events.sort_by_key(|e| e.at);
         events
+    }
+
+    /// The history's start on CLOCK_MONOTONIC.
+    pub fn start_monotonic(&self) -> Duration {
+        self.start_monotonic
+    }
+
+    /// Takes the events another process recorded into the history as client `client`'s, and
+    /// returns how many. `text` holds one JSON object a line, `t` being the time of the event
+    /// on CLOCK_MONOTONIC in nanoseconds and `op` what happened, with the fields of its
+    /// [`Op`] (times in milliseconds but a call's duration):
+    ///
+    /// ```text
+    /// {"t":..,"op":"acquire","wait_ms":1500}
+    /// {"t":..,"op":"call_end","call":"acquire","took_ns":1234567,"bound_ms":3800}
+    /// {"t":..,"op":"granted","token":17,"valid_ms":1998}       (token null without fencing)
+    /// {"t":..,"op":"accepted","token":17,"read":41}
+    /// {"t":..,"op":"rejected","token":17}
+    /// {"t":..,"op":"release"}
+    /// {"t":..,"op":"lost"}
+    /// {"t":..,"op":"error","call":"acquire","what":"..."}
+    /// ```
+    ///
+    /// A last line without its newline (a process killed while writing it) is left out. Fails
+    /// on anything else that is not such an event, and on an event from before the history's
+    /// start; the history is then left as it was.
+    pub fn import_json_lines(&self, client: usize, text: &str) -> Result<usize, String> {
+        let complete = match text.rfind('\n') {
+            Some(end) => &text[..end],
+            None => "",
+        };
+        let mut imported = Vec::new();
+        for (n, line) in complete.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let event = self
+                .parse_external(client, line)
+                .map_err(|e| format!("line {}: {e}: {line}", n + 1))?;
+            imported.push(event);
+        }
+        let count = imported.len();
+        self.lock().extend(imported);
+        Ok(count)
+    }
+
+    fn parse_external(&self, client: usize, line: &str) -> Result<Event, String> {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+        let u64_of = |key: &str| -> Result<u64, String> {
+            v.get(key)
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| format!("no unsigned integer \"{key}\""))
+        };
+        let str_of = |key: &str| -> Result<String, String> {
+            v.get(key)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("no string \"{key}\""))
+        };
+        let t = Duration::from_nanos(u64_of("t")?);
+        let at = t.checked_sub(self.start_monotonic).ok_or_else(|| {
+            format!(
+                "t = {t:?} is before the history's start ({:?} on CLOCK_MONOTONIC)",
+                self.start_monotonic
+            )
+        })?;
+        let op = match str_of("op")?.as_str() {
+            "acquire" => Op::Acquire {
+                wait: Duration::from_millis(u64_of("wait_ms")?),
+            },
+            "call_end" => Op::CallEnd {
+                op: str_of("call")?,
+                took: Duration::from_nanos(u64_of("took_ns")?),
+                bound: Duration::from_millis(u64_of("bound_ms")?),
+            },
+            "granted" => Op::Granted {
+                token: match v.get("token") {
+                    Some(serde_json::Value::Null) => None,
+                    _ => Some(u64_of("token")?),
+                },
+                valid_for: Duration::from_millis(u64_of("valid_ms")?),
+            },
+            "accepted" => Op::Accepted {
+                token: u64_of("token")?,
+                read: u64_of("read")?,
+            },
+            "rejected" => Op::Rejected {
+                token: u64_of("token")?,
+            },
+            "release" => Op::Release,
+            "lost" => Op::Lost,
+            "error" => Op::Error {
+                op: str_of("call")?,
+                what: str_of("what")?,
+            },
+            other => return Err(format!("unknown op {other:?}")),
+        };
+        Ok(Event { client, at, op })
     }
 
     /// A recorder for client `client`.
@@ -659,6 +779,70 @@ mod tests {
                 ("release".into(), ms(2000), ms(300)),
                 ("release".into(), ms(400), ms(300))
             ]
+        );
+    }
+
+    #[test]
+    fn imported_events_take_the_history_clock_and_are_checked_with_the_rest() {
+        let history = History::new();
+        let start = history.start_monotonic().as_nanos() as u64;
+        let t = |ms: u64| start + ms * 1_000_000;
+        // Client 0 (in this process) holds 0..100 with token 1; the other process's client 1
+        // is granted token 1 again at 50, inside that holding, and writes with it.
+        history.record(0, granted(1, 100));
+        let text = format!(
+            "{{\"t\":{},\"op\":\"acquire\",\"wait_ms\":1500}}\n\
+             {{\"t\":{},\"op\":\"call_end\",\"call\":\"acquire\",\"took_ns\":40000000,\"bound_ms\":30}}\n\
+             {{\"t\":{},\"op\":\"granted\",\"token\":1,\"valid_ms\":2000}}\n\
+             {{\"t\":{},\"op\":\"accepted\",\"token\":1,\"read\":0}}\n\
+             {{\"t\":{},\"op\":\"error\",\"call\":\"release\",\"what\":\"a \\\"quoted\\\" text\"}}\n\
+             {{\"t\":{},\"op\":\"gran",
+            t(10),
+            t(50),
+            t(50),
+            t(60),
+            t(70),
+            t(80)
+        );
+        assert_eq!(history.import_json_lines(1, &text), Ok(5));
+        let events = history.events();
+        let imported: Vec<&Event> = events.iter().filter(|e| e.client == 1).collect();
+        assert_eq!(imported.len(), 5);
+        assert_eq!(imported[0].at, ms(10));
+        assert_eq!(imported[0].op, Op::Acquire { wait: ms(1500) });
+        assert_eq!(imported[2].at, ms(50));
+        assert_eq!(imported[2].op, granted(1, 2000));
+        assert_eq!(
+            imported[4].op,
+            Op::Error {
+                op: "release".into(),
+                what: "a \"quoted\" text".into()
+            }
+        );
+        let r = check(&history);
+        assert_eq!(r.tokens_granted_twice, 1, "{r}");
+        assert_eq!(r.overlaps, 1);
+        assert_eq!(r.stale_accepted, 1);
+        assert_eq!(r.overruns, vec![("acquire".into(), ms(40), ms(30))]);
+        // A line that is not an event, and an event from before the start, change nothing.
+        let before = history.events().len();
+        assert!(
+            history
+                .import_json_lines(2, "{\"t\":1,\"op\":\"x\"}\n")
+                .is_err()
+        );
+        let early = format!("{{\"t\":{},\"op\":\"release\"}}\n", start - 1);
+        assert!(history.import_json_lines(2, &early).is_err());
+        assert_eq!(history.events().len(), before);
+        // The clocks agree: an event stamped now lands at the history's now.
+        let now = monotonic_now().as_nanos() as u64;
+        let line = format!("{{\"t\":{now},\"op\":\"release\"}}\n");
+        let at_least = history.now();
+        history.import_json_lines(3, &line).unwrap();
+        let at = history.events().iter().find(|e| e.client == 3).unwrap().at;
+        assert!(
+            at + ms(5) >= at_least && at <= history.now() + ms(5),
+            "{at:?} vs {at_least:?}"
         );
     }
 

@@ -60,7 +60,7 @@ pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, o
 pub use cluster::{Cluster, ISOLATED_SOURCE};
 pub use history::{
     Event, FencedResource, History, Holding, Op, Recorder, Report, check, first_grant_after,
-    holdings,
+    holdings, monotonic_now,
 };
 pub use masters::RedlockMasters;
 pub use partition::{Direction, Partition, peer_ports};
