@@ -5,10 +5,11 @@
 #
 # Runs `cargo nextest run --test network_faults --run-ignored all --no-fail-fast --no-capture`
 # with REDISLOCK_FAULTS_FULL=1 (the cases of the full matrix that the suite skips: Redlock with
-# 5 masters, the write lock, the semaphore) N times (default 1), one test at a time (the cases
-# time faults in seconds; two cores shared with a parallel case would blur the figures). Each
-# case prints one `RESULT {json}` line (or `SKIPPED {json}` when nftables cannot be used); the
-# report joins them with nextest's verdicts:
+# 5 masters, the write lock, the semaphore) N times (default 1), one test at a
+# time (the cases time faults in seconds; two cores shared with a parallel case would blur the
+# figures). Each case prints one `RESULT {json}` line (or `SKIPPED {json}` when nftables, or for
+# the cases with C and PHP clients a C compiler or php with FFI, cannot be used); the report
+# joins them with nextest's verdicts:
 #
 #   DIR/results.jsonl   one JSON object per case and round: the RESULT fields plus "round" and
 #                       "status" (pass, fail, skipped)
@@ -85,10 +86,12 @@ cols = [("case", "case"), ("round", "round"), ("status", "status"), ("grants", "
         ("grants_in_fault", "grants in fault"), ("overlaps", "overlaps"),
         ("tokens_twice", "tokens granted twice"), ("stale_accepted", "stale tokens accepted"),
         ("lost_updates", "lost updates"), ("regrant_ms", "granted again after heal (ms)"),
-        ("longest_gap_ms", "longest gap (ms)"), ("overruns", "calls over bound")]
+        ("longest_gap_ms", "longest gap (ms)"), ("overruns", "calls over bound"),
+        ("foreign", "C / PHP clients: grants/accepted")]
 lines = ["# Network-fault matrix", "", f"Command: `scripts/faults.sh` → `{cmd}`", "",
          "Each case: 4 threads of 2 clients, exclusive lock, lease 2 s, wait 1.5 s, read timeout "
-         "500 ms; 1 s warm-up, 3 s of fault, 3 s after. `ignored` marks a case kept out of the "
+         "500 ms; 1 s warm-up, 3 s of fault, 3 s after; the `c+php` cases add one C and one PHP "
+         "client process. `ignored` marks a case kept out of the "
          "suite (its reason is in tests/network_faults.rs).", "",
          "| " + " | ".join(h for _, h in cols) + " |", "|" + "---|" * len(cols)]
 for r in sorted(rows, key=lambda r: (r.get("case", r.get("test", "")), r["round"])):

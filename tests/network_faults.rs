@@ -26,15 +26,31 @@
 //! connect timeout + 500 ms of slack for a loaded machine). Each prints its figures in one
 //! `RESULT` line (see `scripts/faults.sh`).
 //!
+//! Two cases put clients of other languages in the race: `single_partition_c_php` (the
+//! partition of one server) and `sentinel_blackhole_master_fails_over_min_replicas_c_php` (the
+//! Sentinel failover with `min_replicas(1)`) run, besides the Rust threads, one C client process
+//! (`tests/network_faults/client.c`, compiled here against `include/redislock.h` and the cdylib
+//! of this build) and one PHP client process (`tests/network_faults/client.php`, the package in
+//! `bindings/php` over FFI, `REDISLOCK_LIB` naming the same cdylib), with the same settings,
+//! incrementing the same file by the same protocol. Each records its calls as JSON lines with
+//! CLOCK_MONOTONIC timestamps; they join the history ([`History::import_json_lines`]) as clients
+//! of their own before the checker reads it, and each must have been granted the name (their
+//! grants and accepted increments are the `foreign` field of the `RESULT` line). Without a C
+//! compiler or php with FFI these cases print a `SKIPPED` line and pass.
+//!
 //! Partition cases need nft and root (`scripts/setup.sh` installs nftables); without them they
 //! print a `SKIPPED` line with the reason and pass. `scripts/faults.sh` runs them all and
 //! tabulates the `RESULT` lines; it also sets `REDISLOCK_FAULTS_FULL=1`, which runs the rest of
 //! the full matrix (Redlock with 5 masters, the write lock and the semaphore), skipped in the
-//! suite. `REDISLOCK_FAULTS_DEBUG=1` prints every event of a case's history.
+//! suite.
+//! `REDISLOCK_FAULTS_DEBUG=1` prints every event of a case's history.
 
 mod support;
 
+use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
@@ -42,8 +58,8 @@ use std::time::{Duration, Instant};
 
 use redislock::{Client, ErrorKind, Lock, Permits, WriteLock};
 use support::{
-    Cluster, Direction, FaultProxy, FencedResource, History, ISOLATED_SOURCE, Op, PEER_SOURCE,
-    Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually,
+    Cluster, Direction, Event, FaultProxy, FencedResource, History, ISOLATED_SOURCE, Op,
+    PEER_SOURCE, Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually,
     first_grant_after, peer_ports, unique_name,
 };
 
@@ -273,6 +289,343 @@ impl Workers {
     }
 }
 
+// ---- clients of other languages: the C program and the PHP script of tests/network_faults/ ----
+
+/// A language of a client in a process of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lang {
+    /// `tests/network_faults/client.c`, on the C ABI.
+    C,
+    /// `tests/network_faults/client.php`, on the PHP package (`bindings/php`) over FFI.
+    Php,
+}
+
+impl Lang {
+    fn label(self) -> &'static str {
+        match self {
+            Lang::C => "c",
+            Lang::Php => "php",
+        }
+    }
+}
+
+/// How to start a client of another language.
+struct ForeignProgram {
+    lang: Lang,
+    command: Vec<std::ffi::OsString>,
+    envs: Vec<(&'static str, PathBuf)>,
+    /// The compiled C program's directory, removed with this.
+    build: Option<PathBuf>,
+}
+
+impl Drop for ForeignProgram {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.build {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn repo_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory of this test binary, `<target>/<profile>/deps`, where `cargo test` builds the
+/// cdylib with the library (as `tests/ffi_c.rs` finds it).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe() failed");
+    let dir = exe
+        .parent()
+        .expect("the test binary has no directory")
+        .to_path_buf();
+    assert!(
+        dir.join("libredislock.so").is_file(),
+        "{} has no libredislock.so; `cargo test` builds the cdylib there with the library",
+        dir.display()
+    );
+    dir
+}
+
+/// Whether `tool args...` runs and succeeds.
+fn runs(tool: &str, args: &[&str]) -> bool {
+    Command::new(tool)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The C client, compiled against `include/redislock.h` and the cdylib of this build, and the
+/// PHP client; or None after printing a SKIPPED line that says what is missing (a C compiler,
+/// php with FFI: `scripts/setup.sh` installs them).
+fn foreign_programs() -> Option<Vec<ForeignProgram>> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let mut missing = Vec::new();
+    if !runs(&cc, &["--version"]) {
+        missing.push(format!("a C compiler ({cc})"));
+    }
+    if !runs(
+        "php",
+        &[
+            "-d",
+            "ffi.enable=1",
+            "-r",
+            "exit(class_exists('FFI') ? 0 : 1);",
+        ],
+    ) {
+        missing.push("php with FFI".to_owned());
+    }
+    if !missing.is_empty() {
+        println!(
+            "SKIPPED {{\"test\":\"{}\",\"reason\":\"missing {}: run scripts/setup.sh\"}}",
+            test_name(),
+            missing.join(", ")
+        );
+        return None;
+    }
+    let lib = lib_dir();
+    let root = repo_root();
+    let build = std::env::temp_dir().join(unique_name("nf-c-client"));
+    std::fs::create_dir_all(&build).unwrap();
+    let program = build.join("client");
+    let out = Command::new(&cc)
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Wpedantic",
+            "-Werror",
+            "-O1",
+            "-g",
+        ])
+        .arg(format!("-I{}", root.join("include").display()))
+        .arg(root.join("tests/network_faults/client.c"))
+        .arg(format!("-L{}", lib.display()))
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .args(["-lredislock", "-lpthread", "-lm", "-o"])
+        .arg(&program)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
+    assert!(
+        out.status.success(),
+        "tests/network_faults/client.c does not compile ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(vec![
+        ForeignProgram {
+            lang: Lang::C,
+            command: vec![program.into()],
+            envs: vec![],
+            build: Some(build),
+        },
+        ForeignProgram {
+            lang: Lang::Php,
+            command: vec![
+                "php".into(),
+                "-d".into(),
+                "ffi.enable=1".into(),
+                root.join("tests/network_faults/client.php").into(),
+            ],
+            envs: vec![
+                ("REDISLOCK_LIB", lib.join("libredislock.so")),
+                ("REDISLOCK_HEADER", root.join("include/redislock_php.h")),
+            ],
+            build: None,
+        },
+    ])
+}
+
+/// How long a client of another language may take to make its client and say "ready" (php
+/// parses the header and loads the library; the machine is loaded).
+const FOREIGN_READY: Duration = Duration::from_secs(20);
+
+/// A client of another language, running.
+struct ForeignClient {
+    lang: Lang,
+    client: usize,
+    child: Child,
+    events: PathBuf,
+    log: PathBuf,
+}
+
+/// The clients of other languages of a case, racing until asked to stop (a stop file); their
+/// history numbers follow the Rust clients'.
+struct ForeignClients {
+    running: Vec<ForeignClient>,
+    stop: PathBuf,
+}
+
+/// What a client of another language left.
+struct ForeignResult {
+    lang: Lang,
+    client: usize,
+    events: usize,
+}
+
+impl ForeignClients {
+    /// Starts every program of `programs` on `clients`' first URL and waits until each has made
+    /// its client.
+    fn start(
+        programs: &[ForeignProgram],
+        clients: &Clients,
+        name: &str,
+        resource: &Path,
+        dir: &Path,
+    ) -> ForeignClients {
+        let stop = dir.join("stop");
+        let ms = |d: Duration| d.as_millis().to_string();
+        let mut running = Vec::new();
+        for (i, p) in programs.iter().enumerate() {
+            let client = CLIENTS * THREADS_PER_CLIENT + i;
+            let events = dir.join(format!("events-{}.jsonl", p.lang.label()));
+            let log = dir.join(format!("client-{}.log", p.lang.label()));
+            let mut cmd = Command::new(&p.command[0]);
+            cmd.args(&p.command[1..])
+                .envs(p.envs.iter().map(|(k, v)| (k, v)))
+                .env("NF_URL", clients.urls[0])
+                .env("NF_NAME", name)
+                .env("NF_MIN_REPLICAS", clients.min_replicas.to_string())
+                .env("NF_LEASE_MS", ms(LEASE))
+                .env("NF_WAIT_MS", ms(WAIT))
+                .env("NF_CONNECT_MS", ms(CONNECT))
+                .env("NF_READ_MS", ms(READ))
+                .env("NF_CHECKOUT_MS", ms(CHECKOUT))
+                .env("NF_RELEASE_TIMEOUT_MS", ms(RELEASE_PATIENCE))
+                .env("NF_REPLICA_TIMEOUT_MS", ms(READ / 2))
+                .env("NF_WORK_MS", ms(WORK))
+                .env("NF_ACQUIRE_BOUND_MS", ms(acquire_bound()))
+                .env("NF_RELEASE_BOUND_MS", ms(release_bound()))
+                .env("NF_RESOURCE", resource)
+                .env("NF_EVENTS", &events)
+                .env("NF_STOP", &stop)
+                .env("NF_MAX_RUN_MS", ms(Duration::from_secs(90)))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(&log).unwrap());
+            let mut child = support::spawn_anchored(cmd)
+                .unwrap_or_else(|e| panic!("cannot start the {} client: {e}", p.lang.label()));
+            let stdout = child.stdout.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let _ = tx.send(line);
+                }
+            });
+            let said = rx.recv_timeout(FOREIGN_READY);
+            if said.as_deref() != Ok("ready") {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "the {} client did not say ready within {FOREIGN_READY:?} ({said:?}):\n{}",
+                    p.lang.label(),
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            running.push(ForeignClient {
+                lang: p.lang,
+                client,
+                child,
+                events,
+                log,
+            });
+        }
+        ForeignClients { running, stop }
+    }
+
+    /// Creates the stop file: each client ends once its current call has returned.
+    fn ask_to_stop(&self) {
+        if !self.running.is_empty() {
+            std::fs::write(&self.stop, "").unwrap();
+        }
+    }
+
+    /// Waits for every client to exit (within the bounds of the calls it may be in, as the Rust
+    /// workers) and imports its events into `history`.
+    fn finish(self, history: &History) -> Vec<ForeignResult> {
+        let deadline = Instant::now() + acquire_bound() + release_bound() + Duration::from_secs(5);
+        let mut out = Vec::new();
+        for mut c in self.running {
+            let status = loop {
+                if let Some(status) = c.child.try_wait().unwrap() {
+                    break status;
+                }
+                if Instant::now() >= deadline {
+                    let _ = c.child.kill();
+                    let _ = c.child.wait();
+                    panic!(
+                        "the {} client did not stop within its bounds:\n{}",
+                        c.lang.label(),
+                        std::fs::read_to_string(&c.log).unwrap_or_default()
+                    );
+                }
+                thread::sleep(Duration::from_millis(10));
+            };
+            let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+            assert!(
+                status.success(),
+                "the {} client failed ({status}):\n{log}",
+                c.lang.label()
+            );
+            let text = std::fs::read_to_string(&c.events).unwrap_or_default();
+            let events = history
+                .import_json_lines(c.client, &text)
+                .unwrap_or_else(|e| panic!("the {} client's events: {e}", c.lang.label()));
+            if !log.trim().is_empty() {
+                println!("{} client's stderr:\n{log}", c.lang.label());
+            }
+            out.push(ForeignResult {
+                lang: c.lang,
+                client: c.client,
+                events,
+            });
+        }
+        out
+    }
+}
+
+impl Drop for ForeignClient {
+    fn drop(&mut self) {
+        // A case that failed before the client exited: it does not outlive the case.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Grants to `client` in `events`.
+fn grants_of(events: &[Event], client: usize) -> usize {
+    events
+        .iter()
+        .filter(|e| e.client == client && matches!(e.op, Op::Granted { .. }))
+        .count()
+}
+
+/// The RESULT line's figures of the clients of other languages: grants and accepted
+/// increments of each (`"foreign":"c:12/40 php:9/30"`), or nothing without them.
+fn foreign_figures(foreign: &[ForeignResult], events: &[Event]) -> String {
+    if foreign.is_empty() {
+        return String::new();
+    }
+    let each: Vec<String> = foreign
+        .iter()
+        .map(|f| {
+            let accepted = events
+                .iter()
+                .filter(|e| e.client == f.client && matches!(e.op, Op::Accepted { .. }))
+                .count();
+            format!(
+                "{}:{}/{accepted}",
+                f.lang.label(),
+                grants_of(events, f.client)
+            )
+        })
+        .collect();
+    format!(",\"foreign\":\"{}\"", each.join(" "))
+}
+
 /// What ends a fault.
 /// What ends a fault; it returns what must live until the case's end (a healed partition's
 /// table, deleted then: deleting it is another nft call, which would blur when the heal was).
@@ -323,10 +676,26 @@ fn run_case_with(
     fault_len: Duration,
     safety: Safety,
 ) -> Report {
+    run_case_mixed(case, clients, name, fault, fault_len, safety, &[])
+}
+
+/// [`run_case_with`], with the clients of other languages in `foreign` racing the Rust ones (on
+/// the first of `clients`' URLs, with their `min_replicas`; exclusive locks): their events join
+/// the history before it is checked.
+fn run_case_mixed(
+    case: &str,
+    clients: &Clients,
+    name: &str,
+    fault: Fault,
+    fault_len: Duration,
+    safety: Safety,
+    foreign: &[ForeignProgram],
+) -> Report {
     let dir = std::env::temp_dir().join(unique_name("netfault"));
     std::fs::create_dir_all(&dir).unwrap();
     let resource = Arc::new(FencedResource::create(&dir.join("resource")));
     let history = History::new();
+    let foreign = ForeignClients::start(foreign, clients, name, resource.path(), &dir);
     let workers = Workers::start(clients, name, &history, &resource);
     thread::sleep(WARM_UP);
     // Marked once the fault is in place (an nft rule takes tens of milliseconds to install).
@@ -339,7 +708,9 @@ fn run_case_with(
     let leftover = end();
     history.mark("healed");
     thread::sleep(AFTER);
+    foreign.ask_to_stop();
     workers.stop();
+    let foreign = foreign.finish(&history);
     drop(leftover);
     let report = check(&history);
     let value = resource.value() as usize;
@@ -371,7 +742,7 @@ fn run_case_with(
         "RESULT {{\"test\":\"{}\",\"case\":\"{case}\",\"grants\":{},\"grants_in_fault\":{grants_in_fault},\
          \"overlaps\":{},\"tokens_twice\":{},\"stale_accepted\":{},\"increments\":{},\"rejected\":{},\
          \"lost_updates\":{},\"regrant_ms\":{},\"failover_ms\":{},\"regrant_after_failover_ms\":{},\"longest_gap_ms\":{},\"overruns\":{},\
-         \"worst_overrun_ms\":\"{worst}\",\"resource\":{value}}}",
+         \"worst_overrun_ms\":\"{worst}\",\"resource\":{value}{}}}",
         test_name(),
         report.grants,
         report.overlaps,
@@ -385,11 +756,21 @@ fn run_case_with(
         ms(regrant_after_failover),
         report.longest_gap.as_millis(),
         report.overruns.len(),
+        foreign_figures(&foreign, &events),
     );
     println!("{case}: {report}");
     let _ = std::fs::remove_dir_all(&dir);
 
     assert!(report.grants > 0, "{case}: no grant at all");
+    for f in &foreign {
+        let grants = grants_of(&events, f.client);
+        assert!(
+            grants > 0,
+            "{case}: the {} client was never granted the name ({} events)",
+            f.lang.label(),
+            f.events
+        );
+    }
     if safety == Safety::Asserted {
         if !report.safe() {
             // The whole history, to tell what happened.
@@ -523,6 +904,28 @@ fn single_partition() {
         0,
         &unique_name("nf"),
         fault,
+    );
+}
+
+/// [`single_partition`] with a C client and a PHP client racing the Rust ones.
+#[test]
+fn single_partition_c_php() {
+    let Some(foreign) = foreign_programs() else {
+        return;
+    };
+    let (_srv, proxy) = single();
+    let Some(fault) = partition(proxy.port(), vec![]) else {
+        return;
+    };
+    let url = proxy.url();
+    run_case_mixed(
+        "single/partition/c+php",
+        &Clients::of(&url),
+        &unique_name("nf"),
+        fault,
+        FAULT,
+        Safety::Asserted,
+        &foreign,
     );
 }
 
@@ -864,6 +1267,16 @@ fn blackhole_until_failover(proxy: Arc<FaultProxy>, sentinels: Vec<u16>) -> Faul
 /// The blackhole of the master, seen by its clients and its sentinels: a failover. Returns the
 /// report; asserts that the sentinels promoted a replica.
 fn sentinel_blackhole_failover(case: &str, min_replicas: u32, kind: Kind) -> Report {
+    sentinel_blackhole_failover_mixed(case, min_replicas, kind, &[])
+}
+
+/// [`sentinel_blackhole_failover`] with the clients of other languages in `foreign` in the race.
+fn sentinel_blackhole_failover_mixed(
+    case: &str,
+    min_replicas: u32,
+    kind: Kind,
+    foreign: &[ForeignProgram],
+) -> Report {
     let group = SentinelGroup::start();
     let proxy = Arc::new(FaultProxy::start(group.nodes()[0].port()));
     monitor_through(&group, &proxy);
@@ -874,13 +1287,14 @@ fn sentinel_blackhole_failover(case: &str, min_replicas: u32, kind: Kind) -> Rep
         kind,
         ..Clients::of(&url)
     };
-    let report = run_case_with(
+    let report = run_case_mixed(
         case,
         &clients,
         &unique_name("nf"),
         blackhole_until_failover(Arc::clone(&proxy), sentinels),
         FAILOVER_FAULT,
         Safety::Asserted,
+        foreign,
     );
     // The sentinels reach the master through the proxy too: the blackhole made them promote a
     // replica, and the clients followed.
@@ -906,6 +1320,20 @@ fn sentinel_blackhole_master_fails_over_min_replicas() {
         "sentinel-min-replicas-1/blackhole-failover",
         1,
         Kind::Exclusive,
+    );
+}
+
+/// The same with a C client and a PHP client racing the Rust ones.
+#[test]
+fn sentinel_blackhole_master_fails_over_min_replicas_c_php() {
+    let Some(foreign) = foreign_programs() else {
+        return;
+    };
+    sentinel_blackhole_failover_mixed(
+        "sentinel-min-replicas-1/blackhole-failover/c+php",
+        1,
+        Kind::Exclusive,
+        &foreign,
     );
 }
 
