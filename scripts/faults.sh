@@ -5,7 +5,7 @@
 #
 # Runs `cargo nextest run --test network_faults --run-ignored all --no-fail-fast --no-capture`
 # with REDISLOCK_FAULTS_FULL=1 (the cases of the full matrix that the suite skips: Redlock with
-# 5 masters, the write lock, the semaphore) N times (default 1), one test at a
+# 5 masters, the write lock, the semaphore, Redisson's lock) N times (default 1), one test at a
 # time (the cases time faults in seconds; two cores shared with a parallel case would blur the
 # figures). Each case prints one `RESULT {json}` line (or `SKIPPED {json}` when nftables, or for
 # the cases with C and PHP clients a C compiler or php with FFI, cannot be used); the report

@@ -41,8 +41,8 @@
 //! Partition cases need nft and root (`scripts/setup.sh` installs nftables); without them they
 //! print a `SKIPPED` line with the reason and pass. `scripts/faults.sh` runs them all and
 //! tabulates the `RESULT` lines; it also sets `REDISLOCK_FAULTS_FULL=1`, which runs the rest of
-//! the full matrix (Redlock with 5 masters, the write lock and the semaphore), skipped in the
-//! suite.
+//! the full matrix (Redlock with 5 masters, and the write lock, the semaphore and Redisson's
+//! lock on one server's partition and on the Sentinel failover), skipped in the suite.
 //! `REDISLOCK_FAULTS_DEBUG=1` prints every event of a case's history.
 
 mod support;
@@ -56,7 +56,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redislock::{Client, ErrorKind, Lock, Permits, WriteLock};
+use redislock::{Client, ErrorKind, Lock, Permits, RedissonLock, WriteLock};
 use support::{
     Cluster, Direction, Event, FaultProxy, FencedResource, History, ISOLATED_SOURCE, Op,
     PEER_SOURCE, Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually,
@@ -126,6 +126,8 @@ enum Kind {
     Write,
     /// `Client::semaphore` with one permit (no fencing tokens).
     Semaphore,
+    /// `Client::redisson_lock`, Redisson's RLock (no fencing tokens).
+    Redisson,
 }
 
 /// A grant of any [`Kind`].
@@ -133,6 +135,7 @@ enum Held {
     Lock(Lock),
     Write(WriteLock),
     Permits(Permits),
+    Redisson(RedissonLock),
 }
 
 impl Held {
@@ -141,6 +144,7 @@ impl Held {
             Kind::Exclusive => Held::Lock(client.lock(name).acquire(WAIT)?),
             Kind::Write => Held::Write(client.rw_lock(name).write(WAIT)?),
             Kind::Semaphore => Held::Permits(client.semaphore(name, 1).acquire(1, WAIT)?),
+            Kind::Redisson => Held::Redisson(client.redisson_lock(name).acquire(WAIT)?),
         })
     }
 
@@ -148,7 +152,7 @@ impl Held {
         match self {
             Held::Lock(l) => l.fencing_token(),
             Held::Write(l) => l.fencing_token(),
-            Held::Permits(_) => None,
+            Held::Permits(_) | Held::Redisson(_) => None,
         }
     }
 
@@ -157,6 +161,7 @@ impl Held {
             Held::Lock(l) => l.remaining(),
             Held::Write(l) => l.remaining(),
             Held::Permits(l) => l.remaining(),
+            Held::Redisson(l) => l.remaining(),
         }
     }
 
@@ -165,6 +170,7 @@ impl Held {
             Held::Lock(l) => l.is_lost(),
             Held::Write(l) => l.is_lost(),
             Held::Permits(l) => l.is_lost(),
+            Held::Redisson(l) => l.is_lost(),
         }
     }
 
@@ -173,6 +179,7 @@ impl Held {
             Held::Lock(l) => l.release(),
             Held::Write(l) => l.release(),
             Held::Permits(l) => l.release(),
+            Held::Redisson(l) => l.release(),
         }
     }
 }
@@ -1669,7 +1676,8 @@ fn redlock5_blackhole_one_master() {
     no_connection_left(&proxies[0]);
 }
 
-/// The write lock or the semaphore on one server, its clients partitioned from it.
+/// The write lock, the semaphore or Redisson's lock on one server, its clients partitioned
+/// from it.
 fn single_partition_of(case: &str, kind: Kind) {
     let (_srv, proxy) = single();
     let Some(fault) = partition(proxy.port(), vec![]) else {
@@ -1707,6 +1715,14 @@ fn semaphore_single_partition() {
 }
 
 #[test]
+fn redisson_single_partition() {
+    if full_matrix_only() {
+        return;
+    }
+    single_partition_of("single/partition/redisson", Kind::Redisson);
+}
+
+#[test]
 fn rwlock_write_sentinel_blackhole_failover_min_replicas() {
     if full_matrix_only() {
         return;
@@ -1727,5 +1743,17 @@ fn semaphore_sentinel_blackhole_failover_min_replicas() {
         "sentinel-min-replicas-1/blackhole-failover/semaphore-1",
         1,
         Kind::Semaphore,
+    );
+}
+
+#[test]
+fn redisson_sentinel_blackhole_failover_min_replicas() {
+    if full_matrix_only() {
+        return;
+    }
+    sentinel_blackhole_failover(
+        "sentinel-min-replicas-1/blackhole-failover/redisson",
+        1,
+        Kind::Redisson,
     );
 }
