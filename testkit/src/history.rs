@@ -161,7 +161,7 @@ impl History {
     ///
     /// A last line without its newline (a process killed while writing it) is left out. Fails
     /// on anything else that is not such an event, and on an event from before the history's
-    /// start; the history is then left as it was.
+    /// start or after now (the clocks would disagree); the history is then left as it was.
     pub fn import_json_lines(&self, client: usize, text: &str) -> Result<usize, String> {
         let complete = match text.rfind('\n') {
             Some(end) => &text[..end],
@@ -202,6 +202,13 @@ impl History {
                 self.start_monotonic
             )
         })?;
+        // Events are imported once written: one from after now tells of clocks that disagree.
+        if at > self.now() {
+            return Err(format!(
+                "t = {t:?} is after now ({:?} on CLOCK_MONOTONIC)",
+                monotonic_now()
+            ));
+        }
         let op = match str_of("op")?.as_str() {
             "acquire" => Op::Acquire {
                 wait: Duration::from_millis(u64_of("wait_ms")?),
@@ -804,6 +811,8 @@ mod tests {
             t(70),
             t(80)
         );
+        // Imported once they have happened.
+        std::thread::sleep(ms(100));
         assert_eq!(history.import_json_lines(1, &text), Ok(5));
         let events = history.events();
         let imported: Vec<&Event> = events.iter().filter(|e| e.client == 1).collect();
@@ -833,6 +842,9 @@ mod tests {
         );
         let early = format!("{{\"t\":{},\"op\":\"release\"}}\n", start - 1);
         assert!(history.import_json_lines(2, &early).is_err());
+        let late = monotonic_now().as_nanos() as u64 + 60_000_000_000;
+        let late = format!("{{\"t\":{late},\"op\":\"release\"}}\n");
+        assert!(history.import_json_lines(2, &late).is_err());
         assert_eq!(history.events().len(), before);
         // The clocks agree: an event stamped now lands at the history's now.
         let now = monotonic_now().as_nanos() as u64;
