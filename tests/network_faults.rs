@@ -464,6 +464,8 @@ struct ForeignClient {
 struct ForeignClients {
     running: Vec<ForeignClient>,
     stop: PathBuf,
+    /// When they were asked to stop.
+    asked: Option<Instant>,
 }
 
 /// What a client of another language left.
@@ -540,20 +542,26 @@ impl ForeignClients {
                 log,
             });
         }
-        ForeignClients { running, stop }
-    }
-
-    /// Creates the stop file: each client ends once its current call has returned.
-    fn ask_to_stop(&self) {
-        if !self.running.is_empty() {
-            std::fs::write(&self.stop, "").unwrap();
+        ForeignClients {
+            running,
+            stop,
+            asked: None,
         }
     }
 
-    /// Waits for every client to exit (within the bounds of the calls it may be in, as the Rust
-    /// workers) and imports its events into `history`.
+    /// Creates the stop file: each client ends once its current call has returned.
+    fn ask_to_stop(&mut self) {
+        if !self.running.is_empty() {
+            std::fs::write(&self.stop, "").unwrap();
+        }
+        self.asked = Some(Instant::now());
+    }
+
+    /// Waits for every client to exit (within the bounds of the calls it may be in since it was
+    /// asked to stop, as the Rust workers) and imports its events into `history`.
     fn finish(self, history: &History) -> Vec<ForeignResult> {
-        let deadline = Instant::now() + acquire_bound() + release_bound() + Duration::from_secs(5);
+        let asked = self.asked.unwrap_or_else(Instant::now);
+        let deadline = asked + acquire_bound() + release_bound() + Duration::from_secs(5);
         let mut out = Vec::new();
         for mut c in self.running {
             let status = loop {
@@ -571,6 +579,11 @@ impl ForeignClients {
                 }
                 thread::sleep(Duration::from_millis(10));
             };
+            println!(
+                "the {} client had exited {} ms after it was asked to stop (at the latest)",
+                c.lang.label(),
+                asked.elapsed().as_millis()
+            );
             let log = std::fs::read_to_string(&c.log).unwrap_or_default();
             assert!(
                 status.success(),
@@ -702,7 +715,7 @@ fn run_case_mixed(
     std::fs::create_dir_all(&dir).unwrap();
     let resource = Arc::new(FencedResource::create(&dir.join("resource")));
     let history = History::new();
-    let foreign = ForeignClients::start(foreign, clients, name, resource.path(), &dir);
+    let mut foreign = ForeignClients::start(foreign, clients, name, resource.path(), &dir);
     let workers = Workers::start(clients, name, &history, &resource);
     thread::sleep(WARM_UP);
     // Marked once the fault is in place (an nft rule takes tens of milliseconds to install).
