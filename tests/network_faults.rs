@@ -549,7 +549,8 @@ impl ForeignClients {
         }
     }
 
-    /// Creates the stop file: each client ends once its current call has returned.
+    /// Creates the stop file: each client ends once its current round (acquire, increment,
+    /// release) is over.
     fn ask_to_stop(&mut self) {
         if !self.running.is_empty() {
             std::fs::write(&self.stop, "").unwrap();
@@ -624,7 +625,7 @@ fn grants_of(events: &[Event], client: usize) -> usize {
 }
 
 /// The RESULT line's figures of the clients of other languages: grants and accepted
-/// increments of each (`"foreign":"c:12/40 php:9/30"`), or nothing without them.
+/// increments of each (`"foreign":"c:40/40 php:31/30"`), or nothing without them.
 fn foreign_figures(foreign: &[ForeignResult], events: &[Event]) -> String {
     if foreign.is_empty() {
         return String::new();
