@@ -23,7 +23,9 @@
 //! their own lease accounting, no fencing token granted twice, no stale token accepted, no lost
 //! update), liveness (the name is granted again within the read timeout + 1 s after the fault
 //! ends) and bounds (no call returns later than its wait + read timeout + checkout timeout +
-//! connect timeout + 500 ms of slack for a loaded machine). Each prints its figures in one
+//! connect timeout + 500 ms of slack for a loaded machine), and that no thread of the clients'
+//! outlives them (the process has no more threads once they are gone than before they
+//! started). Each prints its figures in one
 //! `RESULT` line (see `scripts/faults.sh`).
 //!
 //! Two cases put clients of other languages in the race: `single_partition_c_php` (the
@@ -716,6 +718,7 @@ fn run_case_mixed(
     std::fs::create_dir_all(&dir).unwrap();
     let resource = Arc::new(FencedResource::create(&dir.join("resource")));
     let history = History::new();
+    let threads_before = threads_now();
     let mut foreign = ForeignClients::start(foreign, clients, name, resource.path(), &dir);
     let workers = Workers::start(clients, name, &history, &resource);
     thread::sleep(WARM_UP);
@@ -733,6 +736,12 @@ fn run_case_mixed(
     workers.stop();
     let foreign = foreign.finish(&history);
     drop(leftover);
+    // The clients are gone with their workers: so must every thread of theirs be (a release
+    // that could not reach its server goes on on a library thread until its lease ends).
+    let threads_left = eventually(LEASE + Duration::from_secs(1), || {
+        threads_now() <= threads_before
+    });
+    let threads_after = threads_now();
     let report = check(&history);
     let value = resource.value() as usize;
     let events = history.events();
@@ -837,7 +846,32 @@ fn run_case_mixed(
         report.overruns.len(),
         report.overruns.first()
     );
+    assert!(
+        threads_left,
+        "{case}: {threads_after} threads once the clients were gone, {threads_before} before \
+         they started: {:?}",
+        thread_names()
+    );
     report
+}
+
+/// The names of this process's threads now (`/proc/self/task`, each cut to 15 bytes).
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task").map_or(Vec::new(), |d| {
+        d.filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|n| n.trim().to_owned())
+            .collect()
+    })
+}
+
+/// The threads of this process now, but the test kit's fault proxy's: a proxy keeps a thread
+/// per connection until it sees the connection end, and a client's reset dropped by a partition
+/// never reaches it (a server keeps such a connection too, until its keepalive).
+fn threads_now() -> usize {
+    thread_names()
+        .iter()
+        .filter(|n| !n.starts_with("fault-proxy"))
+        .count()
 }
 
 /// The running test's name (libtest names the test's thread after it).
