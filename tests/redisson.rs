@@ -522,6 +522,17 @@ fn another_kind_on_the_name_is_refused_clearly(t: &'static Shared) {
     assert!(e.is_invalid_argument(), "{e}");
     assert!(e.to_string().contains("another kind of lock"), "{e}");
     plain.release().unwrap();
+    // The other way round: a plain lock that would wait for a name Redisson's lock holds says
+    // so too (its try finds the name taken).
+    let redisson = c.redisson_lock(&name).try_acquire().unwrap();
+    assert!(c.lock(&name).try_acquire().unwrap_err().is_held());
+    let e = c
+        .lock(&name)
+        .acquire(Duration::from_millis(300))
+        .unwrap_err();
+    assert!(e.is_invalid_argument(), "{e}");
+    assert!(e.to_string().contains("another kind of lock"), "{e}");
+    redisson.release().unwrap();
 }
 
 /// A wait ends at its bound, or at once when cancelled, leaving no subscription behind.

@@ -14,7 +14,7 @@ use redis::RedisResult;
 
 use crate::base::connection::Connection;
 
-use super::{Holding, Kind, Signal, Waiter, fence_of};
+use super::{Holding, Kind, Signal, Waiter, fence_of, other_kind};
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
@@ -170,6 +170,12 @@ impl Kind for Exclusive<'_> {
 
     fn holding(&self) -> Holding {
         Holding::Exclusive
+    }
+
+    /// A name held as a semaphore or as Redisson's lock (a key of another type) fails the
+    /// waiter's script with WRONGTYPE: said in those words.
+    fn explain(&self, e: Error) -> Error {
+        other_kind(e, &self.keys.shown(), "an exclusive lock")
     }
 }
 
