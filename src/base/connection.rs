@@ -202,7 +202,7 @@ const BUFFER: usize = 4096;
 
 /// One connection to a Redis server, the server's version (major, minor) when it told it, and
 /// the epoch of the master it was made to (`base/grant.rs` `fencing_token`; 0 but for a
-/// Sentinel group's master).
+/// Sentinel group's master and a Cluster's).
 pub(crate) struct Connection(Inner, Option<(u32, u32)>, u64);
 
 enum Inner {
@@ -234,7 +234,8 @@ impl Connection {
         self.1.is_none_or(|v| v >= (7, 0))
     }
 
-    /// The epoch of the master this connection was made to (0 but for a Sentinel group's).
+    /// The epoch of the master this connection was made to (0 but for a Sentinel group's and a
+    /// Cluster's).
     pub(crate) fn epoch(&self) -> u64 {
         self.2
     }
