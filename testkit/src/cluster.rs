@@ -136,13 +136,6 @@ impl Cluster {
             .collect()
     }
 
-    /// The port of the master serving `key`'s hash slot as node `seen_by` (an index into
-    /// [`nodes`](Self::nodes)) sees it; `None` when it does not answer or names none.
-    pub fn slot_master_seen_by(&self, key: &str, seen_by: usize) -> Option<u16> {
-        let mut con = self.nodes[seen_by].try_conn().ok()?;
-        try_slot_master_port(&mut con, key)
-    }
-
     /// The master node serving `key`'s hash slot now (CLUSTER KEYSLOT and CLUSTER SLOTS).
     pub fn master_of(&self, key: &str) -> &RedisServer {
         let mut con = self
@@ -162,6 +155,19 @@ impl Cluster {
 /// KEYSLOT and CLUSTER SLOTS).
 pub(crate) fn slot_master_port(con: &mut redis::Connection, key: &str) -> u16 {
     try_slot_master_port(con, key).expect("slot not served, or no answer")
+}
+
+/// The port of the master serving `key`'s hash slot as the node on 127.0.0.1:`port` sees it;
+/// `None` when that node does not answer within 200 ms or names no master for the slot (for a
+/// watcher polling a cluster while a node is cut off).
+pub fn slot_master_at(port: u16, key: &str) -> Option<u16> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let mut con = client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    con.set_read_timeout(Some(Duration::from_millis(200)))
+        .ok()?;
+    try_slot_master_port(&mut con, key)
 }
 
 /// [`slot_master_port`], `None` when the node does not answer or serves no master for the slot.

@@ -57,7 +57,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, output_text};
-pub use cluster::{Cluster, ISOLATED_SOURCE};
+pub use cluster::{Cluster, ISOLATED_SOURCE, slot_master_at};
 pub use history::{
     Event, FencedResource, History, Holding, Op, Recorder, Report, check, first_grant_after,
     holdings, monotonic_now,
