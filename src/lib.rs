@@ -326,10 +326,9 @@
 //!
 //! Every key but the fencing counter goes when the last holder or waiter does (released, timed out,
 //! cancelled or expired). A name in use as a semaphore and as a lock (exclusive, read/write or in a
-//! set) at the same time is refused with `InvalidArgument` ("in use as another kind of lock"); an
-//! exclusive `try_acquire` of a semaphore's (or a Redisson lock's) name finds the key taken
-//! (`Held`), and its waiting `acquire` is refused with the same `InvalidArgument`. The exclusive lock and the read/write lock of
-//! one name are one lock by design (above). The ACL commands these kinds need beyond the exclusive
+//! set) at the same time is refused with `InvalidArgument` ("in use as another kind of lock"), as
+//! is an exclusive `try_acquire` or `acquire` of a semaphore's (or a Redisson lock's) name. The
+//! exclusive lock and the read/write lock of one name are one lock by design (above). The ACL commands these kinds need beyond the exclusive
 //! lock's are listed with the least-privilege rule in `docs/operations.md`, "Security".
 //!
 //! # Errors

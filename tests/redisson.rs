@@ -523,9 +523,8 @@ fn another_kind_on_the_name_is_refused_clearly(t: &'static Shared) {
     assert!(e.to_string().contains("another kind of lock"), "{e}");
     plain.release().unwrap();
     // The other way round: a plain lock that would wait for a name Redisson's lock holds says
-    // so too (its try finds the name taken).
+    // so too.
     let redisson = c.redisson_lock(&name).try_acquire().unwrap();
-    assert!(c.lock(&name).try_acquire().unwrap_err().is_held());
     let e = c
         .lock(&name)
         .acquire(Duration::from_millis(300))
@@ -533,6 +532,35 @@ fn another_kind_on_the_name_is_refused_clearly(t: &'static Shared) {
     assert!(e.is_invalid_argument(), "{e}");
     assert!(e.to_string().contains("another kind of lock"), "{e}");
     redisson.release().unwrap();
+}
+
+/// A plain lock's try (without waiting, with or without fencing) of a name Redisson holds is
+/// refused as its waiting acquire is: the name is in use as another kind, not held by another
+/// owner of the same kind. Whether redislock's Redisson lock or Redisson itself holds it.
+fn a_plain_try_on_redissons_name_is_refused_clearly(t: &'static Shared) {
+    let name = unique_name("rsn-other-try");
+    let c = client(t, FAR);
+    let check = |c: &Client| {
+        for fencing in [false, true] {
+            let e = c.lock(&name).fencing(fencing).try_acquire().unwrap_err();
+            assert!(e.is_invalid_argument(), "fencing {fencing}: {e}");
+            assert!(e.to_string().contains("another kind of lock"), "{e}");
+        }
+        let e = c.try_acquire(&name).unwrap_err();
+        assert!(e.is_invalid_argument(), "{e}");
+    };
+    let redisson = c.redisson_lock(&name).try_acquire().unwrap();
+    check(&c);
+    redisson.release().unwrap();
+    let r = Redisson::new(t);
+    assert!(r.try_lock(&name, java_thread(9), FAR).is_none());
+    check(&c);
+    let _: i64 = redis::cmd("DEL")
+        .arg(&name)
+        .query(&mut r.conn(&name))
+        .unwrap();
+    // Free again: the plain lock takes it.
+    c.try_acquire(&name).unwrap().release().unwrap();
 }
 
 /// A wait ends at its bound, or at once when cancelled, leaving no subscription behind.
@@ -591,7 +619,8 @@ macro_rules! topology {
                 a_killed_holder_frees_it_for_redisson,
                 a_vanished_redisson_holder_frees_it_within_its_lease,
                 a_wait_times_out_or_is_cancelled,
-                another_kind_on_the_name_is_refused_clearly);
+                another_kind_on_the_name_is_refused_clearly,
+                a_plain_try_on_redissons_name_is_refused_clearly);
         }
     };
     (@tests $topology:expr, $server:expr; $($behaviour:ident),*) => {

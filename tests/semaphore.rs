@@ -195,8 +195,19 @@ fn bad_input_and_a_name_used_as_two_kinds_are_clear_errors() {
     assert!(e.to_string().contains("has 3 permits, not 4"), "{e}");
     let e = c.semaphore(&name, 2).acquire(1, SURELY).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    // A semaphore's name cannot be locked meanwhile, nor a lock's name used as a semaphore.
-    assert_eq!(c.try_acquire(&name).unwrap_err().kind(), ErrorKind::Held);
+    // A semaphore's name cannot be locked meanwhile, nor a lock's name used as a semaphore:
+    // with or without waiting, with or without fencing, refused as another kind of lock.
+    for fencing in [false, true] {
+        let e = c.lock(&name).fencing(fencing).try_acquire().unwrap_err();
+        assert_eq!(
+            e.kind(),
+            ErrorKind::InvalidArgument,
+            "fencing {fencing}: {e}"
+        );
+        assert!(e.to_string().contains("another kind of lock"), "{e}");
+    }
+    let e = c.try_acquire(&name).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let e = c.acquire(&name, Duration::from_millis(300)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     assert!(e.to_string().contains("another kind of lock"), "{e}");

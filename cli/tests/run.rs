@@ -553,14 +553,15 @@ fn redisson_locks_are_redissons_hash() {
     assert_eq!(kind, "hash");
     let holds: Vec<i64> = redis::cmd("HVALS").arg("orders").query(&mut con).unwrap();
     assert_eq!(holds, vec![1]);
-    for kind in [&["--redisson"][..], &[]] {
+    // Another Redisson lock finds it held; a plain lock finds it in use as another kind.
+    for (kind, status) in [(&["--redisson"][..], 75), (&[], 78)] {
         let o = output(
             redislock(&server.url())
                 .args(["run", "--no-wait"])
                 .args(kind)
                 .args(["orders", "--", "true"]),
         );
-        assert_eq!(code(&o), 75, "{kind:?}: {}", stderr(&o));
+        assert_eq!(code(&o), status, "{kind:?}: {}", stderr(&o));
     }
     let o = output(redislock(&server.url()).args([
         "run",
@@ -606,6 +607,57 @@ fn redisson_locks_are_redissons_hash() {
         "true",
     ]));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
+}
+
+/// A plain `run --no-wait` on a name held as another kind (Redisson's hash as Redisson writes
+/// it, a semaphore) is refused as a waiting `run` is: exit 78, "in use as another kind of
+/// lock", the command not run; not 75 as if another plain lock held it.
+#[test]
+fn a_plain_no_wait_run_on_another_kinds_name_exits_78() {
+    let server = RedisServer::start();
+    let dir = Dir::new();
+    let ran = dir.path("ran");
+    let plain = |name: &str, wait: &[&str]| {
+        let o = output(
+            redislock(&server.url())
+                .arg("run")
+                .args(wait)
+                .args([name, "--", "touch"])
+                .arg(&ran),
+        );
+        assert_eq!(code(&o), 78, "{name} {wait:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("in use as another kind of lock"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(!ran.exists());
+    };
+    let mut con = server.conn();
+    let () = redis::cmd("HSET")
+        .arg("orders")
+        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
+        .arg(1)
+        .query(&mut con)
+        .unwrap();
+    let () = redis::cmd("PEXPIRE")
+        .arg("orders")
+        .arg(30_000)
+        .query(&mut con)
+        .unwrap();
+    plain("orders", &["--no-wait"]);
+    plain("orders", &["--wait", "1s"]);
+    let held = dir.path("held");
+    let mut sem = redislock(&server.url())
+        .args(["run", "--permits", "1/3", "pdf", "--", "sh", "-c"])
+        .arg(format!("touch '{}'; sleep 60", held.display()))
+        .spawn()
+        .unwrap();
+    wait_for_file(&held, &mut sem);
+    plain("pdf", &["--no-wait"]);
+    plain("pdf", &["--wait", "1s"]);
+    kill(sem.id(), libc::SIGTERM);
+    wait_timeout(&mut sem, SURELY);
 }
 
 /// `acquire` prints a token, `extend` and `release` take it from the environment or standard

@@ -137,6 +137,11 @@ fn take(
             grant
         }
         None => {
+            // A one-server store's refusal says only that the name is taken (a Redlock refusal
+            // says what every master answered): by another owner, or as another kind of lock.
+            if refusal.is_none() {
+                kind.refused(b)?;
+            }
             return Err(match wait {
                 Some(_) => Error::wait_timeout(&kind.shown(), started.elapsed()),
                 None => refusal.unwrap_or_else(|| Error::held(&kind.shown())),

@@ -22,7 +22,7 @@ use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
 use crate::engine::acquire;
-use crate::engine::backend::Owner;
+use crate::engine::backend::{Backend, Owner};
 use crate::engine::cancel::Cancel;
 use crate::engine::lock::Held;
 use crate::stores::LockStore;
@@ -176,6 +176,20 @@ impl Kind for Exclusive<'_> {
     /// waiter's script with WRONGTYPE: said in those words.
     fn explain(&self, e: Error) -> Error {
         other_kind(e, &self.keys.shown(), "an exclusive lock")
+    }
+
+    /// `SET NX` finds any key taken: a refused attempt of an acquire that does not wait reads
+    /// the key (one more round trip; `GET`, which the least-privilege ACL has), which fails with
+    /// WRONGTYPE for a name held as a semaphore or as Redisson's lock (a key of another type).
+    /// The fenced attempt's script fails so there already.
+    fn refused(&self, b: &Backend) -> Result<(), Error> {
+        let lock = self.keys.lock();
+        b.store
+            .run(self.keys, |c, _| {
+                redis::cmd("GET").arg(lock).query::<redis::Value>(c)
+            })
+            .map(drop)
+            .map_err(|e| self.explain(e))
     }
 }
 

@@ -79,6 +79,12 @@ pub(crate) trait Kind {
     fn explain(&self, e: Error) -> Error {
         e
     }
+    /// Asked when one attempt found the name taken and the acquire does not wait: `Err` when it
+    /// is not taken by another holder of this kind but in use as another kind of lock, which an
+    /// attempt that cannot tell the two apart (the exclusive lock's `SET NX`) then finds out.
+    fn refused(&self, _b: &Backend) -> Result<(), Error> {
+        Ok(())
+    }
 }
 
 /// A kind whose waiter is the request itself (its queue entry is made with it): its one attempt
