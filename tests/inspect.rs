@@ -98,6 +98,69 @@ fn other_kinds(t: Topology) {
     assert!(!c.inspect(&name, LockKind::Semaphore).unwrap().held);
 }
 
+/// Redisson's lock: a hash whose fields (`<client id>:<thread id>`, each with its holds) are
+/// its holders; a hash of another layout is another key.
+fn redisson(t: Topology) {
+    let c = client(t);
+    let name = unique_name("inspect-rsn");
+    let lock = c.redisson_lock(&name).try_acquire().unwrap();
+    let again = c.redisson_lock(&name).try_acquire().unwrap();
+    let info = c.inspect(&name, LockKind::Any).unwrap();
+    assert_eq!(
+        (info.held, info.held_as, info.holders),
+        (true, Some(HeldAs::Redisson), 1),
+        "one thread's two holds are one holder: {info:?}"
+    );
+    let left = info.remaining.expect("a lease");
+    assert!(left <= LEASE && left > LEASE / 2, "{left:?}");
+    assert_eq!((info.permits_held, info.permits), (0, None));
+    assert_eq!(info.waiters, Some(0));
+    again.release().unwrap();
+    lock.release().unwrap();
+    assert!(!c.inspect(&name, LockKind::Any).unwrap().held);
+
+    // As Redisson writes it; two owners' fields (as a hash may hold while one's hold is being
+    // taken over) are two holders.
+    let mut con = Shared::get(t).conn_for(&name);
+    let hset = |con: &mut redis::Connection, field: &str, value: &str| {
+        redis::cmd("HSET")
+            .arg(&name)
+            .arg(field)
+            .arg(value)
+            .exec(con)
+            .unwrap();
+    };
+    hset(&mut con, "3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1", "1");
+    redis::cmd("PEXPIRE")
+        .arg(&name)
+        .arg(30_000)
+        .exec(&mut con)
+        .unwrap();
+    let info = c.inspect(&name, LockKind::Exclusive).unwrap();
+    assert_eq!(
+        (info.held_as, info.holders),
+        (Some(HeldAs::Redisson), 1),
+        "{info:?}"
+    );
+    assert!(info.remaining.is_some(), "{info:?}");
+    hset(&mut con, "5d2e7a10-0c3b-4e8f-8a61-7c9d0b1e2f30:57", "3");
+    let info = c.inspect(&name, LockKind::Any).unwrap();
+    assert_eq!(
+        (info.held_as, info.holders),
+        (Some(HeldAs::Redisson), 2),
+        "{info:?}"
+    );
+    // A field of another layout: not Redisson's lock.
+    hset(&mut con, "mode", "read");
+    let info = c.inspect(&name, LockKind::Any).unwrap();
+    assert_eq!(
+        (info.held, info.held_as, info.holders),
+        (true, Some(HeldAs::Other), 0),
+        "{info:?}"
+    );
+    redis::cmd("DEL").arg(&name).exec(&mut con).unwrap();
+}
+
 macro_rules! topology {
     ($module:ident, $t:expr) => {
         mod $module {
@@ -109,6 +172,10 @@ macro_rules! topology {
             #[test]
             fn read_write_lock_and_semaphore() {
                 other_kinds($t);
+            }
+            #[test]
+            fn redissons_lock() {
+                redisson($t);
             }
         }
     };

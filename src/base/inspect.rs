@@ -29,6 +29,9 @@ pub enum HeldAs {
     Readers,
     /// Permits of a semaphore.
     Semaphore,
+    /// Redisson's lock ([`Client::redisson_lock`](crate::Client::redisson_lock), or Redisson's
+    /// own `RLock`): a hash whose fields, `<client id>:<thread id>`, are its holders.
+    Redisson,
     /// A key of another type than the locks use: the name is not free for any lock.
     Other,
 }
@@ -52,7 +55,8 @@ pub struct LockInfo {
     /// What holds it; `None` when free.
     pub held_as: Option<HeldAs>,
     /// How many grants hold it: 1 for an exclusive lock or a writer, the readers, the grants of
-    /// a semaphore's permits; 0 when free.
+    /// a semaphore's permits, the owners (client and thread) of Redisson's lock, each with one
+    /// or more holds; 0 when free or held by a key of another type.
     pub holders: u32,
     /// A semaphore's permits held now (0 for the other kinds).
     pub permits_held: u32,
@@ -63,7 +67,8 @@ pub struct LockInfo {
     /// `None` when free, or when the key has no expiry (a foreign key).
     pub remaining: Option<Duration>,
     /// Waiters queued for the lock (of the kind asked for, or of every kind); `None` with
-    /// Redlock, where each master keeps a queue of its own and no count is agreed on.
+    /// Redlock, where each master keeps a queue of its own and no count is agreed on. Waiters
+    /// for Redisson's lock wait on its channel, in no queue: they are not counted.
     pub waiters: Option<u32>,
     /// The name's fencing counter: the fencing token of the latest fenced grant (0 before the
     /// first); `None` with Redlock, which has no fencing tokens.

@@ -54,6 +54,7 @@ pub(crate) fn on_one_server<S: LockStore + ?Sized>(
         2 => Some(HeldAs::Readers),
         3 => Some(HeldAs::Semaphore),
         4 => Some(HeldAs::Other),
+        5 => Some(HeldAs::Redisson),
         _ => None,
     };
     let waiters = match kind {

@@ -7,8 +7,9 @@
 -- ARGV none.
 -- Returns {used, holders, permits held, permits, pttl, exclusive waiters, read/write waiters,
 -- semaphore waiters, fencing counter}: used 0 free, 1 one owner (an exclusive lock or a
--- writer), 2 readers, 3 a semaphore, 4 a key of another type (not a lock); pttl the lock key's
--- (-2 none, -1 no expiry); waiters count the queue entries whose waiter is alive.
+-- writer), 2 readers, 3 a semaphore, 4 a key of another type (not a lock), 5 Redisson's lock;
+-- pttl the lock key's (-2 none, -1 no expiry); waiters count the queue entries whose waiter is
+-- alive.
 local now = server_ms()
 local K = KEYS[1]
 local ty = redis.call('TYPE', K)['ok']
@@ -34,6 +35,24 @@ elseif ty == 'zset' then
     if n then permits = tonumber(n) end
   end
   if holders == 0 then used = 0 end
+elseif ty == 'hash' then
+  -- Redisson's lock (docs/redisson.md): one field per owner, `<client id>:<thread id>`, whose
+  -- value counts its holds. A hash with a field of another layout is another key, as is one
+  -- of more than 16 fields (Redisson's lock has one owner at a time), not read further.
+  used = 5
+  if redis.call('HLEN', K) > 16 then
+    used = 4
+  else
+    local f = redis.call('HGETALL', K)
+    for i = 1, #f, 2 do
+      if string.match(f[i], ':%d+$') and string.match(f[i + 1], '^[1-9]%d*$') then
+        holders = holders + 1
+      else
+        used, holders = 4, 0
+        break
+      end
+    end
+  end
 elseif ty ~= 'none' then
   used = 4
 end
