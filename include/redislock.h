@@ -195,6 +195,11 @@ enum redislock_held_as
    * A key of another type than the locks use.
    */
   REDISLOCK_HELD_OTHER = 4,
+  /**
+   * Redisson's lock (`REDISLOCK_KIND_REDISSON`, or Redisson's own `RLock`): its holders are
+   * its owners (client and thread).
+   */
+  REDISLOCK_HELD_REDISSON = 5,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -622,7 +627,8 @@ redislock_held_as redislock_inspect_held_as(const redislock_inspect *inspect);
 
 /**
  * How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
- * semaphore's grants; 0 when free, and for NULL.
+ * semaphore's grants, the owners of Redisson's lock; 0 when free or held by a key of another
+ * type, and for NULL.
  */
 uint32_t redislock_inspect_holders(const redislock_inspect *inspect);
 

@@ -29,6 +29,7 @@ enum redislock_held_as
   REDISLOCK_HELD_READERS = 2,
   REDISLOCK_HELD_SEMAPHORE = 3,
   REDISLOCK_HELD_OTHER = 4,
+  REDISLOCK_HELD_REDISSON = 5,
 };
 typedef uint32_t redislock_held_as;
 

@@ -619,6 +619,22 @@ void test_inspect_a_lock_without_holding_it(void) {
     redislock_lock_free(lock);
     redislock_request_free(req);
 
+    /* Redisson's lock: its hash's fields are its holders; a plain lock is refused, waiting or
+     * not, as the name is in use as another kind. */
+    req = kind_request(client, name, REDISLOCK_KIND_REDISSON);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK_RC(redislock_client_inspect(client, NAME(name), REDISLOCK_INSPECT_ANY, &info),
+             REDISLOCK_OK);
+    CHECK(redislock_inspect_is_held(info));
+    CHECK(redislock_inspect_held_as(info) == REDISLOCK_HELD_REDISSON);
+    CHECK(redislock_inspect_holders(info) == 1);
+    redislock_inspect_free(info);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 20000, false, false, &reader),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK(strstr(h_last_error(), "another kind of lock") != NULL);
+    redislock_lock_free(lock);
+    redislock_request_free(req);
+
     info = NULL;
     CHECK_RC(redislock_client_inspect(client, NAME(name), 7, &info), REDISLOCK_INVALID_ARGUMENT);
     CHECK(strstr(h_last_error(), "not a redislock_inspect_kind") != NULL);

@@ -53,6 +53,9 @@ pub enum redislock_held_as {
     REDISLOCK_HELD_SEMAPHORE = 3,
     /// A key of another type than the locks use.
     REDISLOCK_HELD_OTHER = 4,
+    /// Redisson's lock (`REDISLOCK_KIND_REDISSON`, or Redisson's own `RLock`): its holders are
+    /// its owners (client and thread).
+    REDISLOCK_HELD_REDISSON = 5,
 }
 
 /// Looks at the lock `name` (`name_len` bytes) without holding it: one round trip (with
@@ -120,13 +123,15 @@ pub extern "C" fn redislock_inspect_held_as(
             Some(HeldAs::Exclusive) => REDISLOCK_HELD_EXCLUSIVE,
             Some(HeldAs::Readers) => REDISLOCK_HELD_READERS,
             Some(HeldAs::Semaphore) => REDISLOCK_HELD_SEMAPHORE,
+            Some(HeldAs::Redisson) => REDISLOCK_HELD_REDISSON,
             Some(_) => REDISLOCK_HELD_OTHER,
         }
     }
 }
 
 /// How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
-/// semaphore's grants; 0 when free, and for NULL.
+/// semaphore's grants, the owners of Redisson's lock; 0 when free or held by a key of another
+/// type, and for NULL.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_inspect_holders(inspect: *const redislock_inspect) -> u32 {
     ffi_panic_boundary! {

@@ -815,7 +815,13 @@ final class Client
     ];
 
     /** What holds a lock, by the C constant's number. */
-    private const HELD_AS = [1 => 'exclusive', 2 => 'readers', 3 => 'semaphore', 4 => 'other'];
+    private const HELD_AS = [
+        1 => 'exclusive',
+        2 => 'readers',
+        3 => 'semaphore',
+        4 => 'other',
+        5 => 'redisson',
+    ];
 
     /**
      * A look at the lock `$name` without holding it (one round trip; with Redlock, one to every
@@ -832,7 +838,8 @@ final class Client
      * @return array{held: bool, heldAs: ?string, holders: int, permitsHeld: int, permits: ?int,
      *               remainingMs: ?int, waiters: ?int, fencingCounter: ?int}
      *               heldAs: null when free, else 'exclusive' (an exclusive lock or a writer),
-     *               'readers', 'semaphore' or 'other' (a key of another type); permits: a
+     *               'readers', 'semaphore', 'redisson' (Redisson's lock; holders: its owners)
+     *               or 'other' (a key of another type); permits: a
      *               semaphore's number of permits; remainingMs: until the lock frees itself if
      *               no holder renews it (null when free or without expiry); waiters and
      *               fencingCounter: null with Redlock
