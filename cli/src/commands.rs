@@ -79,6 +79,7 @@ fn held_as(h: Option<HeldAs>) -> &'static str {
         Some(HeldAs::Exclusive) => "exclusive",
         Some(HeldAs::Readers) => "readers",
         Some(HeldAs::Semaphore) => "semaphore",
+        Some(HeldAs::Redisson) => "redisson",
         Some(_) => "other",
     }
 }

@@ -660,6 +660,38 @@ fn a_plain_no_wait_run_on_another_kinds_name_exits_78() {
     wait_timeout(&mut sem, SURELY);
 }
 
+/// `status` of a name Redisson's lock holds says so, with its holders: the hash's fields.
+#[test]
+fn status_of_redissons_lock() {
+    let server = RedisServer::start();
+    let mut con = server.conn();
+    let () = redis::cmd("HSET")
+        .arg("orders")
+        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
+        .arg(2)
+        .query(&mut con)
+        .unwrap();
+    let () = redis::cmd("PEXPIRE")
+        .arg("orders")
+        .arg(30_000)
+        .query(&mut con)
+        .unwrap();
+    let o = output(redislock(&server.url()).args(["status", "orders"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let shown = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        shown.contains("held: yes (redisson)\nholders: 1\nremaining lease: "),
+        "{shown}"
+    );
+    let o = output(redislock(&server.url()).args(["status", "--json", "orders"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let json = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        json.contains("\"held\":true,\"held_as\":\"redisson\",\"holders\":1,"),
+        "{json}"
+    );
+}
+
 /// `acquire` prints a token, `extend` and `release` take it from the environment or standard
 /// input (never argv), `status` never shows it.
 #[test]
