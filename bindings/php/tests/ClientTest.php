@@ -323,6 +323,11 @@ final class ClientTest extends RedislockTestCase
         $this->assertSame(['semaphore', 1, 2, 3], [$info['heldAs'], $info['holders'], $info['permitsHeld'], $info['permits']]);
         $permits->release();
 
+        $orders = $client->redissonLock('orders');
+        $info = $client->inspect('orders');
+        $this->assertSame([true, 'redisson', 1], [$info['held'], $info['heldAs'], $info['holders']]);
+        $orders->release();
+
         $this->expectException(InvalidArgumentException::class);
         $client->inspect('report', 'mutex');
     }
