@@ -328,8 +328,9 @@
 //! cancelled or expired). A name in use as a semaphore and as a lock (exclusive, read/write or in a
 //! set) at the same time is refused with `InvalidArgument` ("in use as another kind of lock"), as
 //! is an exclusive `try_acquire` or `acquire` of a semaphore's (or a Redisson lock's) name. The
-//! exclusive lock and the read/write lock of one name are one lock by design (above). The ACL commands these kinds need beyond the exclusive
-//! lock's are listed with the least-privilege rule in `docs/operations.md`, "Security".
+//! exclusive lock and the read/write lock of one name are one lock by design (above). The ACL
+//! commands these kinds need beyond the exclusive lock's are listed with the least-privilege rule
+//! in `docs/operations.md`, "Security".
 //!
 //! # Errors
 //!
