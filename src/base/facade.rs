@@ -1,5 +1,5 @@
 //! The metrics through the `metrics` crate's facade (cargo feature `metrics`): every count and
-//! observation of `metrics.rs` is also handed to the recorder the program installed, under the
+//! observation of `metrics/` is also handed to the recorder the program installed, under the
 //! same names and labels, so that any exporter (Prometheus, StatsD, OpenTelemetry) picks them
 //! up. Histograms get the durations themselves, in seconds: the exporter buckets them.
 //!
