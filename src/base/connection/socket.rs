@@ -1,0 +1,276 @@
+//! A plain (TCP or Unix-socket) connection: its socket, and the read buffer kept for the
+//! connection's life, from which replies are parsed in place.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+
+use super::resp::reply;
+
+/// How long a new connection waits for the reply to its `HELLO` (see `Own::set_up`).
+const HELLO_WAIT: Duration = Duration::from_millis(200);
+
+/// How large a connection's read buffer starts (it grows for a larger reply).
+const BUFFER: usize = 4096;
+
+/// A plain connection: the socket and what has been read from it but not parsed yet
+/// (`buf[start..end]`).
+pub(super) struct Own {
+    pub(super) sock: Sock,
+    buf: Vec<u8>,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    /// Replies to skip: a read of theirs timed out (or was interrupted), so they arrive late.
+    skip: usize,
+    pub(super) open: bool,
+    pub(super) db: i64,
+}
+
+impl Own {
+    /// A connection on `sock`, its buffer empty, on database `db` (once set up).
+    pub(super) fn new(sock: Sock, db: i64) -> Own {
+        Own {
+            sock,
+            buf: vec![0; BUFFER],
+            start: 0,
+            end: 0,
+            skip: 0,
+            open: true,
+            db,
+        }
+    }
+
+    /// Authenticates and selects the database, as redis-rs does on connect, and when `info`
+    /// sends `HELLO 2` (its reply returned, an error reply included), which tells the server's
+    /// version and keeps the connection on RESP2.
+    pub(super) fn set_up(
+        &mut self,
+        username: Option<&str>,
+        password: Option<&str>,
+        db: i64,
+        info: bool,
+    ) -> RedisResult<Option<Value>> {
+        let mut pipe = redis::pipe();
+        if let Some(password) = password {
+            let auth = pipe.cmd("AUTH");
+            if let Some(username) = username {
+                auth.arg(username);
+            }
+            auth.arg(password);
+        }
+        if db != 0 {
+            pipe.cmd("SELECT").arg(db);
+        }
+        if info {
+            pipe.cmd("HELLO").arg(2);
+        }
+        if pipe.is_empty() {
+            return Ok(None);
+        }
+        self.send(&pipe.get_packed_pipeline())?;
+        if password.is_some() {
+            match self.recv()? {
+                Value::Okay => {}
+                _ => {
+                    return Err(RedisError::from((
+                        ErrorKind::AuthenticationFailed,
+                        "Password authentication failed",
+                    )));
+                }
+            }
+        }
+        if db != 0
+            && let Value::ServerError(e) = self.recv()?
+        {
+            let detail = e.details().unwrap_or("").to_owned();
+            return Err(RedisError::from((
+                ServerErrorKind::ResponseError.into(),
+                "Redis server refused to switch database",
+                detail,
+            )));
+        }
+        if !info {
+            return Ok(None);
+        }
+        // A server that accepted the connection but does not answer (stopped, overloaded) holds
+        // the caller up no longer than this: its reply is skipped when it comes, and the next
+        // connection asks again. (A command sent now is answered or timed out as before.)
+        let left = self.sock.read_timeout()?.unwrap_or(HELLO_WAIT);
+        self.sock.set_read_timeout(Some(left.min(HELLO_WAIT)))?;
+        let reply = match self.recv() {
+            Ok(v) => Some(v),
+            Err(e) if e.is_timeout() => None,
+            Err(e) => return Err(e),
+        };
+        self.sock.set_read_timeout(Some(left))?;
+        Ok(reply)
+    }
+
+    pub(super) fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
+        self.sock.write_all(bytes).map_err(|e| {
+            let e = RedisError::from(e);
+            if e.is_unrecoverable_error() {
+                self.open = false;
+            }
+            e
+        })
+    }
+
+    /// The next reply that is not skipped.
+    pub(super) fn recv(&mut self) -> RedisResult<Value> {
+        loop {
+            match self.read_value() {
+                Ok(v) if self.skip > 0 && !matches!(v, Value::Push { .. }) => self.skip -= 1,
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    if e.kind() == ErrorKind::Io && self.open {
+                        // Timed out or interrupted: its reply comes later and is skipped then.
+                        self.skip += 1;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The next reply, reading as much as it takes.
+    fn read_value(&mut self) -> RedisResult<Value> {
+        loop {
+            match reply(&self.buf[self.start..self.end]) {
+                Ok(Some((value, used))) => {
+                    self.start += used;
+                    if self.start == self.end {
+                        (self.start, self.end) = (0, 0);
+                    }
+                    return Ok(value);
+                }
+                Ok(None) => self.fill()?,
+                Err(e) => {
+                    self.close();
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Reads what the socket has (waiting up to the read timeout), making room first.
+    fn fill(&mut self) -> RedisResult<()> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                (self.start, self.end) = (0, self.end - self.start);
+            } else {
+                self.buf.resize(self.buf.len() * 2, 0);
+            }
+        }
+        match self.sock.read(&mut self.buf[self.end..]) {
+            Ok(0) => {
+                self.close();
+                Err(io::Error::from(io::ErrorKind::UnexpectedEof).into())
+            }
+            Ok(n) => {
+                self.end += n;
+                Ok(())
+            }
+            Err(e) => {
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) {
+                    self.close();
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        self.open = false;
+        let _ = self.sock.shutdown();
+    }
+}
+
+/// Makes the socket's close send a reset and drop what is unsent or unacknowledged
+/// (`SO_LINGER` on, with a zero timeout).
+#[allow(unsafe_code)] // setsockopt(2): std's `set_linger` is not stable
+pub(super) fn reset_on_close(s: &TcpStream) -> io::Result<()> {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the descriptor is the stream's, open while `s` is borrowed; the option value is a
+    // live `linger` of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+pub(super) enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Sock {
+    pub(super) fn set_read_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.set_read_timeout(dur),
+            Sock::Unix(s) => s.set_read_timeout(dur),
+        }
+    }
+    pub(super) fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        match self {
+            Sock::Tcp(s) => s.read_timeout(),
+            Sock::Unix(s) => s.read_timeout(),
+        }
+    }
+    pub(super) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.set_write_timeout(dur),
+            Sock::Unix(s) => s.set_write_timeout(dur),
+        }
+    }
+    fn shutdown(&self) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.shutdown(Shutdown::Both),
+            Sock::Unix(s) => s.shutdown(Shutdown::Both),
+        }
+    }
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.read(buf),
+            Sock::Unix(s) => s.read(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Sock::Tcp(s) => s.write_all(buf),
+            Sock::Unix(s) => s.write_all(buf),
+        }
+    }
+}
+
+impl AsRawFd for Sock {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Sock::Tcp(s) => s.as_raw_fd(),
+            Sock::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
