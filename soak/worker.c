@@ -19,8 +19,8 @@
 #define WAIT_MS 2000
 #define LEASE_MS 1500
 #define MAX_ITERATIONS 10000000ULL
-/* The redislock_result codes by number, without the REDISLOCK_ prefix; src/ffi/tests.rs checks
- * this table against include/redislock.h. A code beyond it is counted in the last entry. */
+/* The redislock_result codes by number, without the REDISLOCK_ prefix; src/ffi/drift_tests.rs
+ * checks this table against include/redislock.h. A code beyond it is counted in the last entry. */
 static const char *const CODE_NAMES[] = {
     "OK", "HELD", "WAIT_TIMEOUT", "NOT_HELD", "INVALID_ARGUMENT", "CONNECTION",
     "REDIS_ERROR", "FORKED", "LIMIT_REACHED", "INTERNAL", "NULL_PARAMETER", "PANIC", "CANCELLED"};

@@ -172,7 +172,7 @@ const char *h_last_error(void) {
 }
 
 const char *h_code_name(redislock_result code) {
-    /* By number; src/ffi/tests.rs checks this table against the header's enum. */
+    /* By number; src/ffi/drift_tests.rs checks this table against the header's enum. */
     static const char *const names[] = {
         "REDISLOCK_OK",           "REDISLOCK_HELD",          "REDISLOCK_WAIT_TIMEOUT",
         "REDISLOCK_NOT_HELD",     "REDISLOCK_INVALID_ARGUMENT", "REDISLOCK_CONNECTION",

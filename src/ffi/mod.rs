@@ -48,4 +48,6 @@ pub extern "C" fn redislock_version() -> *const c_char {
 }
 
 #[cfg(test)]
+mod drift_tests;
+#[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! [`ErrorKind`], and the static text of each code (an error kind's own summary).
 //!
 //! Tables of these codes kept elsewhere (the PHP package, the C test harness, the soak workers,
-//! the fuzz target) are checked against the generated header by `src/ffi/tests.rs` and
+//! the fuzz target) are checked against the generated header by `src/ffi/drift_tests.rs` and
 //! `tests/c_abi.rs`.
 
 use std::ffi::c_char;

@@ -8,7 +8,7 @@ namespace Redislock;
  * The library's result codes (`redislock_result` in the C header). The numbers are part of the
  * ABI and never reused; each {@see Exception\LockException} carries one as its code. A copy of
  * the header's enum (PHP constants cannot be read from FFI): ErrorsTest and the library's
- * src/ffi/tests.rs fail when it falls out of step.
+ * src/ffi/drift_tests.rs fail when it falls out of step.
  */
 final class Result
 {

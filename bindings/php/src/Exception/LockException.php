@@ -25,7 +25,8 @@ class LockException extends \RuntimeException
 {
     /**
      * The exception class for each result code but OK (ErrorsTest and the library's
-     * src/ffi/tests.rs check that every code of the header is here, each kind with its own class).
+     * src/ffi/drift_tests.rs check that every code of the header is here, each kind with its own
+     * class).
      */
     private const CLASSES = [
         Result::HELD => LockHeldException::class,
