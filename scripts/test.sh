@@ -4,7 +4,8 @@
 # AddressSanitizer and valgrind, and the PHP tests), the doc tests, a dry-run publish of the
 # two crates, a build with the declared minimum Rust version, the README's quick starts run as
 # written, the Debian packages built, checked by lintian, installed, used (C, man, Composer) and
-# purged (as root), and a bounded fuzz run of the C API (FUZZ_SECONDS, default 60).
+# purged (as root), and bounded fuzz runs: the C API (FUZZ_SECONDS, default 60), and the RESP
+# parser against redis-rs' (FUZZ_RESP_SECONDS, default 20).
 # Every test starts its own redis-server on a free loopback port; none uses 127.0.0.1:6379.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,5 +69,5 @@ step "composer validate --strict (bindings/php/composer.json)"
 step "the Debian packages: built, lintian, apt-get install, the C quick start with pkg-config, man, Composer with Symfony and Laravel, purge (scripts/deb-check.sh)"
 # Root only (it installs and purges packages): otherwise it says SKIPPED.
 bash scripts/deb-check.sh
-step "fuzz the C API for ${FUZZ_SECONDS:-60} s (libFuzzer + AddressSanitizer; scripts/fuzz.sh)"
-FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash scripts/fuzz.sh
+step "fuzz the C API for ${FUZZ_SECONDS:-60} s, the RESP parser against redis-rs' for ${FUZZ_RESP_SECONDS:-20} s (libFuzzer + AddressSanitizer; scripts/fuzz.sh)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" FUZZ_RESP_SECONDS="${FUZZ_RESP_SECONDS:-20}" bash scripts/fuzz.sh

@@ -383,6 +383,16 @@ pub mod metrics {
     };
 }
 
+/// The internals the fuzz targets (`fuzz/`) reach, with the cargo feature `fuzzing`: no part of
+/// the API, and no promise.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::base::connection::reply as parse_reply;
+    /// The redis-rs the crate links, whose parser the RESP target compares with the crate's.
+    pub use redis;
+}
+
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
 pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};

@@ -29,6 +29,8 @@ use redis::{ConnectionLike, RedisResult, Value};
 
 pub(crate) use endpoint::{Endpoint, TOO_OLD};
 pub(crate) use poll::first_readable;
+#[cfg(feature = "fuzzing")]
+pub use resp::reply;
 use socket::{Own, Sock, reset_on_close};
 
 /// One connection to a Redis server, the server's version (major, minor) when it told it, and

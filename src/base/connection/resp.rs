@@ -1,14 +1,15 @@
 //! The RESP parser of a plain connection's read buffer: replies framed without allocation, the
 //! common ones (`+`, `:`, `$`, `*`, `_`) parsed in place, the rarer ones by redis-rs' parser;
 //! a stream that is not RESP is a parse error, and no peer makes the buffer or the stack grow
-//! without end.
+//! without end. A reply is read as redis-rs reads it (`fuzz/fuzz_targets/resp_diff.rs` compares
+//! the two): lines end at a CRLF and are UTF-8, numbers may have blanks around them.
 
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 /// The complete reply at the start of `b` and where it ends; `None` while it is not complete.
 /// Framed first (no allocation), parsed once whole: a large reply that comes in many reads is not
 /// built again after each.
-pub(super) fn reply(b: &[u8]) -> RedisResult<Option<(Value, usize)>> {
+pub fn reply(b: &[u8]) -> RedisResult<Option<(Value, usize)>> {
     match frame(b, 0, 0)? {
         Some(_) => parse(b, 0),
         None => Ok(None),
@@ -22,17 +23,23 @@ fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
     };
     if !matches!(kind, b'+' | b':' | b'$' | b'*' | b'_') {
         // Rarer replies: framed here, read by redis-rs' parser.
-        return Ok(match frame(b, at, 0)? {
-            Some(end) => Some((redis::parse_redis_value(&b[at..end])?, end)),
-            None => None,
-        });
+        let Some(end) = frame(b, at, 0)? else {
+            return Ok(None);
+        };
+        return match redis::parse_redis_value(&b[at..end]) {
+            Ok(value) => Ok(Some((value, end))),
+            // The reply is whole: redis-rs asks for more only to name the byte after the one it
+            // refuses.
+            Err(e) if e.kind() == ErrorKind::Io => Err(parse_error(at, "a reply redis-rs refuses")),
+            Err(e) => Err(e),
+        };
     }
     let Some((line, next)) = line(b, at + 1)? else {
         return Ok(None);
     };
     let value = match kind {
-        b'+' if line == b"OK" => Value::Okay,
-        b'+' => Value::SimpleString(String::from_utf8_lossy(line).into_owned()),
+        b'+' if line == "OK" => Value::Okay,
+        b'+' => Value::SimpleString(line.to_owned()),
         b':' => Value::Int(number(line, at)?),
         b'_' => Value::Nil,
         b'$' => {
@@ -86,12 +93,22 @@ fn frame(b: &[u8], at: usize, depth: usize) -> RedisResult<Option<usize>> {
         b'+' | b'-' | b':' | b'_' | b'#' | b',' | b'(' => return Ok(Some(next)),
         b'$' | b'=' | b'!' => {
             let Ok(n) = usize::try_from(length(line, at)?) else {
-                return Ok(Some(next));
+                // A nil bulk string; a blob error or verbatim string has no nil.
+                return match kind {
+                    b'$' => Ok(Some(next)),
+                    _ => Err(parse_error(at, "a negative length")),
+                };
             };
             return Ok((b.len() >= next + n + 2).then_some(next + n + 2));
         }
         b'*' | b'~' | b'>' => length(line, at)?,
-        _ => length(line, at)?.saturating_mul(2),
+        // A map's keys and values; an attribute's, and the reply they are attributes of. Neither
+        // has a nil.
+        _ => match length(line, at)? {
+            n if n < 0 => return Err(parse_error(at, "a negative length")),
+            n if kind == b'%' => n * 2,
+            n => n * 2 + 1,
+        },
     };
     let mut pos = next;
     for _ in 0..items.max(0) {
@@ -103,31 +120,44 @@ fn frame(b: &[u8], at: usize, depth: usize) -> RedisResult<Option<usize>> {
     Ok(Some(pos))
 }
 
-/// The line that starts at `b[at]` (without its CRLF) and where the next one starts; `None`
-/// while incomplete. A line longer than Redis' own inline limit (64 KB) is refused: a peer that is
-/// not Redis must not make the buffer grow without end.
-fn line(b: &[u8], at: usize) -> RedisResult<Option<(&[u8], usize)>> {
+/// The line that starts at `b[at]` (up to its CRLF: a CR alone is part of the line, as redis-rs
+/// reads it) and where the next one starts; `None` while incomplete. A line is text (UTF-8), as
+/// redis-rs requires. A line longer than Redis' own inline limit (64 KB) is refused: a peer that
+/// is not Redis must not make the buffer grow without end.
+fn line(b: &[u8], at: usize) -> RedisResult<Option<(&str, usize)>> {
     let Some(rest) = b.get(at..) else {
         return Ok(None);
     };
-    match rest.iter().position(|&c| c == b'\r') {
-        Some(cr) => Ok((rest.len() > cr + 1).then(|| (&rest[..cr], at + cr + 2))),
-        None if rest.len() > MAX_LINE => Err(parse_error(at, "a line longer than 64 KB")),
-        None => Ok(None),
+    let mut from = 0;
+    while let Some(cr) = rest[from..].iter().position(|&c| c == b'\r') {
+        let cr = from + cr;
+        match rest.get(cr + 1) {
+            Some(b'\n') => {
+                return match std::str::from_utf8(&rest[..cr]) {
+                    Ok(line) => Ok(Some((line, at + cr + 2))),
+                    Err(_) => Err(parse_error(at, "a line that is not UTF-8")),
+                };
+            }
+            Some(_) => from = cr + 1,
+            None => break,
+        }
     }
+    if rest.len() > MAX_LINE {
+        return Err(parse_error(at, "a line longer than 64 KB"));
+    }
+    Ok(None)
 }
 
-/// An integer reply, or a length.
-fn number(line: &[u8], at: usize) -> RedisResult<i64> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| parse_error(at, "not a number"))
+/// An integer reply, or a length (blanks around it ignored, as redis-rs ignores them).
+fn number(line: &str, at: usize) -> RedisResult<i64> {
+    line.trim()
+        .parse()
+        .map_err(|_| parse_error(at, "not a number"))
 }
 
 /// A length. Lengths beyond Redis' own limit on a bulk string (512 MB) are refused: a peer that
 /// is not Redis must not make the buffer grow without end.
-fn length(line: &[u8], at: usize) -> RedisResult<i64> {
+fn length(line: &str, at: usize) -> RedisResult<i64> {
     match number(line, at)? {
         n if n > MAX_LENGTH => Err(parse_error(at, "a length beyond 512 MB")),
         n => Ok(n),
@@ -215,6 +245,45 @@ mod tests {
             Some(12)
         );
     }
+
+    /// Replies read as redis-rs reads them (`fuzz/fuzz_targets/resp_diff.rs` compares the two
+    /// parsers on any bytes).
+    #[test]
+    fn replies_are_read_as_redis_rs_reads_them() {
+        for bytes in [
+            // An attribute is followed by the reply it is about.
+            &b"|1\r\n+ttl\r\n:3\r\n$1\r\nv\r\n+next"[..],
+            // A CR alone is part of the line.
+            b"+a\rb\r\n",
+            b"*2\r\n:1\r\n-ERR a\rb\r\n",
+            // Blanks around a number.
+            b": 42 \r\n",
+            b"$ 1\r\nx\r\n",
+        ] {
+            let (ours, end) = one(bytes).unwrap().unwrap();
+            let theirs = redis::parse_redis_value(&bytes[..end]).unwrap();
+            assert_eq!(ours, theirs, "{bytes:?}");
+            assert!(redis::parse_redis_value(&bytes[..end - 1]).is_err());
+        }
+        assert_eq!(one(b"+a\rb").unwrap(), None);
+        // A line that is not UTF-8; a negative length of a blob error, verbatim string, map or
+        // attribute (none has a nil).
+        for bytes in [
+            &b"+\xff\r\n"[..],
+            b"_\xc3\r\n",
+            b"!-1\r\n",
+            b"=-2\r\n",
+            b"*1\r\n%-1\r\n",
+            b"|-1\r\n",
+        ] {
+            assert_eq!(
+                one(bytes).unwrap_err().kind(),
+                ErrorKind::Parse,
+                "{bytes:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_stream_that_is_not_resp_is_a_parse_error() {
         for bytes in [
