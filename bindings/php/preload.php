@@ -71,7 +71,8 @@ if (!$scopeLoaded) {
 $classes = [
     Redislock\Result::class,
     Redislock\Library::class,
-    Redislock\Client::class,
+    Redislock\Client::class, // with its traits, in src/Client/
+    Redislock\Client\Options::class,
     Redislock\Lock::class,
     Redislock\Semaphore::class,
     Redislock\RequestEnd::class,
