@@ -842,3 +842,67 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let out = f();
     (out, start.elapsed())
 }
+
+/// A release tells the waiter it hands the lock to on the master the waiter blocks on, even when
+/// the releasing process rests that master (it failed there during a stop that has just ended,
+/// and its rest outlasts the stop), while the waiter's process, which did not see the stop,
+/// blocks there: the push must not be skipped, or the waiter learns of its grant only when its
+/// block ends (up to 400 ms), and every process waits that long for each such handover.
+#[test]
+fn a_release_reaches_a_waiter_blocked_on_a_master_the_releaser_rests() {
+    let masters = RedlockMasters::start(3);
+    let m = masters.masters();
+    let name = unique_name("rested");
+    let releaser = fast(&masters).build().unwrap();
+    let lock = releaser
+        .lock(&name)
+        .auto_renew(false)
+        .lease(Duration::from_secs(60))
+        .try_acquire()
+        .unwrap();
+    // The name's home master: where a waiter blocks.
+    let home = {
+        let c = fast(&masters).build().unwrap();
+        let name = name.clone();
+        let probe = thread::spawn(move || c.acquire(&name, Duration::from_millis(600)));
+        let mut home = None;
+        assert!(eventually(MARGIN, || {
+            home = m.iter().position(blocked_in_blpop);
+            home.is_some()
+        }));
+        assert!(probe.join().unwrap().is_err());
+        home.unwrap()
+    };
+    // The home master stops; the releasing client fails there again and again, so that it
+    // rests it for a while after the stop (250 ms, doubling with each failure in a row).
+    m[home].pause();
+    let stopped = Instant::now();
+    while stopped.elapsed() < Duration::from_millis(1300) {
+        let _ = releaser.try_acquire(unique_name("rest"));
+        thread::sleep(Duration::from_millis(20));
+    }
+    m[home].resume();
+    // A client that saw no stop waits, and blocks on the home master.
+    let waiter = {
+        let c = fast(&masters)
+            .recheck_interval(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let name = name.clone();
+        thread::spawn(move || {
+            let got = c.acquire(&name, Duration::from_secs(30));
+            (got, Instant::now())
+        })
+    };
+    assert!(eventually(MARGIN, || blocked_in_blpop(&m[home])));
+    let released = Instant::now();
+    lock.release().unwrap();
+    let (got, at) = waiter.join().unwrap();
+    assert!(got.expect("the waiter never got the lock").is_held());
+    let after = at.saturating_duration_since(released);
+    println!("granted {after:?} after the release");
+    assert!(
+        after < Duration::from_millis(150),
+        "the waiter was granted {after:?} after the release"
+    );
+}

@@ -37,11 +37,13 @@ for ($w = 0; $w < $workers; $w++) {
         $grants = [];
         $longest = 0.0;
         $overlaps = 0;
+        $errors = [];
         while (microtime(true) - $t0 < $total) {
             $asked = microtime(true);
             try {
                 $lock = $client->acquire($name, 30000);
             } catch (Throwable $e) {
+                $errors[] = [round((microtime(true) - $t0) * 1000), get_class($e) . ': ' . $e->getMessage()];
                 continue;
             }
             $now = microtime(true);
@@ -71,7 +73,7 @@ for ($w = 0; $w < $workers; $w++) {
             } catch (Throwable $e) {
             }
         }
-        file_put_contents("$dir/w$w.json", json_encode(['grants' => $grants, 'longest' => $longest, 'overlaps' => $overlaps]));
+        file_put_contents("$dir/w$w.json", json_encode(['grants' => $grants, 'longest' => $longest, 'overlaps' => $overlaps, 'errors' => $errors]));
         exit(0);
     }
     $children[] = $pid;
@@ -108,9 +110,11 @@ foreach ($children as $c) {
 $all = [];
 $longest = 0.0;
 $overlaps = 0;
+$errors = [];
 for ($w = 0; $w < $workers; $w++) {
     $r = json_decode(file_get_contents("$dir/w$w.json"), true);
     $all = array_merge($all, $r['grants']);
+    $errors = array_merge($errors, $r['errors']);
     $longest = max($longest, $r['longest']);
     $overlaps += $r['overlaps'];
     unlink("$dir/w$w.json");
@@ -123,16 +127,29 @@ $rate = function (float $a, float $b) use ($all): float {
 };
 printf("%d PHP workers, %s, each master stopped %.0f s in turn, %.0f s apart; %d grants, %d overlaps, longest wait %.0f ms\n",
     $workers, $url, $stop, $gap, count($all), $overlaps, $longest * 1000);
-echo "| master stopped | waiters blocked per master before | grants/s before → during → after | during ÷ before | longest without a grant ms |\n|---|---|---|---|---|\n";
+echo "| master stopped | waiters blocked per master before | grants/s before → during → after | during ÷ before | longest without a grant ms (during / the gap after) |\n|---|---|---|---|---|\n";
 sort($all);
-foreach ($stops as [$i, $from, $to, $waiting]) {
-    $before = $rate($from - 3, $from);
-    $during = $rate($from, $to);
-    $after = $rate($to, $to + 3);
-    $edges = array_merge([$from * 1000], array_values(array_filter($all, fn($g) => $g > $from * 1000 && $g < $to * 1000)), [$to * 1000]);
+// The longest stretch without a grant between $a and $b (s).
+$longestGap = function (float $a, float $b) use ($all): float {
+    $edges = array_merge([$a * 1000], array_values(array_filter($all, fn($g) => $g > $a * 1000 && $g < $b * 1000)), [$b * 1000]);
     $gap = 0;
     for ($k = 1; $k < count($edges); $k++) {
         $gap = max($gap, $edges[$k] - $edges[$k - 1]);
     }
-    printf("| %d | %s | %.0f → %.1f → %.0f | %.0f%% | %.0f |\n", $i, $waiting, $before, $during, $after, 100 * $during / max($before, 1), $gap);
+    return $gap;
+};
+foreach ($stops as [$i, $from, $to, $waiting]) {
+    $before = $rate($from - 3, $from);
+    $during = $rate($from, $to);
+    $after = $rate($to, $to + 3);
+    $after_gap = $longestGap($to, $to + $gap);
+    printf("| %d | %s | %.0f → %.1f → %.0f | %.0f%% | %.0f / %.0f |\n", $i, $waiting, $before, $during, $after, 100 * $during / max($before, 1), $longestGap($from, $to), $after_gap);
+}
+$kinds = [];
+foreach ($errors as [$at, $message]) {
+    $kinds[$message][] = $at;
+}
+printf("%d acquires failed%s\n", count($errors), count($errors) ? ':' : '');
+foreach ($kinds as $message => $ats) {
+    printf("- %d × %s (first at %.1f s, last at %.1f s)\n", count($ats), $message, min($ats) / 1000, max($ats) / 1000);
 }

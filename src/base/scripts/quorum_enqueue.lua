@@ -3,15 +3,16 @@
 --
 -- KEYS[1] lock key, KEYS[2] the "waiters exist" mark, KEYS[3] the woken waiter's turn, KEYS[4]
 -- the "waiters block here" mark, KEYS[5] the queue (`<base>:rq`, a sorted set of waiters'
--- tokens), KEYS[6] this waiter's entry (`<base>:e:<token>`, holding `lease:round:here:wid`,
--- `here` 1 on the master it blocks on; it lives while the waiter comes back).
+-- tokens), KEYS[6] this waiter's entry (`<base>:e:<token>`, holding `lease:round:at:wid`, `at`
+-- the index of the master it blocks on; it lives while the waiter comes back).
 -- ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long the marks and the entry must live at
 -- least, in ms, ARGV[4] "1" when a release's wake-up woke this waiter (it takes its turn), else
 -- "0", ARGV[5] "1" on the master the waiter blocks on next, else "0", ARGV[6] the waiter's id
 -- (its signal list is `<base>:s:<wid>`), ARGV[7] its place in the queue (the same score on every
 -- master: when it first queued), ARGV[8] the number of this round of the waiter, ARGV[9] until
 -- when its entry lives, in Unix ms of its clock (an absolute time, so that a round that ran late,
--- the master having been stopped, queues nobody who has gone since).
+-- the master having been stopped, queues nobody who has gone since), ARGV[10] the index of the
+-- master the waiter blocks on next (among the client's masters).
 -- Returns {1, 0} when this attempt set the key here, {1, 1} when the key held our token already
 -- (a release handed the lock over to us here, or an earlier try of this round set it): the lease
 -- is reset; {0, pttl, token} when another owner holds it here (pttl -1: no expiry); {0, pttl, ''}
@@ -32,7 +33,7 @@ if ARGV[5] == '1' and redis.call('PTTL', KEYS[4]) < ttl then
   redis.call('SET', KEYS[4], '1', 'PX', ttl)
 end
 local function join()
-  local entry = ARGV[2] .. ':' .. ARGV[8] .. ':' .. ARGV[5] .. ':' .. ARGV[6]
+  local entry = ARGV[2] .. ':' .. ARGV[8] .. ':' .. ARGV[10] .. ':' .. ARGV[6]
   redis.call('SET', KEYS[6], entry, 'PXAT', ARGV[9])
   redis.call('ZADD', KEYS[5], 'NX', ARGV[7], ARGV[1])
   local keep = ttl + 10000

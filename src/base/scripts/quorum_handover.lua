@@ -5,13 +5,13 @@
 --
 -- KEYS[1] lock key, KEYS[2] the "waiters exist" mark, KEYS[3] the woken waiter's turn, KEYS[4]
 -- the "waiters block here" mark, KEYS[5] the queue (`<base>:rq`: waiters' tokens; a waiter's
--- entry `<base>:e:<token>` holds `lease:round:here:wid` while it lives).
+-- entry `<base>:e:<token>` holds `lease:round:at:wid` while it lives).
 -- ARGV[1] token, ARGV[2] how long the turn lasts, in ms ("0": no turn), ARGV[3] "1" to take our
 -- own token out of the queue first (a holder that releases, whose entry stays queued while it
 -- holds, or a waiter that gives up), else "0".
--- Returns `wid:round:here` (a string) when the lock was handed over to that waiter here
--- (`round`: the waiter's round that queued it, `here`: 1 when the waiter blocks on this master,
--- read from its entry), else released + 2 × wanted + 4 × blocked (an integer), as
+-- Returns `wid:round:at` (a string) when the lock was handed over to that waiter here
+-- (`round`: the waiter's round that queued it, `at`: the index of the master it blocks on, read
+-- from its entry), else released + 2 × wanted + 4 × blocked (an integer), as
 -- `quorum_release.lua`.
 local base = string.sub(KEYS[5], 1, -4)
 if ARGV[3] == '1' then
@@ -26,11 +26,11 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   while true do
     local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
     if not head then break end
-    local lease, round, here, wid =
-      string.match(redis.call('GET', base .. ':e:' .. head) or '', '^(%d+):(%d+):([01]):(.+)$')
+    local lease, round, at, wid =
+      string.match(redis.call('GET', base .. ':e:' .. head) or '', '^(%d+):(%d+):(%d+):(.+)$')
     if wid then
       redis.call('SET', KEYS[1], head, 'PX', lease)
-      return wid .. ':' .. round .. ':' .. here
+      return wid .. ':' .. round .. ':' .. at
     end
     redis.call('ZREM', KEYS[5], head)
   end

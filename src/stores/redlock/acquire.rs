@@ -154,7 +154,8 @@ impl Masters {
                 .arg(w.wid)
                 .arg(w.place)
                 .arg(w.round)
-                .arg(w.until);
+                .arg(w.until)
+                .arg(w.blocks_on);
             Request {
                 packed: c.get_packed_command(),
                 replies: 1,

@@ -23,17 +23,13 @@ pub(super) enum Release {
 enum Outcome {
     /// The flags of `quorum_release.lua`: released (1), wanted (2), blocked here (4).
     Flags(i64),
-    /// Handed over to the waiter `wid`, queued by its round `round`; `here`: it blocks on this
-    /// master.
-    Handed {
-        wid: Vec<u8>,
-        round: u64,
-        here: bool,
-    },
+    /// Handed over to the waiter `wid`, queued by its round `round`; `at`: the master it
+    /// blocks on.
+    Handed { wid: Vec<u8>, round: u64, at: usize },
 }
 
 /// A waiter a release handed the lock to somewhere: the oldest of its rounds that the masters
-/// handed the lock over by, how many masters did, and the masters where it blocks.
+/// handed the lock over by, how many masters did, and the masters they said it blocks on.
 struct Handed {
     wid: Vec<u8>,
     round: u64,
@@ -45,15 +41,13 @@ struct Handed {
 fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
     if let Value::BulkString(b) = v {
         let mut parts = b.rsplitn(3, |&c| c == b':');
-        let (here, round, wid) = (parts.next(), parts.next(), parts.next());
-        let round = round
-            .and_then(|r| std::str::from_utf8(r).ok()?.parse().ok())
-            .zip(wid);
-        return match (here, round) {
-            (Some(here), Some((round, wid))) => Ok(Outcome::Handed {
+        let (at, round, wid) = (parts.next(), parts.next(), parts.next());
+        let number = |n: Option<&[u8]>| n.and_then(|n| std::str::from_utf8(n).ok()?.parse().ok());
+        return match (number(at), number(round), wid) {
+            (Some(at), Some(round), Some(wid)) => Ok(Outcome::Handed {
                 wid: wid.to_vec(),
                 round,
-                here: here == b"1",
+                at: at as usize,
             }),
             _ => Err(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
@@ -170,11 +164,11 @@ impl Masters {
                     .and_then(|v| outcome(v).map_err(|e| Error::from_redis(self.server(i), &e))),
             };
             match said {
-                Ok(Outcome::Handed { wid, round, here }) => {
+                Ok(Outcome::Handed { wid, round, at }) => {
                     released += 1;
                     home_answered |= i == home;
-                    let at = match handed.iter().position(|h| h.wid == wid) {
-                        Some(at) => at,
+                    let k = match handed.iter().position(|h| h.wid == wid) {
+                        Some(k) => k,
                         None => {
                             handed.push(Handed {
                                 wid,
@@ -185,11 +179,11 @@ impl Masters {
                             handed.len() - 1
                         }
                     };
-                    let h = &mut handed[at];
+                    let h = &mut handed[k];
                     h.round = h.round.min(round);
                     h.masters += 1;
-                    if here {
-                        h.blocks_on.push(i);
+                    if at < self.masters.len() && !h.blocks_on.contains(&at) {
+                        h.blocks_on.push(at);
                     }
                 }
                 Ok(Outcome::Flags(r)) => {
@@ -240,8 +234,10 @@ impl Masters {
         ))
     }
 
-    /// Tells each waiter a release handed the lock to, on the master it blocks on (on every
-    /// master when that one did not answer): the one a majority handed it to gets the grant
+    /// Tells each waiter a release handed the lock to, on the master it blocks on, as the
+    /// masters that handed it over say (its queue entry names it), asked even if it rests in
+    /// this process's view: another process's waiter may block there since it answers again
+    /// (every master when no entry named one): the one a majority handed it to gets the grant
     /// (`g<round>:<unanswered>`: the oldest round it was handed over by, from which it counts the
     /// lease, and the masters that were sent the release and did not answer, where the lock may
     /// have been handed to it too, one bit each), the others a nudge (`n`) to try again.
@@ -268,12 +264,11 @@ impl Masters {
                 replies: 1,
                 script: Some(&*scripts::SIGNAL_CANCEL),
             };
-            let targets = if h.blocks_on.is_empty() {
-                self.all()
+            if h.blocks_on.is_empty() {
+                self.round(&self.all(), &build, &|_| false);
             } else {
-                h.blocks_on.clone()
-            };
-            self.round(&targets, &build, &|_| false);
+                self.round_asking(&h.blocks_on, &build, &|_| false, true);
+            }
         }
     }
 

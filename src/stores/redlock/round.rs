@@ -80,6 +80,19 @@ impl Masters {
         build: &dyn Fn(usize, bool) -> Request,
         decided: &dyn Fn(&[Option<Answer>]) -> bool,
     ) -> Vec<Option<Answer>> {
+        self.round_asking(targets, build, decided, false)
+    }
+
+    /// [`Masters::round`], asking the targets that rest too when `resting_too` (with the short
+    /// grace a probe gets): a push to a waiter blocked on a master that this process rests (it
+    /// failed here lately, and may answer the waiter's process again already).
+    pub(super) fn round_asking(
+        &self,
+        targets: &[usize],
+        build: &dyn Fn(usize, bool) -> Request,
+        decided: &dyn Fn(&[Option<Answer>]) -> bool,
+        resting_too: bool,
+    ) -> Vec<Option<Answer>> {
         let mut answers: Vec<Option<Answer>> = self.masters.iter().map(|_| None).collect();
         let mut written = Vec::with_capacity(targets.len());
         let mut again = Vec::new();
@@ -91,7 +104,8 @@ impl Masters {
         // A round that cannot reach a majority without masters that rest asks them too, with
         // only a short grace for their answer: one of them may be back.
         let q = self.quorum();
-        let ask_resting = targets.len() >= q && resting.iter().filter(|r| r.is_none()).count() < q;
+        let ask_resting = resting_too
+            || (targets.len() >= q && resting.iter().filter(|r| r.is_none()).count() < q);
         for (&i, rest) in targets.iter().zip(resting) {
             let m = &self.masters[i];
             let probe = rest.is_some();
