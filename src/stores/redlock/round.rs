@@ -19,6 +19,13 @@ const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
 /// decided without it, or once another master has answered (at most the read timeout): a
 /// master that stops answering costs the rounds in flight this, not the whole read timeout.
 const DECIDED_GRACE: Duration = Duration::from_millis(200);
+/// Once the outcome is decided, a master that has not failed lately is waited for this many
+/// times as long as the answers that decided it took (at least [`STRAGGLER_GRACE`], at most
+/// [`DECIDED_GRACE`]): on a loaded machine the answers come slower and the straggler gets longer;
+/// a master that stopped costs each process that finds it out little, and the lock is not held
+/// meanwhile (with many processes, each finding a stopped master out by itself in its release
+/// round, the whole grace was paid once per process in turn: 1.4 s with eight).
+const DECIDED_FACTOR: u32 = 20;
 
 /// One master's part of a round: commands packed into one write, how many replies they get,
 /// and the script they run (loaded again if the master answers NOSCRIPT).
@@ -70,7 +77,7 @@ impl Masters {
     /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
     /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`] from then, the
-    /// others [`DECIDED_GRACE`]; and after each answer, decided or not, every master not read yet
+    /// others a grace in proportion to the time the round took ([`DECIDED_FACTOR`]); and after each answer, decided or not, every master not read yet
     /// gets at most [`DECIDED_GRACE`] from then. A connection the server had dropped (a restart)
     /// is replaced and the master asked again, with `retry` set: the request must then be safe
     /// to repeat. Indexed by master; `None` for non-targets.
@@ -167,8 +174,9 @@ impl Masters {
                 // replies are most likely on their way).
                 straggler = true;
                 let now = Instant::now();
+                let took = now.saturating_duration_since(sent);
                 for p in &mut pending {
-                    p.deadline = p.deadline.min(now + self.masters[p.i].grace(p.probe));
+                    p.deadline = p.deadline.min(now + self.masters[p.i].grace(p.probe, took));
                 }
             }
             let Some(k) = next_reply(&pending) else {
@@ -273,14 +281,16 @@ impl Masters {
 }
 
 impl Master {
-    /// How long the master's reply is waited for once the round no longer needs it: a short
-    /// grace if it failed lately (or rests and is only probed), a longer one else (its reply is
-    /// most likely on its way).
-    fn grace(&self, probe: bool) -> Duration {
+    /// How long the master's reply is waited for once the round no longer needs it, the answers
+    /// that decided it having taken `took`: a short grace if it failed lately (or rests and is
+    /// only probed), else one in proportion (its reply is most likely on its way).
+    fn grace(&self, probe: bool, took: Duration) -> Duration {
         if self.failures() > 0 || probe {
             STRAGGLER_GRACE
         } else {
-            DECIDED_GRACE.min(self.node.main.read_timeout())
+            (took * DECIDED_FACTOR)
+                .clamp(STRAGGLER_GRACE, DECIDED_GRACE)
+                .min(self.node.main.read_timeout())
         }
     }
 
