@@ -21,10 +21,11 @@ const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
 const DECIDED_GRACE: Duration = Duration::from_millis(200);
 /// Once the outcome is decided, a master that has not failed lately is waited for this many
 /// times as long as the answers that decided it took (at least [`STRAGGLER_GRACE`], at most
-/// [`DECIDED_GRACE`]): on a loaded machine the answers come slower and the straggler gets longer;
-/// a master that stopped costs each process that finds it out little, and the lock is not held
-/// meanwhile (with many processes, each finding a stopped master out by itself in its release
-/// round, the whole grace was paid once per process in turn: 1.4 s with eight).
+/// [`DECIDED_GRACE`]): on a loaded machine the answers come slower and the straggler gets
+/// longer, and a master that stopped costs little to each process that finds it out. (A release
+/// round tells the waiter only once it ends: with many processes, each finding a stopped master
+/// out by itself in the round that released the lock, a fixed 200 ms was paid once per process
+/// in turn, 1.4 s without a grant with eight.)
 const DECIDED_FACTOR: u32 = 20;
 
 /// One master's part of a round: commands packed into one write, how many replies they get,
@@ -77,8 +78,9 @@ impl Masters {
     /// Sends each master of `targets` its request (`build(master, retry)`) at once, then reads
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
     /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`] from then, the
-    /// others a grace in proportion to the time the round took ([`DECIDED_FACTOR`]); and after each answer, decided or not, every master not read yet
-    /// gets at most [`DECIDED_GRACE`] from then. A connection the server had dropped (a restart)
+    /// others a grace in proportion to the time the round took ([`DECIDED_FACTOR`]); and after
+    /// each answer, decided or not, every master not read yet gets at most [`DECIDED_GRACE`] from
+    /// then. A connection the server had dropped (a restart)
     /// is replaced and the master asked again, with `retry` set: the request must then be safe
     /// to repeat. Indexed by master; `None` for non-targets.
     pub(super) fn round(
