@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::redirect::{Failure, Rules, Step};
 use super::{Cluster, Redirect};
 use crate::base::error::Error;
 use crate::stores::Node;
@@ -55,18 +56,23 @@ pub(super) fn extend_many_in_cluster(
                             }
                             Err(e) => e,
                         };
-                        match Redirect::of(&e) {
-                            Some(Redirect::Moved(addr)) if !last_round => {
-                                c.cfg.metrics.cluster_moved.inc();
-                                let _ = c.moved(locks[i].keys.slot(), &addr);
-                                pending.push(i);
-                            }
-                            Some(Redirect::Ask(_)) => {
-                                c.cfg.metrics.cluster_ask.inc();
-                                let l = &locks[i];
-                                out[i] = Some(extend_routed(c, l));
-                            }
-                            _ => out[i] = Some(Err(Error::from_redis(node.main.server(), &e))),
+                        // A reply of a master that answered: a redirection or the lock's
+                        // own error, never a master that did not answer.
+                        let failure = Failure::new(Redirect::of(&e), false);
+                        // A busy slot is not waited out (renewal retries soon anyway).
+                        let rules = Rules {
+                            moved: !last_round,
+                            ask: true,
+                            pause: None,
+                            failover: false,
+                        };
+                        match c.follow(locks[i].keys.slot(), &node, failure, &rules) {
+                            // A MOVED whose master could not be made a node is sent again all
+                            // the same: on the last round it is the lock's error.
+                            Ok(Step::Moved) | Err(_) => pending.push(i),
+                            // A migration: this lock is extended on its own, through `run`.
+                            Ok(Step::Ask(_)) => out[i] = Some(extend_routed(c, &locks[i])),
+                            Ok(_) => out[i] = Some(Err(Error::from_redis(node.main.server(), &e))),
                         }
                     }
                 }
@@ -84,6 +90,11 @@ pub(super) fn extend_many_in_cluster(
         }
         if unreachable {
             // A master may have failed over: its locks go to the new one, if the table says so.
+            // Unlike `run` and waiters (through `Cluster::follow`), one call here may find
+            // several masters unreachable: the table is read once for them all, after every
+            // master has had its pipeline (the renewals of the others are not held up by the
+            // reading), and without avoiding any one of them. Their locks are grouped again
+            // above: those the table still gives to a failed master get its error.
             let _ = c.refresh(Instant::now(), None, None);
         }
         if pending.is_empty() {

@@ -24,9 +24,10 @@
 //! holds it any more.
 //!
 //! The files: `slots.rs`, the slot table and its readings; `redirect.rs`, what an error reply
-//! asks for and how a call follows it ([`Cluster::run`], waiters); `extend.rs`, the renewal of
-//! many locks, one pipeline to each master; `epoch.rs`, a master's configuration epoch for
-//! fencing tokens; `url.rs`, the `redis-cluster://` URL.
+//! asks for and the one decision of how a failed call goes on, which [`Cluster::run`] (lock
+//! calls), waiters and `extend.rs` share; `extend.rs`, the renewal of many locks, one pipeline
+//! to each master; `epoch.rs`, a master's configuration epoch for fencing tokens; `url.rs`, the
+//! `redis-cluster://` URL.
 
 mod epoch;
 mod extend;

@@ -1,6 +1,7 @@
 //! Redirections: what an error reply of a cluster node asks for (`MOVED`, `ASK`, `TRYAGAIN`,
-//! `CLUSTERDOWN`), and how a call follows it: [`Cluster::run`] (lock calls) and
-//! [`Cluster::waiter_follows`] (waiters).
+//! `CLUSTERDOWN`), and the one decision, [`Cluster::follow`], of what a call that failed on a
+//! slot's master does next. Its three callers: [`Cluster::run`] (lock calls),
+//! [`Cluster::waiter_follows`] (waiters) and `extend.rs` (renewals of many locks).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,7 +57,108 @@ impl Redirect {
     }
 }
 
+/// What a call that failed on a slot's master met.
+pub(super) enum Failure {
+    /// A redirection, or a slot not served at the moment.
+    Redirect(Redirect),
+    /// No answer from the master: it may have died and its replica been promoted.
+    Unreachable,
+    /// Anything else: the call's own error.
+    Other,
+}
+
+impl Failure {
+    /// `redirect`, if the error asked for one; else whether the master did not answer.
+    pub(super) fn new(redirect: Option<Redirect>, unreachable: bool) -> Failure {
+        match redirect {
+            Some(r) => Failure::Redirect(r),
+            None if unreachable => Failure::Unreachable,
+            None => Failure::Other,
+        }
+    }
+}
+
+/// What a caller of [`Cluster::follow`] lets a failure lead to.
+pub(super) struct Rules {
+    /// Whether a MOVED is followed.
+    pub(super) moved: bool,
+    /// Whether an ASK is followed.
+    pub(super) ask: bool,
+    /// How long to pause before a busy slot (TRYAGAIN, CLUSTERDOWN) is tried again; `None`: it
+    /// is not waited out.
+    pub(super) pause: Option<Duration>,
+    /// Whether a master that did not answer is looked for again in the table.
+    pub(super) failover: bool,
+}
+
+/// What a failed call does next, as [`Cluster::follow`] decided.
+pub(super) enum Step {
+    /// MOVED, followed: the table names the slot's new master; the call goes there.
+    Moved,
+    /// ASK: the call goes to the node at this address, preceded by `ASKING`; the table is
+    /// unchanged.
+    Ask(Addr),
+    /// The slot was busy: paused, and the table read again; the call goes to the slot's master
+    /// as the table names it now.
+    Paused,
+    /// The master did not answer, and the table, read again, names another for the slot: the
+    /// call goes there.
+    FailedOver,
+    /// The slot was busy, and the caller does not wait any longer.
+    StillBusy,
+    /// Nothing to follow: the error is the call's.
+    GiveUp,
+}
+
 impl Cluster {
+    /// The one place that decides what a call that failed on `node`, the master of `slot`, does
+    /// next, and does what that takes: a MOVED points the slot at its new master (an error
+    /// here is [`Cluster::moved`]'s); a busy slot is paused for and the table read again; a
+    /// master that did not answer has the table read again. What `rules` does not allow is
+    /// given up. The callers differ only in their `rules`, each saying why.
+    pub(super) fn follow(
+        &self,
+        slot: u16,
+        node: &Arc<Node>,
+        failure: Failure,
+        rules: &Rules,
+    ) -> Result<Step, Error> {
+        match failure {
+            Failure::Redirect(Redirect::Moved(addr)) if rules.moved => {
+                self.cfg.metrics.cluster_moved.inc();
+                self.moved(slot, &addr)?;
+                Ok(Step::Moved)
+            }
+            Failure::Redirect(Redirect::Ask(addr)) if rules.ask => {
+                self.cfg.metrics.cluster_ask.inc();
+                Ok(Step::Ask(addr))
+            }
+            Failure::Redirect(Redirect::Busy) => match rules.pause {
+                Some(pause) => {
+                    std::thread::sleep(pause);
+                    // CLUSTERDOWN "hash slot not served" and the like: the table may be out
+                    // of date too. It is asked of the other masters first: a master that says
+                    // the cluster is down may be the one cut off from it, whose table still
+                    // names itself after its replica took over.
+                    let _ = self.refresh(Instant::now(), None, Some(node));
+                    Ok(Step::Paused)
+                }
+                None => Ok(Step::StillBusy),
+            },
+            Failure::Unreachable if rules.failover => {
+                // The master may have failed over: the table, asked of the others first, may
+                // name another.
+                let _ = self.refresh(Instant::now(), None, Some(node));
+                if self.table.read().names_another(slot, node) {
+                    Ok(Step::FailedOver)
+                } else {
+                    Ok(Step::GiveUp)
+                }
+            }
+            _ => Ok(Step::GiveUp),
+        }
+    }
+
     /// Runs `op` on a connection to the master that serves `slot`, following MOVED and ASK,
     /// waiting out TRYAGAIN and CLUSTERDOWN for up to `patience`, and repeating it once on the
     /// slot's new master when its master stopped answering. `op` gets `attempt` ≥ 1 when an
@@ -96,52 +198,38 @@ impl Cluster {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            match redirect {
-                Some(Redirect::Moved(addr)) if redirects < MAX_REDIRECTS => {
+            let rules = Rules {
+                moved: redirects < MAX_REDIRECTS,
+                ask: redirects < MAX_REDIRECTS,
+                pause: Some(pause).filter(|&p| started.elapsed() + p <= patience),
+                // The master may have failed over: the call is repeated once if the table read
+                // again names another (not for a call sent to an ASK's node).
+                failover: !refreshed && !asking,
+            };
+            match self.follow(
+                slot,
+                &node,
+                Failure::new(redirect, e.is_connection()),
+                &rules,
+            )? {
+                Step::Moved => redirects += 1,
+                Step::Ask(addr) => {
                     redirects += 1;
-                    self.cfg.metrics.cluster_moved.inc();
-                    self.moved(slot, &addr)?;
-                    continue;
-                }
-                Some(Redirect::Ask(addr)) if redirects < MAX_REDIRECTS => {
-                    redirects += 1;
-                    self.cfg.metrics.cluster_ask.inc();
                     ask = Some(self.node_at(&addr)?);
-                    continue;
                 }
-                Some(Redirect::Busy) => {
-                    if started.elapsed() + pause <= patience {
-                        std::thread::sleep(pause);
-                        pause = (pause * 2).min(MAX_PAUSE);
-                        // An ASK that ends in TRYAGAIN comes round again after the pause: the
-                        // pauses bound those rounds, the count bounds redirections between two.
-                        redirects = 0;
-                        // CLUSTERDOWN "hash slot not served" and the like: the table may be
-                        // out of date too. It is asked of the other masters first: a master
-                        // that says the cluster is down may be the one cut off from it, whose
-                        // table still names itself after its replica took over.
-                        let _ = self.refresh(Instant::now(), None, Some(&node));
-                        continue;
-                    }
-                    return Err(self.unavailable(slot, started.elapsed(), &e));
+                Step::Paused => {
+                    pause = (pause * 2).min(MAX_PAUSE);
+                    // An ASK that ends in TRYAGAIN comes round again after the pause: the
+                    // pauses bound those rounds, the count bounds redirections between two.
+                    redirects = 0;
                 }
-                _ => {}
+                Step::FailedOver => {
+                    refreshed = true;
+                    maybe_applied = 1;
+                }
+                Step::StillBusy => return Err(self.unavailable(slot, started.elapsed(), &e)),
+                Step::GiveUp => return Err(e),
             }
-            if e.is_connection() && !refreshed && !asking {
-                refreshed = true;
-                maybe_applied = 1;
-                // The master may have failed over: retry once if the table names another.
-                let _ = self.refresh(Instant::now(), None, Some(&node));
-                let moved_on = self
-                    .table
-                    .read()
-                    .node(slot)
-                    .is_some_and(|n| !Arc::ptr_eq(n, &node));
-                if moved_on {
-                    continue;
-                }
-            }
-            return Err(e);
         }
     }
 
@@ -169,26 +257,29 @@ impl Cluster {
         e: &redis::RedisError,
         limit: Duration,
     ) -> bool {
-        match Redirect::of(e) {
-            Some(Redirect::Moved(addr)) => {
-                self.cfg.metrics.cluster_moved.inc();
-                self.moved(slot, &addr).is_ok()
-            }
+        let failure = match Failure::new(
+            Redirect::of(e),
+            e.is_io_error() || e.is_connection_dropped(),
+        ) {
             // A waiter needs the lock's keys on one node (its queue script uses several keys):
-            // during a migration it waits, then queues where the slot lives.
-            Some(Redirect::Ask(_)) | Some(Redirect::Busy) => {
-                std::thread::sleep(MAX_PAUSE.min(limit));
-                let _ = self.refresh(Instant::now(), None, Some(node));
-                true
-            }
-            None if e.is_io_error() || e.is_connection_dropped() => {
-                let _ = self.refresh(Instant::now(), None, Some(node));
-                self.table
-                    .read()
-                    .node(slot)
-                    .is_some_and(|n| !Arc::ptr_eq(n, node))
-            }
-            None => false,
+            // it does not follow an ASK, but waits the migration out as a busy slot, then
+            // queues where the slot lives.
+            Failure::Redirect(Redirect::Ask(_)) => Failure::Redirect(Redirect::Busy),
+            failure => failure,
+        };
+        // Each round of a wait (`wait.rs`) is one call: a MOVED is always followed, a busy slot
+        // paused for once (the wait's rounds bound the pauses), a master that did not answer
+        // looked for every time (the wait rides it out).
+        let rules = Rules {
+            moved: true,
+            ask: false,
+            pause: Some(MAX_PAUSE.min(limit)),
+            failover: true,
+        };
+        match self.follow(slot, node, failure, &rules) {
+            Ok(Step::Moved | Step::Paused | Step::FailedOver) => true,
+            // A MOVED whose master could not be made a node: the waiter stays.
+            Ok(Step::Ask(_) | Step::StillBusy | Step::GiveUp) | Err(_) => false,
         }
     }
 }

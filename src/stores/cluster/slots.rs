@@ -52,6 +52,11 @@ impl Table {
         self.masters.get(usize::from(i)).map(|m| &m.node)
     }
 
+    /// Whether the table names a master for `slot`, and another than `node`.
+    pub(super) fn names_another(&self, slot: u16, node: &Arc<Node>) -> bool {
+        self.node(slot).is_some_and(|n| !Arc::ptr_eq(n, node))
+    }
+
     /// The node of the master at `addr`, if the table names it.
     pub(super) fn master_at(&self, addr: &Addr) -> Option<&Arc<Node>> {
         self.position(addr).map(|i| &self.masters[i].node)
