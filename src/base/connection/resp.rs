@@ -38,10 +38,14 @@ fn parse(b: &[u8], at: usize) -> RedisResult<Option<(Value, usize)>> {
         return Ok(None);
     };
     let value = match kind {
-        b'+' if line == "OK" => Value::Okay,
-        b'+' => Value::SimpleString(line.to_owned()),
+        b'+' if line == b"OK" => Value::Okay,
+        b'+' => match std::str::from_utf8(line) {
+            Ok(line) => Value::SimpleString(line.to_owned()),
+            Err(_) => return Err(parse_error(at, "a line that is not UTF-8")),
+        },
         b':' => Value::Int(number(line, at)?),
-        b'_' => Value::Nil,
+        b'_' if std::str::from_utf8(line).is_ok() => Value::Nil,
+        b'_' => return Err(parse_error(at, "a line that is not UTF-8")),
         b'$' => {
             let Ok(n) = usize::try_from(length(line, at)?) else {
                 return Ok(Some((Value::Nil, next)));
@@ -121,10 +125,12 @@ fn frame(b: &[u8], at: usize, depth: usize) -> RedisResult<Option<usize>> {
 }
 
 /// The line that starts at `b[at]` (up to its CRLF: a CR alone is part of the line, as redis-rs
-/// reads it) and where the next one starts; `None` while incomplete. A line is text (UTF-8), as
-/// redis-rs requires. A line longer than Redis' own inline limit (64 KB) is refused: a peer that
-/// is not Redis must not make the buffer grow without end.
-fn line(b: &[u8], at: usize) -> RedisResult<Option<(&str, usize)>> {
+/// reads it) and where the next one starts; `None` while incomplete. Its text is checked where it
+/// is read as text (a simple string, a number: UTF-8, as redis-rs requires). A line longer than
+/// Redis' own inline limit (64 KB) is refused: a peer that is not Redis must not make the buffer
+/// grow without end.
+#[inline]
+fn line(b: &[u8], at: usize) -> RedisResult<Option<(&[u8], usize)>> {
     let Some(rest) = b.get(at..) else {
         return Ok(None);
     };
@@ -132,12 +138,7 @@ fn line(b: &[u8], at: usize) -> RedisResult<Option<(&str, usize)>> {
     while let Some(cr) = rest[from..].iter().position(|&c| c == b'\r') {
         let cr = from + cr;
         match rest.get(cr + 1) {
-            Some(b'\n') => {
-                return match std::str::from_utf8(&rest[..cr]) {
-                    Ok(line) => Ok(Some((line, at + cr + 2))),
-                    Err(_) => Err(parse_error(at, "a line that is not UTF-8")),
-                };
-            }
+            Some(b'\n') => return Ok(Some((&rest[..cr], at + cr + 2))),
             Some(_) => from = cr + 1,
             None => break,
         }
@@ -149,15 +150,18 @@ fn line(b: &[u8], at: usize) -> RedisResult<Option<(&str, usize)>> {
 }
 
 /// An integer reply, or a length (blanks around it ignored, as redis-rs ignores them).
-fn number(line: &str, at: usize) -> RedisResult<i64> {
-    line.trim()
-        .parse()
-        .map_err(|_| parse_error(at, "not a number"))
+#[inline]
+fn number(line: &[u8], at: usize) -> RedisResult<i64> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| parse_error(at, "not a number"))
 }
 
 /// A length. Lengths beyond Redis' own limit on a bulk string (512 MB) are refused: a peer that
 /// is not Redis must not make the buffer grow without end.
-fn length(line: &str, at: usize) -> RedisResult<i64> {
+#[inline]
+fn length(line: &[u8], at: usize) -> RedisResult<i64> {
     match number(line, at)? {
         n if n > MAX_LENGTH => Err(parse_error(at, "a length beyond 512 MB")),
         n => Ok(n),

@@ -110,6 +110,7 @@ impl Own {
         Ok(reply)
     }
 
+    #[inline]
     pub(super) fn send(&mut self, bytes: &[u8]) -> RedisResult<()> {
         self.sock.write_all(bytes).map_err(|e| {
             let e = RedisError::from(e);
