@@ -61,8 +61,8 @@ use std::time::{Duration, Instant};
 use redislock::{Client, ErrorKind, Lock, Permits, RedissonLock, WriteLock};
 use support::{
     Cluster, Direction, Event, FaultProxy, FencedResource, History, ISOLATED_SOURCE, Op,
-    PEER_SOURCE, Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, eventually,
-    first_grant_after, peer_ports, slot_master_at, unique_name,
+    PEER_SOURCE, Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, conn_within,
+    eventually, first_grant_after, peer_ports, slot_master_at, unique_name,
 };
 
 const CONNECT: Duration = Duration::from_millis(300);
@@ -1223,12 +1223,7 @@ fn sentinel_latency_200ms() {
 /// The master's port as the first sentinel on `sentinels` that answers reports it.
 fn sentinel_master_port(sentinels: &[u16]) -> Option<u16> {
     sentinels.iter().find_map(|port| {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-        let mut con = client
-            .get_connection_with_timeout(Duration::from_millis(200))
-            .ok()?;
-        con.set_read_timeout(Some(Duration::from_millis(200)))
-            .ok()?;
+        let mut con = conn_within(*port, Duration::from_millis(200))?;
         let addr: Option<(String, u16)> = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg("mymaster")

@@ -64,6 +64,22 @@ fn exists(server: &RedisServer, key: &str) -> bool {
 }
 
 /// Waits until `file` exists (the command has started), with the child still running.
+/// Holds `name` as Redisson's lock writes it (its client id and thread, reentered `count` times),
+/// for 30 s.
+fn hold_as_redisson(con: &mut redis::Connection, name: &str, count: u32) {
+    let () = redis::cmd("HSET")
+        .arg(name)
+        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
+        .arg(count)
+        .query(con)
+        .unwrap();
+    let () = redis::cmd("PEXPIRE")
+        .arg(name)
+        .arg(30_000)
+        .query(con)
+        .unwrap();
+}
+
 fn wait_for_file(file: &Path, child: &mut Child) {
     let ok = eventually(SURELY, || {
         assert!(child.try_wait().unwrap().is_none(), "redislock ended early");
@@ -577,17 +593,7 @@ fn redisson_locks_are_redissons_hash() {
     assert!(!exists(&server, "orders"));
 
     // A holder as Redisson writes it (its client id and thread): refused until it is gone.
-    let () = redis::cmd("HSET")
-        .arg("orders")
-        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
-        .arg(1)
-        .query(&mut con)
-        .unwrap();
-    let () = redis::cmd("PEXPIRE")
-        .arg("orders")
-        .arg(30_000)
-        .query(&mut con)
-        .unwrap();
+    hold_as_redisson(&mut con, "orders", 1);
     let o = output(redislock(&server.url()).args([
         "run",
         "--redisson",
@@ -634,17 +640,7 @@ fn a_plain_no_wait_run_on_another_kinds_name_exits_78() {
         assert!(!ran.exists());
     };
     let mut con = server.conn();
-    let () = redis::cmd("HSET")
-        .arg("orders")
-        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
-        .arg(1)
-        .query(&mut con)
-        .unwrap();
-    let () = redis::cmd("PEXPIRE")
-        .arg("orders")
-        .arg(30_000)
-        .query(&mut con)
-        .unwrap();
+    hold_as_redisson(&mut con, "orders", 1);
     plain("orders", &["--no-wait"]);
     plain("orders", &["--wait", "1s"]);
     let held = dir.path("held");
@@ -665,17 +661,7 @@ fn a_plain_no_wait_run_on_another_kinds_name_exits_78() {
 fn status_of_redissons_lock() {
     let server = RedisServer::start();
     let mut con = server.conn();
-    let () = redis::cmd("HSET")
-        .arg("orders")
-        .arg("3f1c0e9a-6b1f-4d55-9a51-2b7b1f0c9d10:1")
-        .arg(2)
-        .query(&mut con)
-        .unwrap();
-    let () = redis::cmd("PEXPIRE")
-        .arg("orders")
-        .arg(30_000)
-        .query(&mut con)
-        .unwrap();
+    hold_as_redisson(&mut con, "orders", 2);
     let o = output(redislock(&server.url()).args(["status", "orders"]));
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let shown = String::from_utf8_lossy(&o.stdout).into_owned();

@@ -161,12 +161,7 @@ pub(crate) fn slot_master_port(con: &mut redis::Connection, key: &str) -> u16 {
 /// `None` when that node does not answer within 200 ms or names no master for the slot (for a
 /// watcher polling a cluster while a node is cut off).
 pub fn slot_master_at(port: u16, key: &str) -> Option<u16> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut con = client
-        .get_connection_with_timeout(Duration::from_millis(200))
-        .ok()?;
-    con.set_read_timeout(Some(Duration::from_millis(200)))
-        .ok()?;
+    let mut con = crate::conn_within(port, Duration::from_millis(200))?;
     try_slot_master_port(&mut con, key)
 }
 

@@ -117,6 +117,15 @@ fn nanos() -> u128 {
 // ---- small Redis and timing helpers shared by the test files ----
 
 /// GET `key` as text.
+/// A connection to the server on 127.0.0.1:`port` that connects and reads within `limit`, or
+/// `None` (for a watcher polling servers while some are cut off or stopped).
+pub fn conn_within(port: u16, limit: Duration) -> Option<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let con = client.get_connection_with_timeout(limit).ok()?;
+    con.set_read_timeout(Some(limit)).ok()?;
+    Some(con)
+}
+
 pub fn get(con: &mut redis::Connection, key: &str) -> Option<String> {
     redis::cmd("GET").arg(key).query(con).unwrap()
 }
