@@ -24,8 +24,8 @@ const DECIDED_GRACE: Duration = Duration::from_millis(200);
 /// [`DECIDED_GRACE`]): on a loaded machine the answers come slower and the straggler gets
 /// longer, and a master that stopped costs little to each process that finds it out. (A release
 /// round tells the waiter only once it ends: with many processes, each finding a stopped master
-/// out by itself in the round that released the lock, a fixed 200 ms was paid once per process
-/// in turn, 1.4 s without a grant with eight.)
+/// out by itself in the round that released the lock, a fixed 200 ms could be paid once per
+/// process, up to 1.4 s without a grant with eight.)
 const DECIDED_FACTOR: u32 = 20;
 
 /// One master's part of a round: commands packed into one write, how many replies they get,
