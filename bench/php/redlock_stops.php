@@ -7,7 +7,9 @@
 // starts the masters.
 //
 //   php bench/php/redlock_stops.php --url=redlock://... --pids=P1,P2,P3 [--workers=8]
-//       [--stop=4] [--gap=4]
+//       [--stop=4] [--gap=4] [--timeline]
+//
+// --timeline also prints each stop's grants per 250 ms, from 1 s before it to 2 s after it.
 
 declare(strict_types=1);
 
@@ -15,7 +17,7 @@ require dirname(__DIR__, 2) . '/bindings/php/autoload.php';
 
 use Redislock\Client;
 
-$opt = getopt('', ['url:', 'pids:', 'workers:', 'stop:', 'gap:']);
+$opt = getopt('', ['url:', 'pids:', 'workers:', 'stop:', 'gap:', 'timeline']);
 $url = $opt['url'];
 $pids = array_map('intval', explode(',', $opt['pids']));
 $workers = (int)($opt['workers'] ?? 8);
@@ -144,6 +146,15 @@ foreach ($stops as [$i, $from, $to, $waiting]) {
     $after = $rate($to, $to + 3);
     $after_gap = $longestGap($to, $to + $gap);
     printf("| %d | %s | %.0f → %.1f → %.0f | %.0f%% | %.0f / %.0f |\n", $i, $waiting, $before, $during, $after, 100 * $during / max($before, 1), $longestGap($from, $to), $after_gap);
+}
+if (isset($opt['timeline'])) {
+    foreach ($stops as [$i, $from, $to]) {
+        $row = [];
+        for ($a = $from - 1; $a < $to + 2; $a += 0.25) {
+            $row[] = count(array_filter($all, fn($g) => $g >= $a * 1000 && $g < ($a + 0.25) * 1000));
+        }
+        printf("master %d stopped, grants per 250 ms from 1 s before: %s\n", $i, implode(' ', $row));
+    }
 }
 $kinds = [];
 foreach ($errors as [$at, $message]) {

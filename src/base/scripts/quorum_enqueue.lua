@@ -18,11 +18,11 @@
 -- is reset; {0, pttl, token} when another owner holds it here (pttl -1: no expiry); {0, pttl, ''}
 -- while the lock is free but the turn of a woken waiter of an older version (pttl: the turn's).
 -- Queued or not, the marks of `quorum_acquire.lua` are kept for clients of older versions.
--- Granted here, the waiter stays queued: the attempt may fail on the other masters, and a waiter
--- queued on some masters only would make them name different first waiters. Its entries go when
--- a release hands the lock over to it (on each master that does), or when it releases the lock
--- or leaves the wait (`quorum_handover.lua`, on every master); until then a master that hands
--- the lock over skips its own holder.
+-- Granted here, the waiter is queued too (or stays queued): the attempt may fail on the other
+-- masters, and a waiter queued on some masters only would make them name different first
+-- waiters (with one master of three stopped, the two left then split every handover). Its
+-- entries go when it releases the lock or leaves the wait (`quorum_handover.lua`, on every
+-- master); until then a master that hands the lock over skips its own holder.
 --
 -- The queue orders waiters by when they first queued (the waiter's clock, the same score on
 -- every master), so that every master that has the same live waiters names the same first one;
@@ -58,4 +58,5 @@ else
   end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+join()
 return {1, 0}

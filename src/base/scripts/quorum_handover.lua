@@ -8,8 +8,14 @@
 -- entry `<base>:e:<token>` holds `lease:round:at:wid` while it lives).
 -- ARGV[1] token, ARGV[2] how long the turn lasts, in ms ("0": no turn), ARGV[3] "1" to take our
 -- own token out of the queue first (a holder that releases, whose entry stays queued while it
--- holds, or a waiter that gives up), else "0".
--- Returns `wid:round:at` (a string) when the lock was handed over to that waiter here
+-- holds, or a waiter that gives up), else "0"; ARGV[4] (optional) the masters the releaser finds
+-- stopped, as `,i,j,`: a waiter blocked on one of them would learn of the lock only when its
+-- block ends, so the first live waiter blocked elsewhere gets it, if one of the first 16 is;
+-- ARGV[5] (optional) "1" for a holder's release: where the key is free (a plain attempt took
+-- and cleared it, or it expired here), it goes to that waiter too, so that the waiter holds
+-- every master that answers (a stop of one of two it held would leave it a minority).
+-- Returns `wid:round:at` (a string) when the lock was handed over to that waiter here (`+wid:…`
+-- when the key was free here, ARGV[5])
 -- (`round`: the waiter's round that queued it, `at`: the index of the master it blocks on, read
 -- from its entry), else released + 2 × wanted + 4 × blocked (an integer), as
 -- `quorum_release.lua`.
@@ -19,23 +25,40 @@ if ARGV[3] == '1' then
   redis.call('DEL', base .. ':e:' .. ARGV[1])
 end
 local released = 0
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] or (not cur and ARGV[5] == '1') then
   -- The first live waiter stays queued (it leaves when it releases the lock or gives up), so
   -- that a handover changes no master's queue: masters that named different first waiters
   -- (one had not queued them all yet) name the same again once they have.
-  while true do
-    local head = redis.call('ZRANGE', KEYS[5], 0, 0)[1]
+  local away = ARGV[4] or ''
+  local first
+  local k = 0
+  while k < 16 do
+    local head = redis.call('ZRANGE', KEYS[5], k, k)[1]
     if not head then break end
     local lease, round, at, wid =
       string.match(redis.call('GET', base .. ':e:' .. head) or '', '^(%d+):(%d+):(%d+):(.+)$')
     if wid then
-      redis.call('SET', KEYS[1], head, 'PX', lease)
-      return wid .. ':' .. round .. ':' .. at
+      local live = {head, lease, wid .. ':' .. round .. ':' .. at}
+      if not string.find(away, ',' .. at .. ',', 1, true) then
+        first = live
+        break
+      end
+      first = first or live
+      k = k + 1
+    else
+      redis.call('ZREM', KEYS[5], head)
     end
-    redis.call('ZREM', KEYS[5], head)
   end
-  redis.call('DEL', KEYS[1])
-  released = 1
+  if first then
+    redis.call('SET', KEYS[1], first[1], 'PX', first[2])
+    if cur then return first[3] end
+    return '+' .. first[3]
+  end
+  if cur then
+    redis.call('DEL', KEYS[1])
+    released = 1
+  end
 end
 if redis.call('PTTL', KEYS[2]) > 0 then
   if released == 1 and ARGV[2] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[2]) end

@@ -2,7 +2,7 @@
 
 use redis::Value;
 
-use super::round::{Answer, Request, reply, reply_value};
+use super::round::{Answer, Extra, OnceDecided, Request, reply, reply_value};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
@@ -12,8 +12,12 @@ use crate::base::token::Token;
 /// What a release on some masters is for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Release {
-    /// A holder's release, or a waiter that leaves its wait: the lock goes to the next waiter.
+    /// A holder's release: the lock goes to the next waiter, also on a master where the key
+    /// is free (a plain attempt took and cleared it, or it expired there), so that the waiter
+    /// holds every master that answers and a master that stops next leaves it a majority.
     Handover,
+    /// A waiter that leaves its wait: a lock handed over to it goes on to the next waiter.
+    Leave,
     /// A failed attempt clears its keys: of a plain attempt, or of a waiter, which waits on.
     CleanUp,
     WaiterCleanUp,
@@ -24,8 +28,13 @@ enum Outcome {
     /// The flags of `quorum_release.lua`: released (1), wanted (2), blocked here (4).
     Flags(i64),
     /// Handed over to the waiter `wid`, queued by its round `round`; `at`: the master it
-    /// blocks on.
-    Handed { wid: Vec<u8>, round: u64, at: usize },
+    /// blocks on. `free`: the key was free there, not ours (a holder's release hands it on).
+    Handed {
+        wid: Vec<u8>,
+        round: u64,
+        at: usize,
+        free: bool,
+    },
 }
 
 /// A waiter a release handed the lock to somewhere: the oldest of its rounds that the masters
@@ -37,9 +46,34 @@ struct Handed {
     blocks_on: Vec<usize>,
 }
 
+/// The masters that were sent a round's request and did not answer, one bit each.
+fn sent_unanswered(answers: &[Option<Answer>]) -> u64 {
+    answers
+        .iter()
+        .enumerate()
+        .take(64)
+        .filter(|(_, a)| matches!(a, Some(Answer::Failed { sent: true, .. })))
+        .fold(0, |bits, (i, _)| bits | 1 << i)
+}
+
+/// What master `i`'s answer to a release says.
+fn said(a: &Answer, i: usize, masters: &Masters) -> Result<Outcome, Error> {
+    match a {
+        Answer::Failed { error, .. } => Err(error.clone()),
+        Answer::Replies(values) => values
+            .first()
+            .ok_or_else(|| Error::internal("a reply is missing"))
+            .and_then(|v| outcome(v).map_err(|e| Error::from_redis(masters.server(i), &e))),
+    }
+}
+
 /// What a master's reply to a release says.
 fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
     if let Value::BulkString(b) = v {
+        let (free, b) = match b.strip_prefix(b"+") {
+            Some(rest) => (true, rest),
+            None => (false, b.as_slice()),
+        };
         let mut parts = b.rsplitn(3, |&c| c == b':');
         let (at, round, wid) = (parts.next(), parts.next(), parts.next());
         let number = |n: Option<&[u8]>| n.and_then(|n| std::str::from_utf8(n).ok()?.parse().ok());
@@ -48,6 +82,7 @@ fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
                 wid: wid.to_vec(),
                 round,
                 at: at as usize,
+                free,
             }),
             _ => Err(redis::RedisError::from((
                 redis::ErrorKind::UnexpectedReturnType,
@@ -66,6 +101,12 @@ impl Masters {
         self.release_on(keys, token, &self.all(), Release::Handover)
     }
 
+    /// A waiter leaves: out of every master's queue, and a lock handed over to it meanwhile goes
+    /// on to the next waiter.
+    pub(super) fn leave(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        self.release_on(keys, token, &self.all(), Release::Leave)
+    }
+
     /// Releases our key on `targets`. A release, or a waiter that leaves ([`Release::Handover`]):
     /// where the key holds our token, it goes to the first waiter queued there
     /// (`quorum_handover.lua`), else it is deleted; afterwards the waiter a majority handed the
@@ -80,7 +121,7 @@ impl Masters {
         targets: &[usize],
         how: Release,
     ) -> Result<bool, Error> {
-        let wake = how == Release::Handover;
+        let wake = matches!(how, Release::Handover | Release::Leave);
         let (mark, turn, blocked, queue) = (
             keys.wanted(),
             keys.turn(),
@@ -106,7 +147,10 @@ impl Masters {
             }
             c.arg(token.as_str());
             if wake {
-                c.arg(TURN.as_millis() as u64).arg("1");
+                c.arg(TURN.as_millis() as u64)
+                    .arg("1")
+                    .arg(self.away())
+                    .arg(if how == Release::Handover { "1" } else { "0" });
             } else {
                 // A failed attempt clearing its keys gives no turn: it wakes nobody.
                 c.arg(0);
@@ -128,16 +172,39 @@ impl Masters {
                 .count()
                 >= needed
         };
-        let answers = self.round(targets, &build, &decided);
+        // The waiter a majority handed the lock to is told as soon as the round is decided
+        // (once the others had a moment more), not after a stopped master's grace: with masters
+        // still pending, where the lock may have been handed to it too (it owes their keys).
+        let q = self.quorum();
+        let mut told = false;
+        let mut tell_early = |answers: &[Option<Answer>], pending: u64| {
+            let handed = self.handed(answers);
+            let pending = pending | sent_unanswered(answers);
+            let majority = handed.iter().find(|h| h.masters >= q);
+            // Not while the master it blocks on is pending: its reply is awaited on our
+            // connection there, and a push there would wait as long.
+            if majority.is_some_and(|h| h.blocks_on.iter().all(|&at| pending & (1 << at) == 0)) {
+                self.tell(keys, &handed, pending);
+                told = true;
+            }
+        };
+        let extra = Extra {
+            resting_too: false,
+            once_decided: wake.then_some(&mut tell_early as OnceDecided<'_>),
+        };
+        let answers = self.round_with(targets, &build, &decided, extra);
+        let handed = self.handed(&answers);
         let (mut released, mut not_ours, mut wanted) = (0, 0, false);
         let mut failed = Vec::new();
         let home = self.home_index(keys);
         let mut to_wake = Vec::new();
         let mut home_answered = false;
-        let mut handed: Vec<Handed> = Vec::new();
         // The masters that were sent the release and did not answer (each may have handed the
-        // lock over before it stopped answering), one bit each.
-        let mut unanswered: u64 = 0;
+        // lock over before it stopped answering).
+        let unanswered = sent_unanswered(&answers);
+        // Masters that answered and owe deletes now that the lock is released: paid once the
+        // waiter is told.
+        let mut pay = Vec::new();
         for (i, a) in answers.into_iter().enumerate() {
             let Some(a) = a else { continue };
             // What a master that did not answer may still hold, it owes: an attempt's keys
@@ -146,45 +213,17 @@ impl Masters {
             // (what it was sent while stopped has run by then).
             let m = &self.masters[i];
             let answered = matches!(a, Answer::Replies(_));
-            if matches!(a, Answer::Failed { sent: true, .. }) && i < 64 {
-                unanswered |= 1 << i;
-            }
             if !answered && (!wake || matches!(a, Answer::Failed { sent: true, .. })) {
                 // A waiter's key there may be a handover to it by then: owed once its wait ends.
                 m.owe(keys, token, how == Release::WaiterCleanUp);
             }
             if m.released(token) && answered {
-                m.pay_owed();
+                pay.push(i);
             }
-            let said = match a {
-                Answer::Failed { error, .. } => Err(error),
-                Answer::Replies(values) => values
-                    .first()
-                    .ok_or_else(|| Error::internal("a reply is missing"))
-                    .and_then(|v| outcome(v).map_err(|e| Error::from_redis(self.server(i), &e))),
-            };
-            match said {
-                Ok(Outcome::Handed { wid, round, at }) => {
-                    released += 1;
+            match said(&a, i, self) {
+                Ok(Outcome::Handed { free, .. }) => {
+                    released += usize::from(!free);
                     home_answered |= i == home;
-                    let k = match handed.iter().position(|h| h.wid == wid) {
-                        Some(k) => k,
-                        None => {
-                            handed.push(Handed {
-                                wid,
-                                round,
-                                masters: 0,
-                                blocks_on: Vec::new(),
-                            });
-                            handed.len() - 1
-                        }
-                    };
-                    let h = &mut handed[k];
-                    h.round = h.round.min(round);
-                    h.masters += 1;
-                    if at < self.masters.len() && !h.blocks_on.contains(&at) {
-                        h.blocks_on.push(at);
-                    }
                 }
                 Ok(Outcome::Flags(r)) => {
                     if r & 1 == 1 {
@@ -201,12 +240,16 @@ impl Masters {
                 Err(e) => failed.push((i, e)),
             }
         }
-        let q = self.quorum();
         let handed_over = handed.iter().any(|h| h.masters >= q);
-        if !handed.is_empty() {
-            // Best effort: a waiter that is not told re-checks on its own, and finds the lock
-            // handed over to it where it was.
-            self.tell(keys, &handed, unanswered);
+        // Best effort: a waiter that is not told re-checks on its own, and finds the lock
+        // handed over to it where it was. Told early, the others handed it on fewer masters
+        // are still nudged.
+        let to_tell: Vec<&Handed> = handed.iter().filter(|h| !told || h.masters < q).collect();
+        if !to_tell.is_empty() {
+            self.tell(keys, &to_tell, unanswered);
+        }
+        for i in pay {
+            self.masters[i].pay_owed();
         }
         // Waiters of older versions are woken when the lock was ours and is not handed over
         // (they would find it held).
@@ -234,6 +277,53 @@ impl Masters {
         ))
     }
 
+    /// The masters this process rests (they failed lately), as `,i,j,` (empty when none): a
+    /// release hands the lock to a waiter blocked elsewhere where it can
+    /// (`quorum_handover.lua`).
+    fn away(&self) -> String {
+        let mut away = String::new();
+        for (i, m) in self.masters.iter().enumerate() {
+            if m.resting().is_some() {
+                if away.is_empty() {
+                    away.push(',');
+                }
+                away += &format!("{i},");
+            }
+        }
+        away
+    }
+
+    /// The waiters the masters' answers to a release say they handed the lock to.
+    fn handed(&self, answers: &[Option<Answer>]) -> Vec<Handed> {
+        let mut handed: Vec<Handed> = Vec::new();
+        for (i, a) in answers.iter().enumerate() {
+            let Some(Ok(Outcome::Handed { wid, round, at, .. })) =
+                a.as_ref().map(|a| said(a, i, self))
+            else {
+                continue;
+            };
+            let k = match handed.iter().position(|h| h.wid == wid) {
+                Some(k) => k,
+                None => {
+                    handed.push(Handed {
+                        wid,
+                        round,
+                        masters: 0,
+                        blocks_on: Vec::new(),
+                    });
+                    handed.len() - 1
+                }
+            };
+            let h = &mut handed[k];
+            h.round = h.round.min(round);
+            h.masters += 1;
+            if at < self.masters.len() && !h.blocks_on.contains(&at) {
+                h.blocks_on.push(at);
+            }
+        }
+        handed
+    }
+
     /// Tells each waiter a release handed the lock to, on the master it blocks on, as the
     /// masters that handed it over say (its queue entry names it), asked even if it rests in
     /// this process's view: another process's waiter may block there since it answers again
@@ -241,10 +331,11 @@ impl Masters {
     /// (`g<round>:<unanswered>`: the oldest round it was handed over by, from which it counts the
     /// lease, and the masters that were sent the release and did not answer, where the lock may
     /// have been handed to it too, one bit each), the others a nudge (`n`) to try again.
-    fn tell(&self, keys: &LockKeys, handed: &[Handed], unanswered: u64) {
+    fn tell<H: std::borrow::Borrow<Handed>>(&self, keys: &LockKeys, handed: &[H], unanswered: u64) {
         let lifetime = (self.cfg.recheck_interval + MARK_GRACE).as_millis() as u64;
         let q = self.quorum();
         for h in handed {
+            let h = h.borrow();
             let value = if h.masters >= q {
                 format!("g{}:{unanswered}", h.round)
             } else {
@@ -267,7 +358,11 @@ impl Masters {
             if h.blocks_on.is_empty() {
                 self.round(&self.all(), &build, &|_| false);
             } else {
-                self.round_asking(&h.blocks_on, &build, &|_| false, true);
+                let extra = Extra {
+                    resting_too: true,
+                    once_decided: None,
+                };
+                self.round_with(&h.blocks_on, &build, &|_| false, extra);
             }
         }
     }

@@ -19,6 +19,9 @@ const STRAGGLER_GRACE: Duration = Duration::from_millis(20);
 /// decided without it, or once another master has answered (at most the read timeout): a
 /// master that stops answering costs the rounds in flight this, not the whole read timeout.
 const DECIDED_GRACE: Duration = Duration::from_millis(200);
+/// The least a master that has not answered is waited for past another's answer while the
+/// round's outcome is undecided.
+const UNDECIDED_GRACE: Duration = Duration::from_millis(50);
 /// Once the outcome is decided, a master that has not failed lately is waited for this many
 /// times as long as the answers that decided it took (at least [`STRAGGLER_GRACE`], at most
 /// [`DECIDED_GRACE`]): on a loaded machine the answers come slower and the straggler gets
@@ -36,6 +39,27 @@ pub(super) struct Request {
     pub(super) script: Option<&'static Script>,
 }
 
+/// What a round does besides asking the masters that do not rest.
+#[derive(Default)]
+pub(super) struct Extra<'h> {
+    /// Ask the targets that rest too (with the short grace a probe gets): a push to a waiter
+    /// blocked on a master that this process rests (it failed here lately, and may answer the
+    /// waiter's process again already).
+    pub(super) resting_too: bool,
+    /// Called once the outcome is decided and the masters still pending have had as long again
+    /// as the deciding answers took (at least [`EARLY_AFTER`]), with the answers so far and
+    /// the pending masters (one bit each), before their grace is waited out (not called when
+    /// every master answered by then): a release tells the waiter it handed the lock to without
+    /// paying a stopped master's grace first.
+    pub(super) once_decided: Option<OnceDecided<'h>>,
+}
+
+/// What [`Extra::once_decided`] is given: the answers so far, and the masters pending.
+pub(super) type OnceDecided<'h> = &'h mut dyn FnMut(&[Option<Answer>], u64);
+
+/// The least time a decided round waits for the masters still pending before `once_decided`.
+const EARLY_AFTER: Duration = Duration::from_micros(200);
+
 /// A master whose reply a round waits for, and until when.
 struct Pending<'a> {
     i: usize,
@@ -46,8 +70,9 @@ struct Pending<'a> {
 }
 
 /// Which of `pending` to read next: the first whose reply can be read now (or that cannot be
-/// polled), waiting for one until the earliest deadline; `None` when that passed first.
-fn next_reply(pending: &[Pending<'_>]) -> Option<usize> {
+/// polled), waiting for one until the earliest deadline (or `until`); `None` when that passed
+/// first.
+fn next_reply(pending: &[Pending<'_>], until: Option<Instant>) -> Option<usize> {
     let mut fds = Vec::with_capacity(pending.len());
     for (k, p) in pending.iter().enumerate() {
         match p.conn.redis.poll_fd() {
@@ -55,7 +80,7 @@ fn next_reply(pending: &[Pending<'_>]) -> Option<usize> {
             None => return Some(k),
         }
     }
-    let earliest = pending.iter().map(|p| p.deadline).min()?;
+    let earliest = pending.iter().map(|p| p.deadline).chain(until).min()?;
     let left = earliest.saturating_duration_since(Instant::now());
     // A failed poll (it cannot fail with valid descriptors) reads the first in turn.
     first_readable(&fds, left).unwrap_or(Some(0))
@@ -89,19 +114,21 @@ impl Masters {
         build: &dyn Fn(usize, bool) -> Request,
         decided: &dyn Fn(&[Option<Answer>]) -> bool,
     ) -> Vec<Option<Answer>> {
-        self.round_asking(targets, build, decided, false)
+        self.round_with(targets, build, decided, Extra::default())
     }
 
-    /// [`Masters::round`], asking the targets that rest too when `resting_too` (with the short
-    /// grace a probe gets): a push to a waiter blocked on a master that this process rests (it
-    /// failed here lately, and may answer the waiter's process again already).
-    pub(super) fn round_asking(
+    /// [`Masters::round`], with what [`Extra`] asks.
+    pub(super) fn round_with(
         &self,
         targets: &[usize],
         build: &dyn Fn(usize, bool) -> Request,
         decided: &dyn Fn(&[Option<Answer>]) -> bool,
-        resting_too: bool,
+        extra: Extra<'_>,
     ) -> Vec<Option<Answer>> {
+        let Extra {
+            resting_too,
+            mut once_decided,
+        } = extra;
         let mut answers: Vec<Option<Answer>> = self.masters.iter().map(|_| None).collect();
         let mut written = Vec::with_capacity(targets.len());
         let mut again = Vec::new();
@@ -169,6 +196,8 @@ impl Masters {
         // Whether some master has answered: from then on, a master that has not is waited for
         // at most a grace past the latest answer (see below).
         let mut answered = false;
+        // When `once_decided` is called, if the round is decided and masters are pending.
+        let mut early: Option<Instant> = None;
         while !pending.is_empty() {
             if !straggler && decided(&answers) {
                 // Once the outcome is decided without them, masters get a grace instead of the
@@ -180,8 +209,21 @@ impl Masters {
                 for p in &mut pending {
                     p.deadline = p.deadline.min(now + self.masters[p.i].grace(p.probe, took));
                 }
+                if once_decided.is_some() {
+                    early = Some(now + took.max(EARLY_AFTER));
+                }
             }
-            let Some(k) = next_reply(&pending) else {
+            if early.is_some_and(|at| Instant::now() >= at) {
+                early = None;
+                if let Some(f) = once_decided.take() {
+                    let waited = pending
+                        .iter()
+                        .filter(|p| p.i < 64)
+                        .fold(0u64, |bits, p| bits | 1 << p.i);
+                    f(&answers, waited);
+                }
+            }
+            let Some(k) = next_reply(&pending, early) else {
                 // Nothing came in time: the masters whose time is up failed.
                 let now = Instant::now();
                 pending.retain_mut(|p| {
@@ -233,18 +275,25 @@ impl Masters {
                         owing.push(i);
                     }
                     answers[i] = Some(Answer::Replies(values));
-                    // A master that has not answered by now gets [`DECIDED_GRACE`] past this
-                    // answer, not its whole read timeout, even while the outcome is undecided:
-                    // a round blocks the others with what it was granted until it ends (an
-                    // attempt granted on one master of three, with another stopped, held that
-                    // one for the whole read timeout, and every process that came meanwhile was
-                    // refused there), and a master that its peers' answers have overtaken by
-                    // that much is stopped or overloaded, not on its way. (The decided round's
-                    // shorter grace for a master that failed lately is not applied here: a
-                    // round that still needs it should not drop a master that is merely slow.)
+                    // A master that has not answered by now gets a grace past this answer, not
+                    // its whole read timeout, even while the outcome is undecided: a round
+                    // blocks the others with what it was granted until it ends (an attempt
+                    // granted on one master of three, with another stopped, held that one for
+                    // the whole read timeout, and every process that came meanwhile was refused
+                    // there), and a master that its peers' answers have overtaken by that much
+                    // is stopped or overloaded, not on its way. The grace is in proportion to
+                    // the time this answer took, as a decided round's ([`UNDECIDED_GRACE`] at
+                    // least, [`DECIDED_GRACE`] at most): with many processes each finds a
+                    // stopped master out by itself, and a fixed 200 ms held the lock up that
+                    // long for each whose round had been granted somewhere. (The decided
+                    // round's shorter grace for a master that failed lately is not applied
+                    // here: a round that still needs it should not drop a master that is merely
+                    // slow.)
                     answered = true;
                     let now = Instant::now();
-                    let grace = DECIDED_GRACE.min(m.node.main.read_timeout());
+                    let grace = (now.saturating_duration_since(sent) * DECIDED_FACTOR)
+                        .clamp(UNDECIDED_GRACE, DECIDED_GRACE)
+                        .min(m.node.main.read_timeout());
                     for p in &mut pending {
                         p.deadline = p.deadline.min(now + grace);
                     }
