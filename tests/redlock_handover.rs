@@ -1,7 +1,8 @@
 //! Redlock's handover: a release writes the token of the first queued waiter into the key on
 //! every master, so that the waiter holds the lock when the release returns and is only told;
 //! waiters are served in the order they first queued, the same on every master. A waiter that
-//! one master alone queued first, or that gave up, stalls nobody.
+//! one master alone queued first, or that gave up, stalls nobody. A waiter is queued on every
+//! master its round reaches, and a holder's release hands it a free key too.
 //!
 //! The clients here re-check only every 120 s: within a test, only a release can serve a waiter.
 
@@ -181,4 +182,45 @@ fn a_waiter_that_gave_up_is_not_handed_the_lock() {
         vec![Some(lock.owner_token().to_owned()); 3]
     );
     lock.release().unwrap();
+}
+
+#[test]
+fn a_waiter_granted_where_the_key_was_free_is_queued_there_and_handed_the_key() {
+    let masters = RedlockMasters::start(3);
+    let c = client(&masters);
+    let name = unique_name("free-key");
+    let holder = c.try_acquire(&name).unwrap();
+    // Master 1's key is gone (as a plain attempt that took it and cleared it leaves it): the
+    // holder keeps masters 0 and 2, a majority.
+    let () = redis::cmd("DEL")
+        .arg(&name)
+        .query(&mut masters.masters()[1].conn())
+        .unwrap();
+    let waiter = {
+        let (c, name) = (c.clone(), name.clone());
+        thread::spawn(move || {
+            let lock = c.acquire(&name, Duration::from_secs(60));
+            (lock, Instant::now())
+        })
+    };
+    // Its rounds are granted on master 1 (and give it back): it is queued there too, so that
+    // masters 0 and 1 name the same first waiter should master 2 stop.
+    assert!(
+        eventually(MARGIN, || queued(&masters, &name) == vec![1; 3]),
+        "{:?}",
+        queued(&masters, &name)
+    );
+    // Past the round's clean-up of master 1: the waiter blocks (400 ms).
+    thread::sleep(Duration::from_millis(50));
+    holder.release().unwrap();
+    let released = Instant::now();
+    let (lock, at) = waiter.join().unwrap();
+    let lock = lock.expect("the waiter was not served");
+    let served = at.duration_since(released);
+    assert!(served < SOON, "served {served:?} after the release");
+    // The release handed master 1's free key on to the waiter too: it holds every master.
+    let now = tokens(&masters, &name);
+    assert_eq!(now, vec![Some(lock.owner_token().to_owned()); 3]);
+    lock.release().unwrap();
+    assert_eq!(tokens(&masters, &name), vec![None; 3], "a key left behind");
 }
