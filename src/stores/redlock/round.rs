@@ -104,10 +104,11 @@ impl Masters {
     /// the answers, masters that failed recently last. Once `decided` says the answers so far
     /// settle the outcome, such masters not read yet get only [`STRAGGLER_GRACE`] from then, the
     /// others a grace in proportion to the time the round took ([`DECIDED_FACTOR`]); and after
-    /// each answer, decided or not, every master not read yet gets at most [`DECIDED_GRACE`] from
-    /// then. A connection the server had dropped (a restart)
-    /// is replaced and the master asked again, with `retry` set: the request must then be safe
-    /// to repeat. Indexed by master; `None` for non-targets.
+    /// each answer, decided or not, every master not read yet gets at most a grace in proportion
+    /// to the time that answer took ([`UNDECIDED_GRACE`] to [`DECIDED_GRACE`]) from then. A
+    /// connection the server had dropped (a restart) is replaced and the master asked again, with
+    /// `retry` set: the request must then be safe to repeat. Indexed by master; `None` for
+    /// non-targets.
     pub(super) fn round(
         &self,
         targets: &[usize],
