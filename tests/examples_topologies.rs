@@ -12,7 +12,7 @@
 //!   binary cargo reports. `cargo test --test NAME` and nextest build no examples, so a binary
 //!   merely found under `target/<profile>/examples` may be missing, or left from older sources
 //!   and pass or fail for the wrong reason; when it is up to date the build is only a check.
-//! - C: compiled with `cc` as `scripts/c-tests.sh` does (`-Wall -Wextra -Wpedantic -Werror`),
+//! - C: compiled with `cc` as `scripts/ci/c-tests.sh` does (`-Wall -Wextra -Wpedantic -Werror`),
 //!   against the `libredislock.so` of that same cargo build.
 //! - PHP: `php -d ffi.enable=1 examples/php/oversell.php` with `REDISLOCK_LIB` pointing at that
 //!   library.

@@ -1,6 +1,6 @@
 //! The C ABI tested from C: runs the C tests of `ffi-tests/c` against a real `redis-server`
 //! (started here by the test kit, whose URL goes to the script in `REDISLOCK_TEST_URL`, so the
-//! script starts none of its own) through `scripts/c-tests.sh`: plain, under AddressSanitizer +
+//! script starts none of its own) through `scripts/ci/c-tests.sh`: plain, under AddressSanitizer +
 //! UndefinedBehaviorSanitizer, and under valgrind. The script also checks that
 //! `include/redislock.h` compiles as C99 and C++ and that `examples/c/oversell.c` builds, all with
 //! `-Wall -Wextra -Wpedantic -Werror`.
@@ -75,7 +75,7 @@ fn c_tests_pass_plain_under_sanitizers_and_under_valgrind() {
         .unwrap_or(&lib)
         .join(format!("ffi-tests-c-{}", std::process::id()));
     let child = Command::new("bash")
-        .arg(repo_root().join("scripts/c-tests.sh"))
+        .arg(repo_root().join("scripts/ci/c-tests.sh"))
         .current_dir(repo_root())
         .env("REDISLOCK_TEST_URL", server.url())
         .env("REDISLOCK_LIB_DIR", &lib)
@@ -84,14 +84,14 @@ fn c_tests_pass_plain_under_sanitizers_and_under_valgrind() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("cannot run bash scripts/c-tests.sh");
+        .expect("cannot run bash scripts/ci/c-tests.sh");
     let out = wait_child(child, SCRIPT_TIMEOUT);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report = format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}");
     assert!(
         out.status.success(),
-        "scripts/c-tests.sh failed ({})\n{report}",
+        "scripts/ci/c-tests.sh failed ({})\n{report}",
         out.status
     );
 

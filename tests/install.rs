@@ -1,4 +1,4 @@
-//! The installation for C and PHP users: `scripts/install.sh` into temporary prefixes, then what
+//! The installation for C and PHP users: `scripts/install/install.sh` into temporary prefixes, then what
 //! a user would do with the result.
 //!
 //! - C, shared: `examples/c/oversell.c` built with nothing but `pkg-config --cflags --libs
@@ -118,11 +118,11 @@ fn run_ok(cmd: &mut Command, timeout: Duration) -> Output {
     out
 }
 
-/// `bash scripts/install.sh ARGS` from the repository root, without the caller's DESTDIR.
+/// `bash scripts/install/install.sh ARGS` from the repository root, without the caller's DESTDIR.
 fn install(args: &[&OsStr]) -> Output {
     run_ok(
         Command::new("bash")
-            .arg(repo_root().join("scripts/install.sh"))
+            .arg(repo_root().join("scripts/install/install.sh"))
             .args(args)
             .env_remove("DESTDIR")
             .current_dir(repo_root()),

@@ -26,7 +26,7 @@
 //! connect timeout + 500 ms of slack for a loaded machine), and that no thread of the clients'
 //! outlives them (the process has no more threads once they are gone than before they
 //! started). Each prints its figures in one
-//! `RESULT` line (see `scripts/faults.sh`).
+//! `RESULT` line (see `scripts/ci/faults.sh`).
 //!
 //! Two cases put clients of other languages in the race: `single_partition_c_php` (the
 //! partition of one server) and `sentinel_blackhole_master_fails_over_min_replicas_c_php` (the
@@ -41,7 +41,7 @@
 //! compiler or php with FFI these cases print a `SKIPPED` line and pass.
 //!
 //! Partition cases need nft and root (`scripts/setup.sh` installs nftables); without them they
-//! print a `SKIPPED` line with the reason and pass. `scripts/faults.sh` runs them all and
+//! print a `SKIPPED` line with the reason and pass. `scripts/ci/faults.sh` runs them all and
 //! tabulates the `RESULT` lines; it also sets `REDISLOCK_FAULTS_FULL=1`, which runs the rest of
 //! the full matrix (Redlock with 5 masters, and the write lock, the semaphore and Redisson's
 //! lock on one server's partition and on the Sentinel failover), skipped in the suite.
@@ -1616,9 +1616,9 @@ fn cluster_blackhole_master() {
     no_client_left(&cluster.nodes()[master]);
 }
 
-// ---- the rest of the full matrix: scripts/faults.sh runs these, the suite skips them ----
+// ---- the rest of the full matrix: scripts/ci/faults.sh runs these, the suite skips them ----
 
-/// Set by `scripts/faults.sh`: run the cases of the full matrix too.
+/// Set by `scripts/ci/faults.sh`: run the cases of the full matrix too.
 const FULL_ENV: &str = "REDISLOCK_FAULTS_FULL";
 
 /// True (after printing a SKIPPED line) unless the full matrix is asked for.
@@ -1627,7 +1627,7 @@ fn full_matrix_only() -> bool {
         return false;
     }
     println!(
-        "SKIPPED {{\"test\":\"{}\",\"reason\":\"full matrix only: {FULL_ENV}=1 (scripts/faults.sh)\"}}",
+        "SKIPPED {{\"test\":\"{}\",\"reason\":\"full matrix only: {FULL_ENV}=1 (scripts/ci/faults.sh)\"}}",
         test_name()
     );
     true

@@ -1,5 +1,5 @@
 //! Drives the PHP package's PHPUnit suite (`bindings/php/tests`) from `cargo test`, through
-//! `scripts/php-tests.sh`: it builds the library in release mode, points `REDISLOCK_LIB` at it,
+//! `scripts/ci/php-tests.sh`: it builds the library in release mode, points `REDISLOCK_LIB` at it,
 //! builds the test kit's program and points `REDISLOCK_TESTKIT` at it, and runs `phpunit -c
 //! bindings/php/phpunit.xml`. The PHP tests start their own redis-server processes on free
 //! loopback ports through that program (`redislock-testkit single`).
@@ -34,11 +34,11 @@ fn php_package_phpunit_suite() {
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = Command::new("bash")
-        .arg(root.join("scripts/php-tests.sh"))
+        .arg(root.join("scripts/ci/php-tests.sh"))
         .current_dir(root)
         .stdin(Stdio::null())
         .output()
-        .expect("cannot run scripts/php-tests.sh");
+        .expect("cannot run scripts/ci/php-tests.sh");
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Shown by `cargo test -- --nocapture`, and on failure.
@@ -46,7 +46,7 @@ fn php_package_phpunit_suite() {
     eprintln!("{stderr}");
     assert!(
         output.status.success(),
-        "scripts/php-tests.sh failed ({}); if a tool or PHP extension is missing, run \
+        "scripts/ci/php-tests.sh failed ({}); if a tool or PHP extension is missing, run \
          scripts/setup.sh\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
         output.status
     );

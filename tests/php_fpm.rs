@@ -1,5 +1,5 @@
 //! The PHP package in its real deployment: Debian's PHP-FPM (`ffi.enable=preload`, the package's
-//! preload script) behind nginx, started on loopback ports by `scripts/fpm.sh test`, with the
+//! preload script) behind nginx, started on loopback ports by `scripts/fpm/fpm.sh test`, with the
 //! test app of `tests/fpm/app` under load from `wrk`. This test runs the script and asserts on
 //! what it printed:
 //!
@@ -28,7 +28,7 @@
 //!   endpoint, and `metrics.php` adds them up; the sum counts every acquire of the run and passes
 //!   `promtool check metrics`.
 //!
-//! `php_fpm_preload_without_the_library_says_what_to_do` runs `scripts/fpm.sh preload`: php-fpm
+//! `php_fpm_preload_without_the_library_says_what_to_do` runs `scripts/fpm/fpm.sh preload`: php-fpm
 //! whose preload script cannot find the library (`REDISLOCK_LIB` only in the pool's `env[]`, or
 //! naming no file) must exit with an error in its log that names what was tried and says to set
 //! `REDISLOCK_LIB` in the master's environment; the same with `REDISLOCK_LIB` in the master's
@@ -293,17 +293,17 @@ fn php_fpm_under_nginx() {
     );
 }
 
-/// Runs `scripts/fpm.sh` with `args` and returns its standard output, failing with both outputs
+/// Runs `scripts/fpm/fpm.sh` with `args` and returns its standard output, failing with both outputs
 /// if it failed or did not finish.
 fn fpm_script(args: &[&str]) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = Command::new("bash")
-        .arg(root.join("scripts/fpm.sh"))
+        .arg(root.join("scripts/fpm/fpm.sh"))
         .args(args)
         .current_dir(root)
         .stdin(Stdio::null())
         .output()
-        .expect("cannot run scripts/fpm.sh");
+        .expect("cannot run scripts/fpm/fpm.sh");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     // Shown by `cargo test -- --nocapture`, and on failure.
@@ -311,7 +311,7 @@ fn fpm_script(args: &[&str]) -> String {
     eprintln!("{stderr}");
     assert!(
         output.status.success() && stdout.lines().any(|l| l == "fpm: done"),
-        "scripts/fpm.sh {} failed ({}); if a tool is missing, run scripts/setup.sh\n\
+        "scripts/fpm/fpm.sh {} failed ({}); if a tool is missing, run scripts/setup.sh\n\
          --- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
         args.join(" "),
         output.status
@@ -366,7 +366,7 @@ fn php_fpm_preload_without_the_library_says_what_to_do() {
         "in the master's environment",
         "Environment=REDISLOCK_LIB=",
         "/etc/default/php8.2-fpm",
-        "scripts/install.sh",
+        "scripts/install/install.sh",
         "ffi.preload",
     ];
     let failed = |name: &str, tried: &[&str]| {

@@ -46,7 +46,7 @@ fn home(key: &[u8], n: usize) -> usize {
 }
 
 /// Eight worker processes race on one name while each master is stopped for 4 s in turn, the
-/// name's home master last (`scripts/redlock-stops-php.sh` runs the same shape with PHP). Holders
+/// name's home master last (`scripts/bench/redlock-stops-php.sh` runs the same shape with PHP). Holders
 /// never overlap, and no stop stalls the processes: within each, no stretch without a grant
 /// longer than about one read timeout (which finds the stopped master out).
 #[test]

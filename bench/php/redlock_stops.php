@@ -3,7 +3,7 @@
 // master stopped"): W worker processes (pcntl_fork, one Redislock\Client each) race on one lock
 // name through a redlock:// URL; the parent SIGSTOPs each master for STOP seconds in turn (GAP
 // seconds apart) and reports grants/s before, during and after each stop, the longest wait and
-// the overlaps seen (a file lock counts holders). Run by scripts/redlock-stops-php.sh, which
+// the overlaps seen (a file lock counts holders). Run by scripts/bench/redlock-stops-php.sh, which
 // starts the masters.
 //
 //   php bench/php/redlock_stops.php --url=redlock://... --pids=P1,P2,P3 [--workers=8]

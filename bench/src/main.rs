@@ -1,6 +1,6 @@
 //! The redislock benchmark program (the `redislock-bench` crate of the workspace).
 //!
-//! Standalone (what `scripts/bench.sh` runs):
+//! Standalone (what `scripts/bench/bench.sh` runs):
 //!
 //! ```text
 //! cargo build --release -p redislock-bench

@@ -586,7 +586,7 @@ pub fn run(o: &Opts) {
         &targets.0,
     ));
     s.push_str(
-        "\nc8 against python-redis-lock (≥ 2×) needs the peers run (scripts/bench.sh --peers).\n",
+        "\nc8 against python-redis-lock (≥ 2×) needs the peers run (scripts/bench/bench.sh --peers).\n",
     );
     println!("{s}");
     println!("### JSON summary lines\n");

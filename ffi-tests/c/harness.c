@@ -222,7 +222,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (h_url()[0] == '\0') {
         fprintf(stderr, "REDISLOCK_TEST_URL is not set (redis://127.0.0.1:PORT/ of a test "
-                        "server); run scripts/c-tests.sh\n");
+                        "server); run scripts/ci/c-tests.sh\n");
         return 2;
     }
     /* Nothing may hang: a stuck run is killed by SIGALRM and counts as failed. */

@@ -3,7 +3,7 @@
  * thread, and from forked children through their exit status), named tests, and helpers.
  *
  * The Redis server comes from the environment variable REDISLOCK_TEST_URL
- * (redis://127.0.0.1:PORT/), set by scripts/c-tests.sh or tests/ffi_c.rs.
+ * (redis://127.0.0.1:PORT/), set by scripts/ci/c-tests.sh or tests/ffi_c.rs.
  */
 #ifndef REDISLOCK_TEST_HARNESS_H
 #define REDISLOCK_TEST_HARNESS_H

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one built C test binary in one mode. Normally called by scripts/c-tests.sh, which builds
+# Runs one built C test binary in one mode. Normally called by scripts/ci/c-tests.sh, which builds
 # the library and the binaries and provides the server.
 #
 # Usage: ffi-tests/c/run.sh plain|asan|valgrind BINARY LIBDIR [TEST-NAME-FILTER...]

@@ -1,10 +1,10 @@
 # shellcheck shell=bash disable=SC2016 # (PHP code in single quotes)
-# Sourced by scripts/fpm.sh first, in every mode: checks the tools (those of the whole stack unless
+# Sourced by scripts/fpm/fpm.sh first, in every mode: checks the tools (those of the whole stack unless
 # FPM_STACK=0), gets the library, makes the temporary directory (removed, and every process
 # started here killed, when the script exits) with the tree the workers read, and defines the
 # helpers start, free_port and wait_for. Sets FPM_BIN, DIR, TREE, APP, REDISLOCK_LIB, BUILT_LIB,
 # ROOT_USER and PIDS. Reads ROOT, PACKAGE (the bindings/php directory to serve), OUT,
-# FPM_STACK and the functions log and die of scripts/fpm.sh.
+# FPM_STACK and the functions log and die of scripts/fpm/fpm.sh.
 FPM_BIN=$(command -v php-fpm8.2 || command -v php-fpm || true)
 missing=()
 [ -n "$FPM_BIN" ] || missing+=("php-fpm (php8.2-fpm)")

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by scripts/fpm.sh (mode preload) after scripts/fpm/base.sh: php-fpm started with
+# Sourced by scripts/fpm/fpm.sh (mode preload) after scripts/fpm/base.sh: php-fpm started with
 # opcache.preload=preload.php and the library not where the dynamic loader finds it, one php-fpm
 # per case, as a plain user (nobody when this runs as root) with the minimal environment of a
 # service. Prints per case

@@ -1,5 +1,5 @@
 # shellcheck shell=bash disable=SC2016 # (PHP code in single quotes)
-# Sourced by scripts/fpm.sh once the stack is up (scripts/fpm/stack.sh): the shop's data in
+# Sourced by scripts/fpm/fpm.sh once the stack is up (scripts/fpm/stack.sh): the shop's data in
 # Redis, waiting for an idle pool, the thread sampler (tests/fpm/threads.php), wrk with
 # tests/fpm/wrk.lua, `run`, one measured load run and the checks after it, and `die_case`, one
 # request that ends while holding the stock's lock and the purchase after it.

@@ -1,8 +1,8 @@
 # shellcheck shell=bash disable=SC2016 # (PHP code in single quotes)
-# Sourced by scripts/fpm.sh after scripts/fpm/base.sh: starts redis-server, php-fpm and nginx on
+# Sourced by scripts/fpm/fpm.sh after scripts/fpm/base.sh: starts redis-server, php-fpm and nginx on
 # free 127.0.0.1 ports; then checks through info.php that the workers can use the library. Sets
 # REDIS_PORT, FPM_PORT, HTTP_PORT, BASE, REDIS_PID, FPM_PID, NGINX_PID, INFO; defines rcli.
-# Reads ROOT, WORKERS, what base.sh set and the functions log and die of scripts/fpm.sh.
+# Reads ROOT, WORKERS, what base.sh set and the functions log and die of scripts/fpm/fpm.sh.
 REDIS_PORT=$(free_port)
 FPM_PORT=$(free_port)
 HTTP_PORT=$(free_port)

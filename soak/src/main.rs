@@ -2,7 +2,7 @@
 //!
 //! Each thread loops until the deadline: acquire (fencing, fixed lease, wait bound), read the
 //! stock through the fencing-checked file resource, sleep a little, write stock+1 with the
-//! token, release. Prints one `STATS ...` line (see scripts/soak.sh for the format).
+//! token, release. Prints one `STATS ...` line (see scripts/bench/soak.sh for the format).
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};

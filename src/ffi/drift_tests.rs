@@ -10,7 +10,7 @@ use crate::ErrorKind;
 
 // ---- The hand-kept tables of result codes in other languages ---------------------------------
 //
-// The enum of the generated header is the reference (`scripts/gen-headers.sh --check` keeps it
+// The enum of the generated header is the reference (`scripts/ci/gen-headers.sh --check` keeps it
 // equal to `redislock_result`). A result code or error kind added in Rust without the PHP
 // package, the C test harness, the soak workers and the fuzz target following fails here.
 

@@ -2,7 +2,7 @@
 //!
 //! It converts, checks and forwards; the logic lives in the Rust API, which never imports this
 //! module. The headers `include/redislock.h` (C, C++) and `include/redislock_php.h` (PHP FFI)
-//! are generated from these files by `scripts/gen-headers.sh` with cbindgen; the calling
+//! are generated from these files by `scripts/ci/gen-headers.sh` with cbindgen; the calling
 //! conventions they state are in `cbindgen.toml`.
 //!
 //! Layout, after rustls-ffi: one module per C object ([`config`], [`client`], [`request`],

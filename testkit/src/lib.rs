@@ -28,8 +28,8 @@
 //!   [`llen`], [`wait_for_len`], [`leftover_keys`] and [`eventually`] are the small helpers
 //!   every test file wants.
 //! * The binary `redislock-testkit` starts a set-up from the command line for the runners in
-//!   other languages: `scripts/c-tests.sh`, the PHP tests (`bindings/php/tests/Support/
-//!   RedisServer.php`, told where it is by `REDISLOCK_TESTKIT`) and `scripts/soak.sh`. It prints
+//!   other languages: `scripts/ci/c-tests.sh`, the PHP tests (`bindings/php/tests/Support/
+//!   RedisServer.php`, told where it is by `REDISLOCK_TESTKIT`) and `scripts/bench/soak.sh`. It prints
 //!   the URL and ports, then takes commands on standard input (`kill`, `term`, `pause`, `resume`,
 //!   `restart`, `pid`, `running`, `log` of any node or sentinel, `master`, `quit`) and stops
 //!   everything at end of input; see `src/bin/redislock-testkit.rs` for the protocol.

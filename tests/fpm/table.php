@@ -1,7 +1,7 @@
 <?php
 
 /*
- * The markdown table of a `scripts/fpm.sh bench` sitting: php table.php RUNS_FILE
+ * The markdown table of a `scripts/fpm/fpm.sh bench` sitting: php table.php RUNS_FILE
  * RUNS_FILE holds the script's "run variant=V key=value ..." lines. Per endpoint: the medians
  * over its runs of requests/s, p50 and p99 latency, the non-2xx answers and transport errors
  * summed, the most library threads any worker had; then the ratios the targets name.

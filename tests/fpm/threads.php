@@ -1,7 +1,7 @@
 <?php
 
 /*
- * Samples the library's threads in every PHP-FPM worker until told to stop (scripts/fpm.sh).
+ * Samples the library's threads in every PHP-FPM worker until told to stop (scripts/fpm/fpm.sh).
  *
  *   php threads.php --master=PID --stop=FILE [--interval-ms=25]
  *

@@ -1,6 +1,6 @@
--- wrk script of scripts/fpm.sh: each of wrk's threads stops after WRK_REQUESTS_PER_THREAD
+-- wrk script of scripts/fpm/fpm.sh: each of wrk's threads stops after WRK_REQUESTS_PER_THREAD
 -- responses (0: run for wrk's -d duration) and then creates the file WRK_DONE_DIR/<thread id>;
--- wrk itself waits for its -d duration, so scripts/fpm.sh sends it SIGINT once every thread is
+-- wrk itself waits for its -d duration, so scripts/fpm/fpm.sh sends it SIGINT once every thread is
 -- done. The answers are tallied by kind, and at the end one JSON line is printed: requests,
 -- duration, errors, status counts, answer kinds and latency percentiles (microseconds).
 

@@ -19,7 +19,7 @@ use Redislock\Exception\LockException;
  * - Otherwise (CLI, `ffi.enable=1`): `FFI::cdef()` with the declarations of
  *   `redislock_php.h` and the library named by the environment variable `REDISLOCK_LIB` (a path
  *   or a name), else the library's versioned name `libredislock.so.0.3` (its SONAME) resolved by
- *   the dynamic loader, as `scripts/install.sh` installs it, else the unversioned
+ *   the dynamic loader, as `scripts/install/install.sh` installs it, else the unversioned
  *   `libredislock.so` (an installation by hand) if its version is 0.3.x.
  *
  * The header is looked up as described in {@see Library::headerPath()}.
@@ -117,7 +117,7 @@ final class Library
         }
         throw new LibraryException(sprintf(
             'libredislock is not installed where the dynamic loader finds it: install the Debian '
-                . 'package %s (scripts/build-debs.sh builds it) or run scripts/install.sh (then '
+                . 'package %s (scripts/install/build-debs.sh builds it) or run scripts/install/install.sh (then '
                 . 'ldconfig, or LD_LIBRARY_PATH set to its directory), or set %s to the path of '
                 . 'libredislock.so (tried: %s)',
             self::debianPackage(),
@@ -220,7 +220,7 @@ final class Library
 
     /**
      * Where the PHP header `redislock_php.h` is read from, first found wins:
-     * `$REDISLOCK_HEADER`; the copy next to `autoload.php` that `scripts/install.sh` puts in the
+     * `$REDISLOCK_HEADER`; the copy next to `autoload.php` that `scripts/install/install.sh` puts in the
      * installed package; `include/redislock_php.h` of the source tree this package sits in;
      * `/usr/local/include/redislock_php.h`; `/usr/include/redislock_php.h`; the copy the Debian
      * package of the library installs, `/usr/share/libredislock0.3/redislock_php.h` (a Composer
@@ -351,7 +351,7 @@ final class Library
                 . 'the PHP-FPM master as it starts, before any pool exists: a pool\'s env[%s] never '
                 . 'reaches it. Set %2$s=/path/to/libredislock.so in the master\'s environment '
                 . '(systemd: systemctl edit %s, [Service] Environment=%2$s=...; SysV init: export it '
-                . 'in /etc/default/%3$s), or install the library (scripts/install.sh, ldconfig), or '
+                . 'in /etc/default/%3$s), or install the library (scripts/install/install.sh, ldconfig), or '
                 . 'bind it with ffi.preload (package README, "PHP-FPM") [PHP: %s]',
             $fromEnv
                 ? sprintf('%s=%s (this process\'s environment) %s', self::LIB_ENV, $lib, $why)
@@ -369,7 +369,7 @@ final class Library
             'cannot load libredislock in the opcache.preload script: with opcache.preload_user (a '
                 . 'PHP-FPM master running as root) PHP refuses FFI::load(). Bind the library with '
                 . 'ffi.preload=%s in php.ini, keeping opcache.preload for the classes; that header\'s '
-                . 'FFI_LIB must name a library the dynamic loader finds (scripts/install.sh, '
+                . 'FFI_LIB must name a library the dynamic loader finds (scripts/install/install.sh, '
                 . 'ldconfig) or an absolute path (in a copy of the header); %s is not used then '
                 . '(package README, "PHP-FPM") [PHP: %s]',
             $header,

@@ -73,7 +73,7 @@ final class LibraryLoadTest extends TestCase
         $message = $this->skipIfInstalled();
         $this->assertStringContainsString(Library::DEFAULT_LIB, $message);
         $this->assertStringContainsString(Library::FALLBACK_LIB, $message);
-        $this->assertStringContainsString('scripts/install.sh', $message);
+        $this->assertStringContainsString('scripts/install/install.sh', $message);
         $this->assertStringContainsString('REDISLOCK_LIB', $message);
     }
 
@@ -106,7 +106,7 @@ final class LibraryLoadTest extends TestCase
                 . 'package ' . Library::debianPackage(),
             $first
         );
-        $this->assertStringContainsString('scripts/install.sh', $first);
+        $this->assertStringContainsString('scripts/install/install.sh', $first);
         $this->assertStringContainsString('set REDISLOCK_LIB', $first);
     }
 
@@ -149,7 +149,7 @@ final class LibraryLoadTest extends TestCase
         return $probe['message'];
     }
 
-    /** The library the suite runs against (scripts/php-tests.sh sets REDISLOCK_LIB). */
+    /** The library the suite runs against (scripts/ci/php-tests.sh sets REDISLOCK_LIB). */
     private function builtLibrary(): string
     {
         $lib = getenv('REDISLOCK_LIB');

@@ -3,7 +3,7 @@
 /*
  * PHPUnit bootstrap: the package's own autoloader (no Composer needed), the test helpers,
  * Symfony Lock from Debian's php-symfony-lock (or a Composer vendor/ directory), and the library
- * path. scripts/php-tests.sh sets REDISLOCK_LIB to the freshly built library; run directly, the
+ * path. scripts/ci/php-tests.sh sets REDISLOCK_LIB to the freshly built library; run directly, the
  * tests fall back to target/release/libredislock.so of this source tree.
  */
 

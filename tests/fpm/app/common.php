@@ -1,7 +1,7 @@
 <?php
 
 /*
- * Shared by the endpoints of the PHP-FPM test app (scripts/fpm.sh): the configuration the pool
+ * Shared by the endpoints of the PHP-FPM test app (scripts/fpm/fpm.sh): the configuration the pool
  * passes in its environment, the data connection, and the purchase itself.
  *
  * The "shop": one stock counter (fpm:stock). A purchase is a read-modify-write on purpose

@@ -1,7 +1,7 @@
 <?php
 
 // What the worker runs with: SAPI, FFI mode, whether the package's classes were preloaded, the
-// library's version (or why it cannot be used), the worker's pid and its library threads. Used by scripts/fpm.sh to check the set-up.
+// library's version (or why it cannot be used), the worker's pid and its library threads. Used by scripts/fpm/fpm.sh to check the set-up.
 
 declare(strict_types=1);
 

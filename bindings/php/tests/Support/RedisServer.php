@@ -12,7 +12,7 @@ namespace Redislock\Tests\Support;
  * class is a thin client of that program: it reads the URL and port the program prints, sends
  * one command per fault and waits for its `OK`.
  *
- * The program is `$REDISLOCK_TESTKIT` (scripts/php-tests.sh builds it and sets that), else
+ * The program is `$REDISLOCK_TESTKIT` (scripts/ci/php-tests.sh builds it and sets that), else
  * `redislock-testkit` in the Cargo target directory of this source tree.
  *
  * Everything is stopped and removed when the object is destroyed and, whatever happens, at the
@@ -266,7 +266,7 @@ final class RedisServer
             }
         }
         throw new \RuntimeException(
-            'the PHP tests start redis-server through the test kit: run them with scripts/php-tests.sh, '
+            'the PHP tests start redis-server through the test kit: run them with scripts/ci/php-tests.sh, '
             . 'or build it (cargo build -p redislock-testkit --bin redislock-testkit) and set '
             . 'REDISLOCK_TESTKIT to the program'
         );

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The Debian packages as a C user gets them (scripts/build-debs.sh): built into a temporary
+# The Debian packages as a C user gets them (scripts/install/build-debs.sh): built into a temporary
 # directory, checked by lintian (errors and warnings fail; packaging/debian/*.lintian-overrides
 # hold the allowed ones with their reasons), installed with `apt-get install ./*.deb`; then the
 # README's C quick start is built with `pkg-config --cflags --libs redislock` alone and run
 # without LD_LIBRARY_PATH against a redis-server started here, `man -w redislock` must find the
 # man page, the Composer installation of the PHP package is checked against the installed
-# library (scripts/composer-check.sh), and the packages are purged: dpkg must not know them
+# library (scripts/ci/composer-check.sh), and the packages are purged: dpkg must not know them
 # any more and none of their files may be left.
 #
-#   scripts/deb-check.sh
+#   scripts/ci/deb-check.sh
 #
 # Needs root (it installs and purges packages); otherwise it says SKIPPED and exits 0. It also
 # skips when the packages are installed already, rather than purge someone's installation.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=lib/redis-server.sh
@@ -44,7 +44,7 @@ trap cleanup EXIT
 trap 'echo "deb-check: failed at line $LINENO" >&2' ERR
 
 t=$SECONDS
-bash scripts/build-debs.sh --out "$tmp/debs"
+bash scripts/install/build-debs.sh --out "$tmp/debs"
 echo "deb-check: built in $((SECONDS - t)) s"
 
 t=$SECONDS
@@ -65,7 +65,7 @@ grep -q 'libredislock.so.0.3 ' <<< "$cache" \
 # The README's C quick start, with pkg-config alone and no LD_LIBRARY_PATH.
 start_redis_server
 mkdir "$tmp/c"
-bash scripts/quickstarts.sh --print c | sed "s/127\.0\.0\.1:6379/127.0.0.1:$REDIS_PORT/g" > "$tmp/c/app.c"
+bash scripts/ci/quickstarts.sh --print c | sed "s/127\.0\.0\.1:6379/127.0.0.1:$REDIS_PORT/g" > "$tmp/c/app.c"
 grep -q "127.0.0.1:$REDIS_PORT" "$tmp/c/app.c"
 # shellcheck disable=SC2046 # pkg-config's words are the compiler's arguments
 (cd "$tmp/c" && cc -std=c99 -Wall -Wextra -Werror app.c $(pkg-config --cflags --libs redislock) -o app)
@@ -87,7 +87,7 @@ man redislock > /dev/null
 man -w redislock-run > /dev/null
 echo "deb-check: man redislock: $(man -w redislock)"
 
-REDIS_URL="redis://127.0.0.1:$REDIS_PORT/" bash scripts/composer-check.sh
+REDIS_URL="redis://127.0.0.1:$REDIS_PORT/" bash scripts/ci/composer-check.sh
 
 apt-get remove --purge -y -q "${packages[@]}"
 installed=0

@@ -2,9 +2,9 @@
 # Fuzz with cargo-fuzz / libFuzzer + AddressSanitizer: the C API (fuzz/fuzz_targets/c_api.rs),
 # then the crate's RESP parser against redis-rs' on the same bytes (fuzz/fuzz_targets/resp_diff.rs).
 #
-#   bash scripts/fuzz.sh                                   # the C API 60 s, the parser 20 s
-#   FUZZ_SECONDS=3600 FUZZ_RESP_SECONDS=600 bash scripts/fuzz.sh
-#   bash scripts/fuzz.sh resp_diff                         # one target (c_api or resp_diff)
+#   bash scripts/ci/fuzz.sh                                   # the C API 60 s, the parser 20 s
+#   FUZZ_SECONDS=3600 FUZZ_RESP_SECONDS=600 bash scripts/ci/fuzz.sh
+#   bash scripts/ci/fuzz.sh resp_diff                         # one target (c_api or resp_diff)
 #
 # Installs cargo-fuzz (cargo install cargo-fuzz --locked) if missing. Starts no server itself:
 # the C API's target starts a private redis-server on a free loopback port through the test kit
@@ -15,7 +15,7 @@
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run --fuzz-dir fuzz <target> fuzz/artifacts/<target>/crash-...
 # Exit status: 0 when every run finished without a crash, non-zero otherwise.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
 export RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"

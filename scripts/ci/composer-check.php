@@ -1,7 +1,7 @@
 <?php
 
 /*
- * Run by scripts/composer-check.sh in a fresh Composer project: a lock taken and released
+ * Run by scripts/ci/composer-check.sh in a fresh Composer project: a lock taken and released
  * through Redislock\Symfony\RedislockStore and through Redislock\Laravel\LockProvider, each
  * refused to a second taker while held; the library and header found without REDISLOCK_LIB.
  */

@@ -9,11 +9,11 @@
 # package libredislock0.3 puts it. Symfony Lock and Laravel's cache come from Debian's
 # php-symfony-lock and php-illuminate-cache, as in the package's own tests.
 #
-#   REDIS_URL=redis://127.0.0.1:PORT/ scripts/composer-check.sh
+#   REDIS_URL=redis://127.0.0.1:PORT/ scripts/ci/composer-check.sh
 #
-# Needs the library installed (scripts/deb-check.sh runs this between install and purge).
+# Needs the library installed (scripts/ci/deb-check.sh runs this between install and purge).
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 : "${REDIS_URL:?set REDIS_URL to a test server}"
 
@@ -40,6 +40,6 @@ JSON
 [[ -f "$tmp/app/vendor/redislock/redislock/src/Library.php" && ! -L "$tmp/app/vendor/redislock/redislock" ]] \
     || { echo "composer-check: the package was not copied into vendor/" >&2; exit 1; }
 
-cp scripts/composer-check.php "$tmp/app/check.php"
+cp scripts/ci/composer-check.php "$tmp/app/check.php"
 (cd "$tmp/app" && env -u REDISLOCK_LIB -u REDISLOCK_HEADER -u LD_LIBRARY_PATH php check.php)
 echo "composer-check: ok"

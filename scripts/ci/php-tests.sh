@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs the PHP package's PHPUnit suite (bindings/php/tests) against libredislock:
-#   scripts/php-tests.sh [phpunit arguments...]     e.g. --filter SymfonyStoreTest
+#   scripts/ci/php-tests.sh [phpunit arguments...]     e.g. --filter SymfonyStoreTest
 # Builds the library with `cargo build --release` first (a no-op when it is up to date) and
 # points REDISLOCK_LIB at the .so, unless REDISLOCK_LIB is already set. The tests start their own
 # redis-server processes on free loopback ports (none uses 127.0.0.1:6379) through the test kit's
-# program, `redislock-testkit single`: this script builds it (scripts/testkit.sh) and points
+# program, `redislock-testkit single`: this script builds it (scripts/lib/testkit.sh) and points
 # REDISLOCK_TESTKIT at it, unless REDISLOCK_TESTKIT is already set.
 # Needs php (with FFI, pcntl, posix, phpredis), Symfony Lock 5.4, phpunit 9 and redis-server:
 # scripts/setup.sh installs them on Debian. cargo test runs this script from tests/php.rs.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
 missing=()
@@ -43,8 +43,8 @@ if [ ! -f "$REDISLOCK_LIB" ]; then
 fi
 echo "php-tests: REDISLOCK_LIB=$REDISLOCK_LIB"
 
-# shellcheck source=scripts/testkit.sh
-source scripts/testkit.sh
+# shellcheck source=scripts/lib/testkit.sh
+source scripts/lib/testkit.sh
 testkit_build
 export REDISLOCK_TESTKIT="$TESTKIT"
 echo "php-tests: REDISLOCK_TESTKIT=$REDISLOCK_TESTKIT"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian packages of redislock from this tree (no debhelper, no debian/ directory):
 #
-#   scripts/build-debs.sh --out DIR [--maintainer 'Name <address>']
+#   scripts/install/build-debs.sh --out DIR [--maintainer 'Name <address>']
 #
 #   libredislock0.3     the shared library, named after its SONAME (libredislock.so.0.3), and
 #                       the PHP FFI header its PHP package reads
@@ -10,7 +10,7 @@
 #                       redislock.pc (`pkg-config --cflags --libs redislock`)
 #   redislock-cli       /usr/bin/redislock, its man pages and its bash, zsh and fish completions
 #
-# The files come from `scripts/install.sh --prefix /usr --libdir /usr/lib/<multiarch>` into a
+# The files come from `scripts/install/install.sh --prefix /usr --libdir /usr/lib/<multiarch>` into a
 # staging directory (the `dist` build, stripped as dh_strip does); each package gets a
 # machine-readable copyright file, changelog.Debian.gz, md5sums and Depends computed by
 # dpkg-shlibdeps. The Maintainer field is --maintainer, else "$DEBFULLNAME <$DEBEMAIL>", else a
@@ -21,7 +21,7 @@
 # overrides (each with its reason).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
 
@@ -59,8 +59,8 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 stage="$work/stage"
-bash scripts/install.sh --prefix /usr --libdir "$libdir" --destdir "$stage" --no-ldconfig \
-    > "$work/install.log" || { cat "$work/install.log" >&2; die "scripts/install.sh failed"; }
+bash scripts/install/install.sh --prefix /usr --libdir "$libdir" --destdir "$stage" --no-ldconfig \
+    > "$work/install.log" || { cat "$work/install.log" >&2; die "scripts/install/install.sh failed"; }
 
 version="$(cargo pkgid -p redislock | sed 's/.*[#@]//')"
 debversion="$version-1"
@@ -122,7 +122,7 @@ docs() { # package cargo-package
         printf '\nLicense: MIT\n'
         sed -e '1,/^$/d' -e 's/^$/./' -e 's/^/ /' LICENSE-MIT
     } > "$doc/copyright"
-    printf '%s (%s) unstable; urgency=medium\n\n  * Built from the source tree (commit %s) by scripts/build-debs.sh;\n    the changes of each release are in the source'"'"'s CHANGELOG.md.\n\n -- %s  %s\n' \
+    printf '%s (%s) unstable; urgency=medium\n\n  * Built from the source tree (commit %s) by scripts/install/build-debs.sh;\n    the changes of each release are in the source'"'"'s CHANGELOG.md.\n\n -- %s  %s\n' \
         "$1" "$debversion" "$commit" "$maintainer" "$date_r" | gzip -9n > "$doc/changelog.Debian.gz"
 }
 

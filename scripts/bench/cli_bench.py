@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The redislock command-line tool beside flock(1) and `etcdctl lock` (BENCHMARKS.md, "The
-command-line tool"). Run by scripts/cli-bench.sh, which builds the tool; prints what it measures.
+command-line tool"). Run by scripts/bench/cli-bench.sh, which builds the tool; prints what it measures.
 
 1. Start to running: from starting the tool (`redislock run NAME -- CMD`, `flock FILE CMD`,
    `etcdctl lock NAME CMD`, and CMD alone) to its command running, the lock free. CMD is

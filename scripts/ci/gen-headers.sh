@@ -3,8 +3,8 @@
 #   include/redislock.h      C and C++ (cbindgen.toml)
 #   include/redislock_php.h  PHP FFI   (cbindgen-php.toml)
 #
-# Usage: scripts/gen-headers.sh            write both headers
-#        scripts/gen-headers.sh --check    fail (exit 1, with a diff) if a committed header
+# Usage: scripts/ci/gen-headers.sh            write both headers
+#        scripts/ci/gen-headers.sh --check    fail (exit 1, with a diff) if a committed header
 #                                          differs from what src/ffi/ generates now (for CI)
 #
 # cbindgen: $CBINDGEN, else `cbindgen` on PATH, else ~/.cargo/bin/cbindgen; version 0.29.x
@@ -12,7 +12,7 @@
 # the drift check would report). Install: cargo install --locked cbindgen@0.29.4
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 
 check=0
@@ -101,7 +101,7 @@ status=0
 for h in redislock.h redislock_php.h; do
     if [[ $check -eq 1 ]]; then
         if ! diff -u "include/$h" "$tmp/$h" >&2; then
-            echo "error: include/$h is out of date; run scripts/gen-headers.sh" >&2
+            echo "error: include/$h is out of date; run scripts/ci/gen-headers.sh" >&2
             status=1
         fi
     else

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds libredislock for distribution and installs it for C and PHP users:
 #
-#   scripts/install.sh [--prefix DIR] [--destdir DIR] [--libdir DIR] [--includedir DIR]
+#   scripts/install/install.sh [--prefix DIR] [--destdir DIR] [--libdir DIR] [--includedir DIR]
 #                      [--datadir DIR] [--bindir DIR] [--mandir DIR]
 #                      [--library-type both|shared|static] [--split-debug] [--no-cli]
 #                      [--no-ldconfig]
 #
-#   sudo scripts/install.sh                          # into /usr/local, then runs ldconfig
-#   scripts/install.sh --prefix "$HOME/.local"
-#   scripts/install.sh --prefix /usr --libdir /usr/lib/x86_64-linux-gnu --destdir "$PWD/pkgroot"
+#   sudo scripts/install/install.sh                          # into /usr/local, then runs ldconfig
+#   scripts/install/install.sh --prefix "$HOME/.local"
+#   scripts/install/install.sh --prefix /usr --libdir /usr/lib/x86_64-linux-gnu --destdir "$PWD/pkgroot"
 #
 # What it installs (VERSION is the crate's version, SONAME libredislock.so.0.MINOR for 0.x
 # versions, libredislock.so.MAJOR from 1.0 on):
@@ -48,7 +48,7 @@
 # binutils (strip, objcopy, readelf) and coreutils. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
 

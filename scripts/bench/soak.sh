@@ -2,8 +2,8 @@
 # Soak test: the oversell race from Rust, C and PHP clients at once against one private
 # redis-server that a chaos loop keeps killing, pausing and restarting.
 #
-#   bash scripts/soak.sh                 # 10 minutes
-#   bash scripts/soak.sh --minutes 1     # or SOAK_SECONDS=90 bash scripts/soak.sh
+#   bash scripts/bench/soak.sh                 # 10 minutes
+#   bash scripts/bench/soak.sh --minutes 1     # or SOAK_SECONDS=90 bash scripts/bench/soak.sh
 #
 # Options (or environment): --minutes M (SOAK_SECONDS overrides), RUST_THREADS (4),
 # C_THREADS (4), PHP_PROCS (3), CHAOS_MIN_S/CHAOS_MAX_S (5/20: seconds between chaos events).
@@ -12,7 +12,7 @@
 # What runs:
 # - the lock server: a private redis-server on a free loopback port (--save "" --appendonly no,
 #   so every kill or restart loses all keys: locks, waiter queues and the fencing counter),
-#   started and faulted by the test kit's program (`redislock-testkit single`, scripts/testkit.sh);
+#   started and faulted by the test kit's program (`redislock-testkit single`, scripts/lib/testkit.sh);
 # - workers: soak/target soak_worker (Rust, threads), soak/worker.c (C, pthreads),
 #   soak/worker.php (PHP, pcntl_fork processes), all hammering one lock name. Each iteration:
 #   acquire with fencing (wait bound 2 s, fixed lease 1.5 s, no auto-renewal), read the stock
@@ -38,7 +38,7 @@
 #
 # At the end it prints the figures; exit status 1 if lost updates != 0 (or a worker failed).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ROOT="$PWD"
 
 SOAK_SECONDS="${SOAK_SECONDS:-}"
@@ -72,8 +72,8 @@ echo "soak: building (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
 cargo build --release --lib --quiet
 LIBDIR="$CARGO_TARGET_DIR/release"
 (cd soak && cargo build --release --quiet)
-# shellcheck source=scripts/testkit.sh
-source scripts/testkit.sh
+# shellcheck source=scripts/lib/testkit.sh
+source scripts/lib/testkit.sh
 testkit_build
 WORK="$(mktemp -d -t redislock-soak.XXXXXX)"
 gcc -std=c11 -O2 -Wall -Wextra -Iinclude soak/worker.c -L"$LIBDIR" -lredislock -lpthread \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The A/B report of `scripts/bench.sh --against REV`: one markdown table per scenario.
+"""The A/B report of `scripts/bench/bench.sh --against REV`: one markdown table per scenario.
 
-  python3 scripts/ab_report.py --rev LABEL [--title TEXT] DIR
+  python3 scripts/bench/ab_report.py --rev LABEL [--title TEXT] DIR
 
 DIR holds one `--raw` file of the standalone program per contestant and round,
 `<label>.r<round>.jsonl` (labels `head`, `head-again` and LABEL, the build at REV). Each row is a

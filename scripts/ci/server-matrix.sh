@@ -7,13 +7,13 @@
 # locks, semaphores, sets, Cluster, Sentinel) on another version, through
 # REDISLOCK_TEST_REDIS_SERVER.
 #
-#   bash scripts/server-matrix.sh redis-server-6.2     # or redis-server-7.4, or any path
+#   bash scripts/ci/server-matrix.sh redis-server-6.2     # or redis-server-7.4, or any path
 #
 # Needs the binaries scripts/setup.sh links (redis-server-6.2, redis-server-7.4).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PATH="$HOME/.cargo/bin:$PATH"
-bin=${1:?usage: scripts/server-matrix.sh REDIS-SERVER-BINARY}
+bin=${1:?usage: scripts/ci/server-matrix.sh REDIS-SERVER-BINARY}
 command -v "$bin" >/dev/null || { echo "server-matrix: no $bin (run bash scripts/setup.sh)" >&2; exit 1; }
 echo "server-matrix: $("$bin" --version)"
 export REDISLOCK_TEST_REDIS_SERVER

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The network-fault matrix (tests/network_faults.rs), ignored cases included, with a report:
 #
-#   scripts/faults.sh [--out DIR] [--rounds N] [-- EXTRA nextest ARGS, e.g. a test filter]
+#   scripts/ci/faults.sh [--out DIR] [--rounds N] [-- EXTRA nextest ARGS, e.g. a test filter]
 #
 # Runs `cargo nextest run --test network_faults --run-ignored all --no-fail-fast --no-capture`
 # with REDISLOCK_FAULTS_FULL=1 (the cases of the full matrix that the suite skips: Redlock with
@@ -20,7 +20,7 @@
 # scripts/setup.sh installs it); without it those cases are reported as skipped. Exits non-zero
 # if a case that is not ignored failed.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 out=""
 rounds=1
@@ -88,7 +88,7 @@ cols = [("case", "case"), ("round", "round"), ("status", "status"), ("grants", "
         ("lost_updates", "lost updates"), ("regrant_ms", "granted again after heal (ms)"),
         ("longest_gap_ms", "longest gap (ms)"), ("overruns", "calls over bound"),
         ("foreign", "C / PHP clients: grants/accepted")]
-lines = ["# Network-fault matrix", "", f"Command: `scripts/faults.sh` → `{cmd}`", "",
+lines = ["# Network-fault matrix", "", f"Command: `scripts/ci/faults.sh` → `{cmd}`", "",
          "Each case: 4 threads of 2 clients, exclusive lock, lease 2 s, wait 1.5 s, read timeout "
          "500 ms; 1 s warm-up, 3 s of fault, 3 s after; the `c+php` cases add one C and one PHP "
          "client process. `ignored` marks a case kept out of the "

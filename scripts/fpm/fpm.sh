@@ -2,11 +2,11 @@
 # PHP-FPM under nginx: the deployment the PHP package is for, started and stopped here on
 # loopback ports, with the test app of tests/fpm/app ("decrement the stock if > 0, under a lock").
 #
-#   scripts/fpm.sh test    [options]   the checks tests/php_fpm.rs asserts on
-#   scripts/fpm.sh bench   [options]   requests/s and latency per endpoint, one sitting
-#   scripts/fpm.sh killed  [options]   how long a request waits for a lock whose holder was killed
-#   scripts/fpm.sh preload [options]   php-fpm started without the library in reach: what it says
-#   scripts/fpm.sh serve   [options]   start the stack, print its URL, wait for Ctrl-C
+#   scripts/fpm/fpm.sh test    [options]   the checks tests/php_fpm.rs asserts on
+#   scripts/fpm/fpm.sh bench   [options]   requests/s and latency per endpoint, one sitting
+#   scripts/fpm/fpm.sh killed  [options]   how long a request waits for a lock whose holder was killed
+#   scripts/fpm/fpm.sh preload [options]   php-fpm started without the library in reach: what it says
+#   scripts/fpm/fpm.sh serve   [options]   start the stack, print its URL, wait for Ctrl-C
 #
 # The stack, all in a temporary directory and on free 127.0.0.1 ports (never 6379), serving a
 # copy of tests/fpm/app, bindings/php and the PHP header made there (readable by every user):
@@ -98,7 +98,7 @@
 # scripts/setup.sh installs them on Debian.
 # shellcheck source-path=SCRIPTDIR disable=SC2016 # (PHP code in single quotes)
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # php-fpm8.2 and nginx live in /usr/sbin, which a plain user's PATH may lack.
 export PATH="$HOME/.cargo/bin:$PATH:/usr/sbin:/sbin"
 

@@ -1,4 +1,4 @@
-# Sourced by the runners (scripts/c-tests.sh, scripts/php-tests.sh, scripts/soak.sh): builds the
+# Sourced by the runners (scripts/ci/c-tests.sh, scripts/ci/php-tests.sh, scripts/bench/soak.sh): builds the
 # test kit's command-line program and drives it. testkit/src/bin/redislock-testkit.rs describes
 # its protocol: it prints the URL and the ports, `READY`, then answers one line per command.
 #

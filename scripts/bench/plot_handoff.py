@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plot the h2 handoff-latency distribution of every lock implementation as one PNG.
 
-  python3 scripts/plot_handoff.py [-o docs/handoff.png] [--title TEXT] INPUT [INPUT ...]
+  python3 scripts/bench/plot_handoff.py [-o docs/handoff.png] [--title TEXT] INPUT [INPUT ...]
 
 INPUT is a JSON-lines file of README-format records (the standalone program's --raw file,
 e.g. bench-results/<run>/standalone.jsonl) or a peers results directory (every *.jsonl in it,

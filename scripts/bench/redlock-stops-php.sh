@@ -2,9 +2,9 @@
 # PHP workers on three Redlock masters while each master is stopped in turn (BENCHMARKS.md,
 # "Redlock with a master stopped"): starts the masters with the test kit, runs
 # bench/php/redlock_stops.php against them, stops them.
-#   bash scripts/redlock-stops-php.sh [ARGS for redlock_stops.php: --workers=8 --stop=4 --gap=4]
+#   bash scripts/bench/redlock-stops-php.sh [ARGS for redlock_stops.php: --workers=8 --stop=4 --gap=4]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 cargo build --release --quiet --lib
 cargo build --quiet -p redislock-testkit --bin redislock-testkit
 export REDISLOCK_LIB=${REDISLOCK_LIB:-$PWD/target/release/libredislock.so}

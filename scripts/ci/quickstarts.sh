@@ -4,8 +4,8 @@
 # outside the tree and run there against a redis-server started here on a free loopback port
 # (the only change to the text: its 127.0.0.1:6379 becomes that server's address).
 #
-#   scripts/quickstarts.sh [rust] [c] [php] [cli]     the ones named, default all four
-#   scripts/quickstarts.sh --print NAME               print one block (rust-toml, rust, c,
+#   scripts/ci/quickstarts.sh [rust] [c] [php] [cli]     the ones named, default all four
+#   scripts/ci/quickstarts.sh --print NAME               print one block (rust-toml, rust, c,
 #                                                     c-build, php, cli)
 #
 # - rust: `cargo new myapp` beside a `redislock` link to this tree, the block rust-toml as its
@@ -20,7 +20,7 @@
 # builds go to target/quickstart (kept, so that a second run is quick). A quick start that
 # fails, or does not run to its end, fails the script.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
 export PATH="$HOME/.cargo/bin:$PATH"
 # shellcheck source=lib/redis-server.sh

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One benchmark sitting for redislock:
 #
-#   scripts/bench.sh [--peers] [--redlock-peers] [--masters N] [--fpm] [--quick] [--out DIR] [--plot FILE]
+#   scripts/bench/bench.sh [--peers] [--redlock-peers] [--masters N] [--fpm] [--quick] [--out DIR] [--plot FILE]
 #                    [--peers-args "ARGS"] [--fpm-args "ARGS"] [-- ARGS for the standalone program]
-#   scripts/bench.sh --against REV [--rounds N] [--quick] [--out DIR] [-- ARGS for the standalone program]
+#   scripts/bench/bench.sh --against REV [--rounds N] [--quick] [--out DIR] [-- ARGS for the standalone program]
 #
 #   1. builds, with the release profile, the benchmark program (the workspace crate bench/,
 #      `cargo build --release -p redislock-bench`: <target>/release/redislock-bench) and
@@ -29,7 +29,7 @@
 #      results and report in OUT/peers-redlock/ (report.md); about 2 minutes with --quick;
 #   4. regenerates the handoff plot, docs/handoff.png by default (--plot FILE), from the h2 records
 #      of OUT/standalone.jsonl and OUT/peers/;
-#   5. with --fpm: PHP-FPM under nginx, `scripts/fpm.sh bench` (8 workers, wrk at concurrency 32;
+#   5. with --fpm: PHP-FPM under nginx, `scripts/fpm/fpm.sh bench` (8 workers, wrk at concurrency 32;
 #      endpoints without a lock, phpredis pconnect + SET NX PX, Redislock\Client, Symfony Lock on
 #      RedislockStore and on RedisStore; 3 rounds of 10,000 requests each, about 5 minutes):
 #      requests/s and latency p50/p99 per endpoint in OUT/fpm.md, logs and raw results in OUT/fpm/.
@@ -45,7 +45,7 @@
 #   REV; head-again, REV, head; ...) so that drift hits all alike. Each run is the standalone
 #   program with `--port P --only u1,u8,c8,h2 --rounds 1 --php off`, with --quick
 #   `--n 4000 --target 500 --htarget 40 --cap 20`, then the ARGS after -- (later options win:
-#   `-- --only u1,c8`, `-- --n 50000`). scripts/ab_report.py then writes
+#   `-- --only u1,c8`, `-- --n 50000`). scripts/bench/ab_report.py then writes
 #   OUT/ab.md, printed too: per scenario the median over the rounds of each contestant and the
 #   ratios head/REV and head-again/head. Records and reports of every run in OUT/ab/. With
 #   the program's default sizes a round takes about 2 minutes (h2: 200 handoffs of ~50 ms,
@@ -59,12 +59,12 @@
 #          --scale-secs 10 --failovers 1; peers: --n 2000 --target 300 --htarget 40 --cap 20; FPM: --rounds 1
 #          --requests 5000.
 # --peers-args "...": more run_all.py options, e.g. "--quiet-max 10 --retries 0" on a busy machine.
-# --fpm-args "...": more scripts/fpm.sh bench options, e.g. "--requests 20000 --rounds 5".
+# --fpm-args "...": more scripts/fpm/fpm.sh bench options, e.g. "--requests 20000 --rounds 5".
 # Environment: CARGO_TARGET_DIR (cargo's), PEERBENCH_WORK (peers work dir, default
 # /tmp/peerbench-work), PEERBENCH_PORT (default: a free port), REDISLOCK_LIB.
 # Benchmarks measure, they do not assert: the exit status only reports failures to run.
 set -euo pipefail
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 
@@ -125,7 +125,7 @@ if [ "$QUICK" = 1 ]; then
 else
   AB_SIZES=()
   PEER_SIZES=()
-  FPM_SIZES=()   # scripts/fpm.sh bench's defaults: 3 rounds of 10,000 requests
+  FPM_SIZES=()   # scripts/fpm/fpm.sh bench's defaults: 3 rounds of 10,000 requests
 fi
 
 if [ -z "$OUT" ]; then
@@ -219,7 +219,7 @@ for l in sys.stdin:
         || { rc=$?; echo "bench.sh: $run failed (status $rc; $OUT/ab/$run.log)" >&2; }
     done
   done
-  python3 scripts/ab_report.py --rev "$REV_SHORT" --title "$(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo '+changes') against $AGAINST ($REV_SHORT), $AB_ROUNDS rounds; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at the end" \
+  python3 scripts/bench/ab_report.py --rev "$REV_SHORT" --title "$(git rev-parse --short HEAD)$(git diff --quiet HEAD 2>/dev/null || echo '+changes') against $AGAINST ($REV_SHORT), $AB_ROUNDS rounds; $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at the end" \
     "$OUT/ab" | tee "$OUT/ab.md" || rc=$?
   echo "bench.sh: done (status $rc): $OUT/ab.md; every run's report and records in $OUT/ab/"
   exit "$rc"
@@ -284,7 +284,7 @@ INPUTS=()
 grep -qs '"scenario":"h2"' "$OUT/standalone.jsonl" && INPUTS+=("$OUT/standalone.jsonl")
 [ -d "$OUT/peers" ] && INPUTS+=("$OUT/peers")
 if [ ${#INPUTS[@]} -gt 0 ]; then
-  python3 scripts/plot_handoff.py -o "$PLOT" "${INPUTS[@]}" \
+  python3 scripts/bench/plot_handoff.py -o "$PLOT" "${INPUTS[@]}" \
     --title "h2 handoff latency: release called -> other worker's acquire returned ($(date +%F), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg) at the end; $(basename "$OUT"))" \
     || rc=$?
 fi
@@ -292,7 +292,7 @@ fi
 # ---- 5. PHP-FPM under nginx
 if [ "$FPM" = 1 ]; then
   # shellcheck disable=SC2086 # FPM_ARGS is a list of options on purpose
-  bash "$ROOT/scripts/fpm.sh" bench "${FPM_SIZES[@]}" --out "$OUT/fpm" $FPM_ARGS \
+  bash "$ROOT/scripts/fpm/fpm.sh" bench "${FPM_SIZES[@]}" --out "$OUT/fpm" $FPM_ARGS \
     | tee "$OUT/fpm.log" || rc=$?
   sed -n '/^| endpoint/,$p' "$OUT/fpm.log" | grep -v '^fpm: done' > "$OUT/fpm.md" || true
 fi

@@ -4,11 +4,11 @@
 # any error and on definite leaks). Also checks that include/redislock.h compiles as C99 and C++
 # and that the C examples (examples/c) build, all with -Wall -Wextra -Wpedantic -Werror.
 #
-# Usage: scripts/c-tests.sh [--release] [--no-asan] [--no-valgrind] [TEST-NAME-FILTER...]
+# Usage: scripts/ci/c-tests.sh [--release] [--no-asan] [--no-valgrind] [TEST-NAME-FILTER...]
 #
 # Environment:
 #   REDISLOCK_TEST_URL     run against this server; otherwise the test kit's program
-#                          (`redislock-testkit single`, see scripts/testkit.sh) starts a private
+#                          (`redislock-testkit single`, see scripts/lib/testkit.sh) starts a private
 #                          redis-server on a free loopback port (never 6379) and removes it at the end
 #   REDISLOCK_TESTKIT      that program, instead of building it with cargo
 #   REDISLOCK_LIB_DIR      use the libredislock.so in this directory instead of building it with
@@ -19,10 +19,10 @@
 # Missing tools (a C compiler, valgrind, redis-server): run scripts/setup.sh.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$root"
-# shellcheck source=scripts/testkit.sh
-source scripts/testkit.sh
+# shellcheck source=scripts/lib/testkit.sh
+source scripts/lib/testkit.sh
 
 profile=debug
 asan=1
@@ -118,7 +118,7 @@ if [[ $asan -eq 1 ]]; then
 fi
 
 # --- the server --------------------------------------------------------------------------------
-# The test kit's program (scripts/testkit.sh) starts it and removes it at the end.
+# The test kit's program (scripts/lib/testkit.sh) starts it and removes it at the end.
 trap testkit_stop EXIT
 if [[ -z "${REDISLOCK_TEST_URL:-}" ]]; then
     step "start redis-server (redislock-testkit single)"
