@@ -122,7 +122,7 @@ docs() { # package cargo-package
         printf '\nLicense: MIT\n'
         sed -e '1,/^$/d' -e 's/^$/./' -e 's/^/ /' LICENSE-MIT
     } > "$doc/copyright"
-    printf '%s (%s) unstable; urgency=medium\n\n  * Built from the source tree (commit %s) by scripts/install/build-debs.sh;\n    the changes of each release are in the source'"'"'s CHANGELOG.md.\n\n -- %s  %s\n' \
+    printf '%s (%s) unstable; urgency=medium\n\n  * Built from commit %s by scripts/install/build-debs.sh;\n    the changes of each release are in the source'"'"'s CHANGELOG.md.\n\n -- %s  %s\n' \
         "$1" "$debversion" "$commit" "$maintainer" "$date_r" | gzip -9n > "$doc/changelog.Debian.gz"
 }
 
