@@ -1,23 +1,22 @@
 //! `redislock_request`: how one lock is to be taken, set piece by piece before acquiring.
 //!
-//! A request is the C face of the Rust API's requests: [`LockRequest`] (an exclusive lock),
-//! [`RwLockRequest`] (the read or the write side of a read/write lock), [`SemaphoreRequest`]
-//! (permits of a semaphore) and [`MultiLockRequest`] (a set of exclusive locks). It names what
-//! it takes ([`Target`]: set by its `_new` function, and for one name by
-//! `redislock_request_set_kind`) and starts from its client's defaults; each setter overrides
-//! one of them, and whatever was never set stays the client's. Because a Rust request borrows
-//! its client and names, the handle cannot keep one: it keeps the client (a cheap shared
-//! handle), copies of the names and the settings, and each acquire makes a fresh Rust request
-//! from them ([`Request::rust_request`]). So one request serves any number of acquires, and it
-//! never holds a lock itself.
+//! A request is the C face of the Rust API's requests ([`Request`](crate::Request) of every
+//! kind): an exclusive lock, the read or the write side of a read/write lock, Redisson's RLock,
+//! permits of a semaphore or a set of exclusive locks. Because a Rust request borrows its
+//! client and names, the handle cannot keep one. It keeps, as a plain struct ([`Request`]), the
+//! client (a cheap shared handle), what it takes ([`Kind`]: set by its `_new` function, and for
+//! one name by `redislock_request_set_kind`), copies of the names, and one field per option,
+//! `None` while it is the client's default. Each acquire makes a fresh Rust request from them in
+//! one place, [`Request::run`]. So one request serves any number of acquires, and it never
+//! holds a lock itself.
 //!
-//! Adding a setter is one function: an `extern "C" fn` that converts its arguments and records
-//! a value with [`Request::set`], together with how that value changes a [`RustRequest`].
-//! The setters only record; as with `redislock_config`, the values are checked all together
-//! where they are used, by the Rust API when the request acquires. What a setter does check is
-//! whether it applies to what the request takes at all (permits to a semaphore, an owner token
-//! to an exclusive lock...): a setter that does not apply fails with INVALID_ARGUMENT and
-//! changes nothing, whatever order the setters are called in.
+//! Adding a setter is a field of [`Request`], the `extern "C" fn` that converts its arguments
+//! and stores them there, and the line of [`Request::run`] that hands the value to the Rust
+//! request. The setters only store; as with `redislock_config`, the values are checked all
+//! together where they are used, by the Rust API when the request acquires. What a setter does
+//! check is whether it applies to what the request takes at all (permits to a semaphore, an
+//! owner token to an exclusive lock...): a setter that does not apply fails with
+//! INVALID_ARGUMENT and changes nothing, whatever order the setters are called in.
 
 use std::time::Duration;
 
@@ -27,11 +26,11 @@ use super::handle::{BoxHandle, free_handle, handle_ref, into_handle, write_out};
 use super::last_error;
 use super::lock::redislock_lock;
 use super::result::redislock_result::{self, REDISLOCK_OK};
-use crate::api::guard::AnyLock;
-use crate::{
-    Cancel, Client, Error, LockRequest, MAX_SET_NAMES, MultiLockRequest, RedissonLockRequest,
-    RwLockRequest, SemaphoreRequest,
-};
+use crate::{Error, MAX_SET_NAMES};
+
+mod options;
+
+use options::{Call, Kind, Request};
 
 /// How one lock is to be taken: what it takes (one lock name: an exclusive lock, or a read or
 /// write lock; permits of a semaphore; a set of names), and whichever of its lease,
@@ -75,260 +74,6 @@ pub enum redislock_kind {
 #[derive(Debug, Clone, Copy)]
 pub struct KindCode(pub u32);
 
-impl redislock_kind {
-    fn from_u32(n: u32) -> Option<redislock_kind> {
-        use redislock_kind::*;
-        [
-            REDISLOCK_KIND_EXCLUSIVE,
-            REDISLOCK_KIND_READ,
-            REDISLOCK_KIND_WRITE,
-            REDISLOCK_KIND_REDISSON,
-        ]
-        .into_iter()
-        .find(|&k| k as u32 == n)
-    }
-}
-
-/// What a request takes, fixed by its `_new` function (and for one name, its side by
-/// `redislock_request_set_kind`).
-#[derive(Debug)]
-enum Target {
-    /// One lock name: its exclusive lock, or a side of its read/write lock.
-    Name { name: Vec<u8>, kind: redislock_kind },
-    /// `take` permits (`redislock_request_set_permits`, default 1) of the semaphore `name`,
-    /// which has `permits`.
-    Semaphore {
-        name: Vec<u8>,
-        permits: u32,
-        take: u32,
-    },
-    /// The exclusive locks of all of `names`, at once.
-    Set { names: Vec<Vec<u8>> },
-}
-
-impl Target {
-    /// What it takes, for messages: "a read lock", "a semaphore"...
-    fn what(&self) -> &'static str {
-        match self {
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_EXCLUSIVE,
-                ..
-            } => "an exclusive lock",
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_READ,
-                ..
-            } => "a read lock",
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_WRITE,
-                ..
-            } => "a write lock",
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_REDISSON,
-                ..
-            } => "a Redisson lock",
-            Target::Semaphore { .. } => "a semaphore",
-            Target::Set { .. } => "a set of locks",
-        }
-    }
-
-    fn is_exclusive(&self) -> bool {
-        matches!(
-            self,
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_EXCLUSIVE,
-                ..
-            }
-        )
-    }
-}
-
-/// The Rust value behind a `redislock_request`.
-pub(crate) struct Request {
-    client: Client,
-    target: Target,
-    /// What differs from the client's defaults, one entry per setter, in the order first set.
-    settings: Vec<Setting>,
-}
-
-/// A value recorded by one setter.
-struct Setting {
-    /// The setter's name: setting the same thing again replaces the entry.
-    key: &'static str,
-    value: Box<dyn Apply>,
-}
-
-/// A Rust request of any kind, made from a request's target with the client's defaults; the
-/// recorded settings change it, then it acquires.
-pub(crate) enum RustRequest<'a> {
-    Lock(LockRequest<'a>),
-    Rw(RwLockRequest<'a>),
-    Semaphore(SemaphoreRequest<'a>),
-    Set(MultiLockRequest<'a>),
-    Redisson(RedissonLockRequest<'a>),
-}
-
-impl<'a> RustRequest<'a> {
-    fn lease(self, lease: Duration) -> Self {
-        match self {
-            Self::Lock(r) => Self::Lock(r.lease(lease)),
-            Self::Rw(r) => Self::Rw(r.lease(lease)),
-            Self::Semaphore(r) => Self::Semaphore(r.lease(lease)),
-            Self::Set(r) => Self::Set(r.lease(lease)),
-            Self::Redisson(r) => Self::Redisson(r.lease(lease)),
-        }
-    }
-
-    fn auto_renew(self, on: bool) -> Self {
-        match self {
-            Self::Lock(r) => Self::Lock(r.auto_renew(on)),
-            Self::Rw(r) => Self::Rw(r.auto_renew(on)),
-            Self::Semaphore(r) => Self::Semaphore(r.auto_renew(on)),
-            Self::Set(r) => Self::Set(r.auto_renew(on)),
-            Self::Redisson(r) => Self::Redisson(r.auto_renew(on)),
-        }
-    }
-
-    /// Semaphores and Redisson locks have no fencing; the setter refuses it for them (and
-    /// `redislock_request_set_kind` refuses REDISSON once it is set), so it never gets here.
-    fn fencing(self, on: bool) -> Self {
-        match self {
-            Self::Lock(r) => Self::Lock(r.fencing(on)),
-            Self::Rw(r) => Self::Rw(r.fencing(on)),
-            Self::Set(r) => Self::Set(r.fencing(on)),
-            other @ (Self::Semaphore(_) | Self::Redisson(_)) => other,
-        }
-    }
-
-    /// Only exclusive locks take an owner token; the setter refuses it for the others.
-    fn owner_token(self, owner: &'a str) -> Self {
-        match self {
-            Self::Lock(r) => Self::Lock(r.owner_token(owner)),
-            other => other,
-        }
-    }
-
-    fn cancel_on(self, cancel: &'a Cancel) -> Self {
-        match self {
-            Self::Lock(r) => Self::Lock(r.cancel_on(cancel)),
-            Self::Rw(r) => Self::Rw(r.cancel_on(cancel)),
-            Self::Semaphore(r) => Self::Semaphore(r.cancel_on(cancel)),
-            Self::Set(r) => Self::Set(r.cancel_on(cancel)),
-            Self::Redisson(r) => Self::Redisson(r.cancel_on(cancel)),
-        }
-    }
-}
-
-/// How a recorded value changes a Rust request made from the client's defaults.
-trait Apply: Send + Sync {
-    fn apply<'a>(&'a self, request: RustRequest<'a>) -> RustRequest<'a>;
-}
-
-/// A value and the function that applies it. The function gets the value by reference for as
-/// long as the Rust request lives, so a setting may lend it borrowed data (an owner token).
-type ApplyFn<T> = for<'a> fn(RustRequest<'a>, &'a T) -> RustRequest<'a>;
-
-struct Value<T> {
-    value: T,
-    apply: ApplyFn<T>,
-}
-
-impl<T: Send + Sync> Apply for Value<T> {
-    fn apply<'a>(&'a self, request: RustRequest<'a>) -> RustRequest<'a> {
-        (self.apply)(request, &self.value)
-    }
-}
-
-impl Request {
-    /// A request of `client` for `target` with every setting at the client's default.
-    fn new(client: &Client, target: Target) -> Request {
-        Request {
-            client: client.clone(),
-            target,
-            settings: Vec::new(),
-        }
-    }
-
-    /// Records `value` under `key`, replacing what the same setter recorded before; `apply`
-    /// says how it changes a Rust request.
-    fn set<T: Send + Sync + 'static>(&mut self, key: &'static str, value: T, apply: ApplyFn<T>) {
-        let value: Box<dyn Apply> = Box::new(Value { value, apply });
-        match self.settings.iter_mut().find(|s| s.key == key) {
-            Some(setting) => setting.value = value,
-            None => self.settings.push(Setting { key, value }),
-        }
-    }
-
-    /// Forgets what the setter `key` recorded: the client's default applies again.
-    fn unset(&mut self, key: &'static str) {
-        self.settings.retain(|s| s.key != key);
-    }
-
-    fn is_set(&self, key: &str) -> bool {
-        self.settings.iter().any(|s| s.key == key)
-    }
-
-    /// The error of a setter or call that does not apply to what this request takes.
-    fn does_not_apply(&self, what: &str) -> Error {
-        Error::invalid_argument(format!(
-            "{what} does not apply to a request for {}",
-            self.target.what()
-        ))
-    }
-
-    /// A Rust request with the client's defaults and every recorded setting. The Rust API
-    /// checks the values when it acquires.
-    fn rust_request(&self) -> RustRequest<'_> {
-        let c = &self.client;
-        let request = match &self.target {
-            Target::Name {
-                name,
-                kind: redislock_kind::REDISLOCK_KIND_EXCLUSIVE,
-            } => RustRequest::Lock(c.lock(name)),
-            Target::Name {
-                name,
-                kind: redislock_kind::REDISLOCK_KIND_REDISSON,
-            } => RustRequest::Redisson(c.redisson_lock(name)),
-            Target::Name { name, .. } => RustRequest::Rw(c.rw_lock(name)),
-            Target::Semaphore { name, permits, .. } => {
-                RustRequest::Semaphore(c.semaphore(name, *permits))
-            }
-            Target::Set { names } => RustRequest::Set(c.lock_all(names)),
-        };
-        self.settings
-            .iter()
-            .fold(request, |request, setting| setting.value.apply(request))
-    }
-
-    /// Acquires what the request takes: waiting up to `wait`, or one attempt for `None`.
-    fn acquire(&self, wait: Option<Duration>) -> Result<AnyLock, Error> {
-        let write = matches!(
-            self.target,
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_WRITE,
-                ..
-            }
-        );
-        let take = match self.target {
-            Target::Semaphore { take, .. } => take,
-            _ => 0,
-        };
-        Ok(match (self.rust_request(), wait) {
-            (RustRequest::Lock(r), Some(w)) => r.acquire(w)?.into(),
-            (RustRequest::Lock(r), None) => r.try_acquire()?.into(),
-            (RustRequest::Rw(r), Some(w)) if write => r.write(w)?.into(),
-            (RustRequest::Rw(r), None) if write => r.try_write()?.into(),
-            (RustRequest::Rw(r), Some(w)) => r.read(w)?.into(),
-            (RustRequest::Rw(r), None) => r.try_read()?.into(),
-            (RustRequest::Semaphore(r), Some(w)) => r.acquire(take, w)?.into(),
-            (RustRequest::Semaphore(r), None) => r.try_acquire(take)?.into(),
-            (RustRequest::Set(r), Some(w)) => r.acquire(w)?.into(),
-            (RustRequest::Set(r), None) => r.try_acquire()?.into(),
-            (RustRequest::Redisson(r), Some(w)) => r.acquire(w)?.into(),
-            (RustRequest::Redisson(r), None) => r.try_acquire()?.into(),
-        })
-    }
-}
-
 /// An owner token passed from C as bytes, as text. Bytes that are not UTF-8 become U+FFFD,
 /// which the token check of the Rust API refuses like any character that is not printable
 /// ASCII.
@@ -352,8 +97,7 @@ pub extern "C" fn redislock_request_new(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(request_out);
-        let kind = redislock_kind::REDISLOCK_KIND_EXCLUSIVE;
-        let request = Request::new(client, Target::Name { name: name.to_vec(), kind });
+        let request = Request::new(client, Kind::Exclusive, vec![name.to_vec()], 0);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -381,8 +125,7 @@ pub extern "C" fn redislock_request_new_semaphore(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(request_out);
-        let target = Target::Semaphore { name: name.to_vec(), permits, take: 1 };
-        let request = Request::new(client, target);
+        let request = Request::new(client, Kind::Semaphore, vec![name.to_vec()], permits);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -438,7 +181,7 @@ pub extern "C" fn redislock_request_new_set(
         for (&name, &name_len) in pointers.iter().zip(lens) {
             copied.push(try_bytes!(name, name_len).to_vec());
         }
-        let request = Request::new(client, Target::Set { names: copied });
+        let request = Request::new(client, Kind::Set, copied, 0);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -464,7 +207,7 @@ pub extern "C" fn redislock_request_set_lease_ms(
     lease_ms: u64,
 ) -> redislock_result {
     ffi_panic_boundary! {
-        try_mut!(request).set("lease_ms", lease_ms, |r, &ms| r.lease(Duration::from_millis(ms)));
+        try_mut!(request).lease = Some(Duration::from_millis(lease_ms));
         REDISLOCK_OK
     }
 }
@@ -477,7 +220,7 @@ pub extern "C" fn redislock_request_set_auto_renew(
     on: bool,
 ) -> redislock_result {
     ffi_panic_boundary! {
-        try_mut!(request).set("auto_renew", on, |r, &on| r.auto_renew(on));
+        try_mut!(request).auto_renew = Some(on);
         REDISLOCK_OK
     }
 }
@@ -494,17 +237,10 @@ pub extern "C" fn redislock_request_set_fencing(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        let redisson = matches!(
-            request.target,
-            Target::Name {
-                kind: redislock_kind::REDISLOCK_KIND_REDISSON,
-                ..
-            }
-        );
-        if matches!(request.target, Target::Semaphore { .. }) || redisson {
+        if !request.kind.has_fencing() {
             return last_error::fail(&request.does_not_apply("fencing"));
         }
-        request.set("fencing", on, |r, &on| r.fencing(on));
+        request.fencing = Some(on);
         REDISLOCK_OK
     }
 }
@@ -526,30 +262,28 @@ pub extern "C" fn redislock_request_set_kind(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        let Some(new_kind) = redislock_kind::from_u32(kind.0) else {
+        let Some(new_kind) = Kind::of_code(kind.0) else {
             return last_error::fail(&Error::invalid_argument(format!(
                 "{} is not a redislock_kind (EXCLUSIVE 0, READ 1, WRITE 2, REDISSON 3)",
                 kind.0
             )));
         };
-        let owner = request.is_set("owner_token");
-        let fencing = request.is_set("fencing");
-        let Target::Name { kind, .. } = &mut request.target else {
+        if !request.kind.is_one_name() {
             return last_error::fail(&request.does_not_apply("a lock kind"));
-        };
-        if owner && new_kind != redislock_kind::REDISLOCK_KIND_EXCLUSIVE {
+        }
+        if request.owner.is_some() && new_kind != Kind::Exclusive {
             return last_error::fail(&Error::invalid_argument(
                 "an owner token applies to exclusive locks only: read, write and Redisson locks \
                  take none",
             ));
         }
-        if fencing && new_kind == redislock_kind::REDISLOCK_KIND_REDISSON {
+        if request.fencing.is_some() && new_kind == Kind::Redisson {
             return last_error::fail(&Error::invalid_argument(
                 "fencing does not apply to a Redisson lock: Redisson's locks have no fencing \
                  tokens",
             ));
         }
-        *kind = new_kind;
+        request.kind = new_kind;
         REDISLOCK_OK
     }
 }
@@ -565,10 +299,10 @@ pub extern "C" fn redislock_request_set_permits(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        let Target::Semaphore { take, .. } = &mut request.target else {
+        if request.kind != Kind::Semaphore {
             return last_error::fail(&request.does_not_apply("a number of permits"));
-        };
-        *take = permits;
+        }
+        request.take = permits;
         REDISLOCK_OK
     }
 }
@@ -589,10 +323,10 @@ pub extern "C" fn redislock_request_set_owner_token(
     ffi_panic_boundary! {
         let request = try_mut!(request);
         let owner = owner_text(try_bytes!(owner, owner_len));
-        if !request.target.is_exclusive() {
+        if request.kind != Kind::Exclusive {
             return last_error::fail(&request.does_not_apply("an owner token"));
         }
-        request.set("owner_token", owner, |r, owner| r.owner_token(owner));
+        request.owner = Some(owner);
         REDISLOCK_OK
     }
 }
@@ -611,10 +345,7 @@ pub extern "C" fn redislock_request_set_cancel(
         let request = try_mut!(request);
         // SAFETY: `cancel` is NULL or a live cancel handle that no thread frees during the call
         // (calling conventions).
-        match unsafe { handle_ref::<redislock_cancel>(cancel) } {
-            Some(cancel) => request.set("cancel", cancel.clone(), |r, c| r.cancel_on(c)),
-            None => request.unset("cancel"),
-        }
+        request.cancel = unsafe { handle_ref::<redislock_cancel>(cancel) }.cloned();
         REDISLOCK_OK
     }
 }
@@ -635,7 +366,7 @@ pub extern "C" fn redislock_request_try_acquire(
     ffi_panic_boundary! {
         let request = try_ref!(request);
         try_out!(lock_out);
-        let lock = try_rust!(request.acquire(None));
+        let lock = try_rust!(request.run(Call::Try));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
@@ -660,7 +391,7 @@ pub extern "C" fn redislock_request_acquire(
         let request = try_ref!(request);
         try_out!(lock_out);
         let wait = Duration::from_millis(wait_ms);
-        let lock = try_rust!(request.acquire(Some(wait)));
+        let lock = try_rust!(request.run(Call::Wait(wait)));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
@@ -687,10 +418,7 @@ pub extern "C" fn redislock_request_restore(
         let request = try_ref!(request);
         let owner = owner_text(try_bytes!(owner, owner_len));
         try_out!(lock_out);
-        let RustRequest::Lock(lock_request) = request.rust_request() else {
-            return last_error::fail(&request.does_not_apply("restore"));
-        };
-        let lock = AnyLock::from(try_rust!(lock_request.restore(&owner)));
+        let lock = try_rust!(request.run(Call::Restore(&owner)));
         // SAFETY: `lock_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
