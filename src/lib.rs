@@ -376,7 +376,7 @@ pub mod metrics {
     /// crate's installed recorder (help text, seconds for histograms). The counts themselves
     /// reach the recorder as they happen.
     #[cfg(feature = "metrics")]
-    pub use crate::base::facade::describe_all as describe;
+    pub use crate::base::metrics::facade::describe_all as describe;
     pub use crate::base::metrics::{
         BUCKETS, Family, HistogramSnapshot, LockKind, LostReason, MAX_TRACKED_NAMES, MetricType,
         Outcome, Sample, Snapshot, Value, error_label,

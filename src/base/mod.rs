@@ -7,7 +7,6 @@ pub(crate) mod backoff;
 pub(crate) mod config;
 pub(crate) mod connection;
 pub(crate) mod error;
-pub(crate) mod facade;
 pub(crate) mod grant;
 pub(crate) mod inspect;
 pub(crate) mod keys;

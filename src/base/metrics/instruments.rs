@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::facade;
 use super::snapshot::HistogramSnapshot;
-use crate::base::facade;
 
 /// The upper bounds of the histograms' buckets, in seconds (a last bucket, `+Inf`, takes the
 /// rest).

@@ -10,6 +10,7 @@
 //! histograms, `registry.rs` a backend's [`Metrics`], `snapshot.rs` the numbers at one moment,
 //! `prometheus.rs` their text format.
 
+pub(crate) mod facade;
 mod instruments;
 mod labels;
 mod prometheus;

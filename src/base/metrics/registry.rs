@@ -4,11 +4,11 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::facade;
 use super::instruments::{Counter, Gauge, Histogram, Named};
 use super::labels::{LockKind, LostReason, Outcome, error_label};
 use super::snapshot::{Snapshot, Value};
 use crate::base::error::{Error, ErrorKind};
-use crate::base::facade;
 
 /// The most lock names (or prefixes) a client may track with series of their own.
 pub const MAX_TRACKED_NAMES: usize = 32;
