@@ -371,11 +371,11 @@ impl Node {
 /// variant does not matter.
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Topology {
-    Single(single::Single),
+    Single(single::FixedServer),
     Sentinel(sentinel::Sentinel),
     /// A master of a Redis Cluster: a single server whose connections carry its configuration
     /// epoch ([`cluster::with_epoch`]).
-    ClusterNode(single::Single),
+    ClusterNode(single::FixedServer),
 }
 
 impl Topology {
@@ -385,7 +385,7 @@ impl Topology {
             Deployment::Sentinel(spec) => {
                 Topology::Sentinel(sentinel::Sentinel::new(cfg, info, spec.clone())?)
             }
-            _ => Topology::Single(single::Single::new(cfg, info)?),
+            _ => Topology::Single(single::FixedServer::new(cfg, info)?),
         })
     }
 }

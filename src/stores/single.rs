@@ -11,14 +11,15 @@ use crate::stores::extend::{Extension, extend_pipeline};
 use crate::stores::wait::{Queue, QueueSession, Session};
 use crate::stores::{Call, LockStore, Node, NodeRef};
 
-/// One server, reached through one endpoint (with the configured TLS roots).
-pub(crate) struct Single {
+/// One server at a fixed address, reached through one endpoint (with the configured TLS roots):
+/// what a single server's pools and each Cluster or Redlock master's connect to.
+pub(crate) struct FixedServer {
     endpoint: Endpoint,
 }
 
-impl Single {
-    pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Single, Error> {
-        Ok(Single {
+impl FixedServer {
+    pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<FixedServer, Error> {
+        Ok(FixedServer {
             endpoint: endpoint(cfg, info)?,
         })
     }

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::sync::{Mutex, RwLock};
 
-use super::single::Single;
+use super::single::FixedServer;
 use super::{Topology, node_addr};
 use crate::base::config::{ClusterSpec, Config};
 use crate::base::error::Error;
@@ -106,7 +106,7 @@ impl Cluster {
             .template
             .clone()
             .set_addr(node_addr(self.template.addr(), addr));
-        let topology = Topology::ClusterNode(Single::new(&cfg, &info)?);
+        let topology = Topology::ClusterNode(FixedServer::new(&cfg, &info)?);
         Ok(Arc::new(Node::new(&cfg, Arc::new(topology))))
     }
 }

@@ -64,7 +64,7 @@ use crate::base::token::Token;
 use crate::base::url::{MultiHost, after_scheme, invalid};
 use crate::stores::extend::Extension;
 use crate::stores::node_addr;
-use crate::stores::single::Single;
+use crate::stores::single::FixedServer;
 use crate::stores::wait::{Queue, Session, Step};
 use crate::stores::{Call, Check, LockStore, Node, NodeRef, Topology};
 
@@ -164,7 +164,7 @@ impl Masters {
             let info = info.clone().set_addr(node_addr(info.addr(), addr));
             let mut cfg = cfg.clone();
             cfg.server = format!("{}:{}/{db}", addr.0, addr.1);
-            let topology = Topology::Single(Single::new(&cfg, &info)?);
+            let topology = Topology::Single(FixedServer::new(&cfg, &info)?);
             masters.push(Master {
                 node: Node::new(&cfg, Arc::new(topology)),
                 health: Mutex::new(Health::default()),
