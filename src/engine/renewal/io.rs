@@ -18,21 +18,21 @@ const MAX_BATCH: usize = 1024;
 /// EXTENDs waiting for the renewal-I/O thread.
 #[derive(Default)]
 pub(super) struct IoQueue {
-    pub(super) requests: Vec<Arc<Request>>,
+    pub(super) requests: Vec<Arc<PendingExtend>>,
     pub(super) running: bool,
 }
 
 /// One renewal's EXTEND and, once its reply is in, what became of it.
-pub(super) struct Request {
+pub(super) struct PendingExtend {
     pub(super) lock: Arc<LockState>,
     pub(super) lease: Duration,
     /// When the renewal was handed over: the new lease counts from here.
     pub(super) sent: Instant,
-    pub(super) state: Mutex<RequestState>,
+    pub(super) state: Mutex<PendingState>,
 }
 
 #[derive(Default)]
-pub(super) struct RequestState {
+pub(super) struct PendingState {
     pub(super) outcome: Option<Outcome>,
     /// The renewal thread waits for this reply past the time it expected it: wake it.
     pub(super) waiting: bool,
@@ -54,12 +54,12 @@ pub(super) fn submit(
     lock: &Arc<LockState>,
     lease: Duration,
     sent: Instant,
-) -> Result<Arc<Request>, Error> {
-    let request = Arc::new(Request {
+) -> Result<Arc<PendingExtend>, Error> {
+    let request = Arc::new(PendingExtend {
         lock: lock.clone(),
         lease,
         sent,
-        state: Mutex::new(RequestState::default()),
+        state: Mutex::new(PendingState::default()),
     });
     let mut q = inner.io.lock();
     q.requests.push(request.clone());
@@ -103,7 +103,7 @@ fn io_loop(inner: Arc<Inner>) {
 /// thread (unless it waits for this reply); anything else is left to that thread, woken now.
 /// Lock order: the lock's status, then the request's state (the renewal thread holds the status
 /// while it looks at the request).
-fn apply(r: &Request, outcome: Result<bool, Error>) {
+fn apply(r: &PendingExtend, outcome: Result<bool, Error>) {
     let lock = &r.lock;
     let mut st = lock.status.lock();
     let mut rs = r.state.lock();
@@ -131,7 +131,7 @@ fn apply(r: &Request, outcome: Result<bool, Error>) {
 
 /// The EXTENDs of a batch: one pipeline per server (a cluster has one per master). All the
 /// locks belong to one client, so the first lock's backend serves them all.
-fn send_batch(batch: &[Arc<Request>]) -> Vec<Result<bool, Error>> {
+fn send_batch(batch: &[Arc<PendingExtend>]) -> Vec<Result<bool, Error>> {
     let locks: Vec<Extension<'_>> = batch
         .iter()
         .map(|r| Extension {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::sync::{Condvar, Mutex};
 
-use super::io::{Outcome, Request, submit};
+use super::io::{Outcome, PendingExtend, submit};
 use super::{IDLE_EXIT, Inner, stopping};
 use crate::base::metrics::LostReason;
 use crate::engine::lock::{LockState, Phase};
@@ -142,7 +142,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
 /// Sleeps until the reply of `request` is in, and returns it; `None` when the lock was released
 /// or its lease ran out first. Until `expected` (when the next renewal would be due after a
 /// success, the usual case) it sleeps without asking to be woken for a success; past it, it asks.
-fn wait_for_reply(lock: &LockState, request: &Request, expected: Instant) -> Option<Outcome> {
+fn wait_for_reply(lock: &LockState, request: &PendingExtend, expected: Instant) -> Option<Outcome> {
     let mut st = lock.status.lock();
     loop {
         if st.phase != Phase::Held {

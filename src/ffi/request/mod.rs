@@ -3,15 +3,15 @@
 //! A request is the C face of the Rust API's requests ([`Request`](crate::Request) of every
 //! kind): an exclusive lock, the read or the write side of a read/write lock, Redisson's RLock,
 //! permits of a semaphore or a set of exclusive locks. Because a Rust request borrows its
-//! client and names, the handle cannot keep one. It keeps, as a plain struct ([`Request`]), the
+//! client and names, the handle cannot keep one. It keeps, as a plain struct ([`CRequest`]), the
 //! client (a cheap shared handle), what it takes ([`Kind`]: set by its `_new` function, and for
 //! one name by `redislock_request_set_kind`), copies of the names, and one field per option,
 //! `None` while it is the client's default. Each acquire makes a fresh Rust request from them in
-//! one place, [`Request::run`]. So one request serves any number of acquires, and it never
+//! one place, [`CRequest::run`]. So one request serves any number of acquires, and it never
 //! holds a lock itself.
 //!
-//! Adding a setter is a field of [`Request`], the `extern "C" fn` that converts its arguments
-//! and stores them there, and the line of [`Request::run`] that hands the value to the Rust
+//! Adding a setter is a field of [`CRequest`], the `extern "C" fn` that converts its arguments
+//! and stores them there, and the line of [`CRequest::run`] that hands the value to the Rust
 //! request. The setters only store; as with `redislock_config`, the values are checked all
 //! together where they are used, by the Rust API when the request acquires. What a setter does
 //! check is whether it applies to what the request takes at all (permits to a semaphore, an
@@ -30,7 +30,7 @@ use crate::{Error, MAX_SET_NAMES};
 
 mod options;
 
-use options::{Call, Kind, Request};
+use options::{CRequest, Call, Kind};
 
 /// How one lock is to be taken: what it takes (one lock name: an exclusive lock, or a read or
 /// write lock; permits of a semaphore; a set of names), and whichever of its lease,
@@ -45,7 +45,7 @@ pub struct redislock_request {
 }
 
 impl BoxHandle for redislock_request {
-    type Inner = Request;
+    type Inner = CRequest;
 }
 
 /// Which side of one lock name a request takes (`redislock_request_set_kind`). The numbers are
@@ -97,7 +97,7 @@ pub extern "C" fn redislock_request_new(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(request_out);
-        let request = Request::new(client, Kind::Exclusive, vec![name.to_vec()], 0);
+        let request = CRequest::new(client, Kind::Exclusive, vec![name.to_vec()], 0);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -125,7 +125,7 @@ pub extern "C" fn redislock_request_new_semaphore(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(request_out);
-        let request = Request::new(client, Kind::Semaphore, vec![name.to_vec()], permits);
+        let request = CRequest::new(client, Kind::Semaphore, vec![name.to_vec()], permits);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -181,7 +181,7 @@ pub extern "C" fn redislock_request_new_set(
         for (&name, &name_len) in pointers.iter().zip(lens) {
             copied.push(try_bytes!(name, name_len).to_vec());
         }
-        let request = Request::new(client, Kind::Set, copied, 0);
+        let request = CRequest::new(client, Kind::Set, copied, 0);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };

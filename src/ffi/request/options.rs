@@ -1,4 +1,4 @@
-//! A request's value: what it takes, the options its setters store, and [`Request::run`], the
+//! A request's value: what it takes, the options its setters store, and [`CRequest::run`], the
 //! one place where they become a call of the Rust API.
 
 use std::time::Duration;
@@ -10,7 +10,7 @@ use crate::{Cancel, Client, Error, Request as ApiRequest};
 
 /// What a request takes: fixed by its `_new` function, and for one name, its side by
 /// `redislock_request_set_kind`. The setters ask it whether they apply; only the acquire, in
-/// [`Request::run`], turns it into a call of the Rust API.
+/// [`CRequest::run`], turns it into a call of the Rust API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
     /// The exclusive lock of one name.
@@ -68,8 +68,8 @@ impl Kind {
 /// The Rust value behind a `redislock_request`: what it takes and the options its setters
 /// stored. An option left `None` is the client's default. The setters only check that an
 /// option applies to the kind and store it; the values themselves are checked by the Rust API
-/// when [`Request::run`] acquires.
-pub(crate) struct Request {
+/// when [`CRequest::run`] acquires.
+pub(crate) struct CRequest {
     client: Client,
     pub(super) kind: Kind,
     /// The one name (of a lock or a semaphore), or a set's names.
@@ -96,10 +96,10 @@ pub(super) enum Call<'o> {
     Restore(&'o str),
 }
 
-impl Request {
+impl CRequest {
     /// A request of `client` for `kind` of `names`, with every option at the client's default.
-    pub(super) fn new(client: &Client, kind: Kind, names: Vec<Vec<u8>>, permits: u32) -> Request {
-        Request {
+    pub(super) fn new(client: &Client, kind: Kind, names: Vec<Vec<u8>>, permits: u32) -> CRequest {
+        CRequest {
             client: client.clone(),
             kind,
             names,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use redis::Value;
 
 use super::release::Release;
-use super::round::{Answer, Request, reply_value};
+use super::round::{Answer, Part, reply_value};
 use super::{Masters, failure_error, failures_text};
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, drift};
@@ -114,7 +114,7 @@ impl Masters {
             let mut c = redis::cmd("EVALSHA");
             let Some(w) = waiter else {
                 if !retry {
-                    return Request {
+                    return Part {
                         packed: set.clone(),
                         replies: 1,
                         script: None,
@@ -132,7 +132,7 @@ impl Masters {
                     .arg(0)
                     .arg("1")
                     .arg("0");
-                return Request {
+                return Part {
                     packed: c.get_packed_command(),
                     replies: 1,
                     script: Some(&*scripts::QUORUM_ACQUIRE),
@@ -156,7 +156,7 @@ impl Masters {
                 .arg(w.round)
                 .arg(w.until)
                 .arg(w.blocks_on);
-            Request {
+            Part {
                 packed: c.get_packed_command(),
                 replies: 1,
                 script: Some(&*scripts::QUORUM_ENQUEUE),

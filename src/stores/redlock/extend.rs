@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::Masters;
-use super::round::{Answer, Request, int, reply_value};
+use super::round::{Answer, Part, int, reply_value};
 use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::base::keys::LockKeys;
@@ -69,7 +69,7 @@ impl Masters {
             }
             pipe.get_packed_pipeline()
         };
-        let build = |_: usize, _: bool| Request {
+        let build = |_: usize, _: bool| Part {
             packed: packed.clone(),
             replies: locks.len(),
             script: Some(&*scripts::QUORUM_EXTEND),
@@ -150,7 +150,7 @@ impl Masters {
                     .arg("PX")
                     .arg(locks[l].lease.as_millis() as u64);
             }
-            Request {
+            Part {
                 packed: pipe.get_packed_pipeline(),
                 replies: reset[i].len(),
                 script: None,

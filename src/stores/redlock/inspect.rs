@@ -2,7 +2,7 @@
 //! majority names the same owner.
 
 use super::Masters;
-use super::round::{Answer, Request, reply_value};
+use super::round::{Answer, Part, reply_value};
 use crate::base::error::Error;
 use crate::base::inspect::{HeldAs, LockInfo};
 use crate::base::keys::LockKeys;
@@ -15,7 +15,7 @@ impl Masters {
     pub(crate) fn inspect(&self, keys: &LockKeys) -> Result<LockInfo, Error> {
         let mut packed = redis::cmd("GET").arg(keys.lock()).get_packed_command();
         packed.extend(redis::cmd("PTTL").arg(keys.lock()).get_packed_command());
-        let build = |_: usize, _: bool| Request {
+        let build = |_: usize, _: bool| Part {
             packed: packed.clone(),
             replies: 2,
             script: None,

@@ -434,7 +434,7 @@ impl LockStore for Masters {
                 .arg(lifetime.as_millis() as u64);
             c.get_packed_command()
         };
-        let build = |_: usize, _: bool| round::Request {
+        let build = |_: usize, _: bool| round::Part {
             packed: packed.clone(),
             replies: 1,
             script: Some(&*scripts::SIGNAL_CANCEL),

@@ -2,7 +2,7 @@
 
 use redis::Value;
 
-use super::round::{Answer, Extra, OnceDecided, Request, reply, reply_value};
+use super::round::{Answer, Extra, OnceDecided, Part, reply, reply_value};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
@@ -157,7 +157,7 @@ impl Masters {
             }
             c.get_packed_command()
         };
-        let build = |_: usize, _: bool| Request {
+        let build = |_: usize, _: bool| Part {
             packed: packed.clone(),
             replies: 1,
             script: Some(script),
@@ -350,7 +350,7 @@ impl Masters {
                     .arg(lifetime);
                 c.get_packed_command()
             };
-            let build = |_: usize, _: bool| Request {
+            let build = |_: usize, _: bool| Part {
                 packed: packed.clone(),
                 replies: 1,
                 script: Some(&*scripts::SIGNAL_CANCEL),
@@ -382,7 +382,7 @@ impl Masters {
                 .arg(lifetime.as_millis() as u64);
             c.get_packed_command()
         };
-        let build = |_: usize, _: bool| Request {
+        let build = |_: usize, _: bool| Part {
             packed: packed.clone(),
             replies: 1,
             script: Some(&*scripts::QUORUM_WAKE),
@@ -393,7 +393,7 @@ impl Masters {
     /// GET on every master: the token a majority of them hold, if any.
     pub(crate) fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
         let packed = redis::cmd("GET").arg(keys.lock()).get_packed_command();
-        let build = |_: usize, _: bool| Request {
+        let build = |_: usize, _: bool| Part {
             packed: packed.clone(),
             replies: 1,
             script: None,

@@ -33,7 +33,7 @@ const DECIDED_FACTOR: u32 = 20;
 
 /// One master's part of a round: commands packed into one write, how many replies they get,
 /// and the script they run (loaded again if the master answers NOSCRIPT).
-pub(super) struct Request {
+pub(super) struct Part {
     pub(super) packed: Vec<u8>,
     pub(super) replies: usize,
     pub(super) script: Option<&'static Script>,
@@ -64,7 +64,7 @@ const EARLY_AFTER: Duration = Duration::from_micros(200);
 struct Pending<'a> {
     i: usize,
     conn: PooledConn<'a>,
-    request: Request,
+    request: Part,
     deadline: Instant,
     probe: bool,
 }
@@ -112,7 +112,7 @@ impl Masters {
     pub(super) fn round(
         &self,
         targets: &[usize],
-        build: &dyn Fn(usize, bool) -> Request,
+        build: &dyn Fn(usize, bool) -> Part,
         decided: &dyn Fn(&[Option<Answer>]) -> bool,
     ) -> Vec<Option<Answer>> {
         self.round_with(targets, build, decided, Extra::default())
@@ -122,7 +122,7 @@ impl Masters {
     pub(super) fn round_with(
         &self,
         targets: &[usize],
-        build: &dyn Fn(usize, bool) -> Request,
+        build: &dyn Fn(usize, bool) -> Part,
         decided: &dyn Fn(&[Option<Answer>]) -> bool,
         extra: Extra<'_>,
     ) -> Vec<Option<Answer>> {
@@ -392,7 +392,7 @@ fn read_replies(c: &mut Connection, n: usize) -> redis::RedisResult<Vec<Value>> 
 
 /// Sends a request and reads its replies on one connection, loading its script first if the
 /// server answers NOSCRIPT.
-fn exchange(c: &mut Connection, request: &Request) -> redis::RedisResult<Vec<Value>> {
+fn exchange(c: &mut Connection, request: &Part) -> redis::RedisResult<Vec<Value>> {
     c.send_packed_command(&request.packed)?;
     let values = read_replies(c, request.replies)?;
     match request.script {
