@@ -13,6 +13,7 @@ pub(crate) struct LockOptions {
 
 /// A lock granted: its fencing counter (0 without fencing), the epoch of the master that granted
 /// it, and the instant from which its lease counts.
+#[derive(Clone)]
 pub(crate) struct Grant {
     /// The name's fencing counter as the grant left it.
     pub fence: u64,

@@ -115,9 +115,7 @@ fn take(
             *waited = true;
             let _waiting = Waiting::enter(b, kind.metric());
             let grant = loop {
-                let grant = kind
-                    .own_wait(b, opts.lease, started, deadline, cancel)
-                    .unwrap_or_else(|| wait::wait(b, kind, opts.lease, started, deadline, cancel))
+                let grant = wait::wait(b, kind, opts.lease, started, deadline, cancel)
                     .map_err(|e| kind.explain(e))?;
                 match acknowledge(b, kind, opts.lease, grant)? {
                     Some(grant) => break grant,

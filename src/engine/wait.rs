@@ -5,11 +5,12 @@
 //! is refused, blocks until a release signals the waiter: on a queue (one server, a Sentinel
 //! group, a Cluster) the release hands the grant over and pushes it onto the waiter's own list,
 //! so the waiter wakes already holding it, one wake-up per release and in arrival order; on
-//! Redlock's masters a release wakes one waiter to try again. When nothing signals (the holder
-//! vanished, or a foreign client released with a plain DEL), the waiter re-checks after a
-//! jittered interval that is never later than the lock's remaining lifetime. Waiters block on
-//! connections of their own pool, so any number of them never starve releases and renewals of
-//! connections.
+//! Redlock's masters a release wakes one waiter to try again; on a lock's channel (Redisson's
+//! RLock) a release publishes, and every subscribed waiter tries again. When nothing signals
+//! (the holder vanished, or a foreign client released with a plain DEL), the waiter re-checks
+//! after a jittered interval that is never later than the lock's remaining lifetime. Waiters
+//! block on connections of their own pool, so any number of them never starve releases and
+//! renewals of connections.
 //!
 //! Here the loop decides when: the wait bound, the re-check interval and its jitter, a cancel,
 //! a signal's meaning (through the kind), the back-off after Redlock's split votes, and leaving
@@ -26,8 +27,9 @@ use crate::base::grant::Grant;
 use crate::engine::backend::Backend;
 use crate::engine::cancel::Cancel;
 use crate::engine::hint;
-use crate::engine::kinds::{Kind, Signal, Waiter};
+use crate::engine::kinds::{Kind, Signal, Waits};
 use crate::stores::CANCEL_MARK;
+use crate::stores::pubsub;
 use crate::stores::wait::{Mode, Round, Session};
 
 /// The longest first back-off after an attempt that found Redlock's masters split between
@@ -35,7 +37,8 @@ use crate::stores::wait::{Mode, Round, Session};
 const SPLIT_BACK_OFF: Duration = Duration::from_millis(1);
 /// ... up to 2^9 ms (never longer than the re-check interval).
 const SPLIT_DOUBLINGS: u32 = 10;
-/// While the waiter cannot block (its server is unreachable), how often it looks at its cancel.
+/// While the waiter cannot block (its server is unreachable) or listens on the lock's channel
+/// (where a cancel pushes nothing), how often it looks at its cancel.
 const CANCEL_LOOK: Duration = Duration::from_millis(50);
 
 /// Waits until `deadline` for the grant of `kind`. Fails with the store's wait-timeout error
@@ -51,10 +54,18 @@ pub(crate) fn wait(
 ) -> Result<Grant, Error> {
     let waiter = kind.waiter()?;
     let store = &b.store;
-    let mut session = store.session(waiter, lease);
-    let first_signal = &waiter.signals()[0];
-    if let Some(c) = cancel
-        && !c.block(b, kind.keys(), first_signal)
+    let mut session = match waiter {
+        Waits::Queue(w) => store.session(w, lease),
+        Waits::Channel(w) => pubsub::session(&**store, w, lease),
+    };
+    // The list a cancel pushes its mark onto: a queue waiter's first signal list. A waiter on
+    // a channel has none: it looks at its cancel while it listens.
+    let first_signal = match waiter {
+        Waits::Queue(w) => Some(w.signals()[0].as_slice()),
+        Waits::Channel(_) => None,
+    };
+    if let (Some(c), Some(signal)) = (cancel, first_signal)
+        && !c.block(b, kind.keys(), signal)
     {
         return Err(Error::cancelled(&kind.shown()));
     }
@@ -63,13 +74,13 @@ pub(crate) fn wait(
         &mut *session,
         store.cfg(),
         kind,
-        waiter,
+        &waiter,
         deadline,
         cancel,
         &mut woken,
     );
-    if let Some(c) = cancel {
-        c.unblock(first_signal);
+    if let (Some(c), Some(signal)) = (cancel, first_signal) {
+        c.unblock(signal);
     }
     let cancelled = cancel.is_some_and(Cancel::is_cancelled);
     let ended = match result {
@@ -103,13 +114,16 @@ fn rounds(
     session: &mut dyn Session,
     cfg: &Config,
     kind: &dyn Kind,
-    waiter: &dyn Waiter,
+    waiter: &Waits<'_>,
     deadline: Instant,
     cancel: Option<&Cancel>,
     woken: &mut bool,
 ) -> Result<Option<Grant>, Error> {
     let key = kind.keys().lock();
-    let mut jitter = Jitter::new(&waiter.signals()[0]);
+    let mut jitter = Jitter::new(match waiter {
+        Waits::Queue(w) => &w.signals()[0],
+        Waits::Channel(w) => w.seed(),
+    });
     let mut mode = Mode::First;
     // Rounds in a row that found Redlock's masters split.
     let mut splits = 0;
@@ -147,7 +161,8 @@ fn rounds(
                 if value == CANCEL_MARK {
                     return Ok(None);
                 }
-                match waiter.signalled(&value) {
+                let Waits::Queue(w) = waiter else { continue };
+                match w.signalled(&value) {
                     // The grant was made in the same event-loop turn that answered the BLPOP,
                     // so its lease counts from the reply less a millisecond for its way here.
                     Signal::Granted(fence) => {
@@ -166,6 +181,23 @@ fn rounds(
             }
             Round::Released => {
                 hint::note(key);
+                *woken = true;
+            }
+            Round::Listen(until) => {
+                hint::note(key);
+                loop {
+                    let rest = until.saturating_duration_since(Instant::now());
+                    if rest.is_zero() || session.listen(rest.min(CANCEL_LOOK)) {
+                        break;
+                    }
+                    if cancel.is_some_and(Cancel::is_cancelled) {
+                        return Ok(None);
+                    }
+                }
+                // Whatever ended the listen (a release heard, the holder's lease run out, the
+                // re-check due, a lost subscription), the waiter tries again at once, also at
+                // the wait bound, as Redisson's waiter does; that round's refusal at the bound
+                // ends the wait.
                 *woken = true;
             }
             Round::Split => {

@@ -1,5 +1,6 @@
 //! A waiter's subscription to a lock's channel, for the kinds whose release publishes instead of
-//! handing over (Redisson's RLock, `engine/kinds/redisson.rs`).
+//! handing over (Redisson's RLock, `engine/kinds/redisson.rs`), and its rounds in the one wait
+//! loop ([`ChannelSession`]).
 //!
 //! The subscription lives on one connection of the waiters' pool of the server that holds the
 //! lock (`LockStore::waiter_node`: the server, a Sentinel group's master, the master of the
@@ -9,14 +10,26 @@
 //! from replies also after a read timed out; it is closed, never reused, when the wait ends. No
 //! thread: the waiter reads its own connection.
 
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
 
-use redis::{PushKind, Value};
+use redis::{PushKind, RedisResult, Value};
 
+use crate::base::backoff::Backoff;
+use crate::base::config::Deployment;
+use crate::base::connection::Connection;
 use crate::base::error::Error;
+use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::pool::{Conn, mark_broken};
+use crate::stores::wait::{Mode, Round, Session, Step};
 use crate::stores::{LockStore, NodeRef};
+
+/// Whether `store` publishes and subscribes sharded (a Cluster; on Redis 7 and later, see
+/// `Connection::has_sharded_pubsub`).
+pub(crate) fn sharded(store: &dyn LockStore) -> bool {
+    matches!(store.cfg().deployment, Deployment::Cluster(_))
+}
 
 /// One waiter's subscription to one channel.
 pub(crate) struct Subscription<'a> {
@@ -89,6 +102,143 @@ impl Drop for Subscription<'_> {
             // Subscribed and in RESP3: never handed to another caller.
             mark_broken(&mut conn);
             self.node.wait.put_back(conn);
+        }
+    }
+}
+
+/// A waiter on a lock's channel: its attempt and its channel (the engine's kinds implement it).
+pub(crate) trait Subscriber {
+    /// The keys of the lock: they pick the server.
+    fn keys(&self) -> &LockKeys;
+    /// The channel a release publishes on.
+    fn channel(&self) -> &[u8];
+    /// Bytes of the waiter's own (anything random): they spread its pauses from other waiters'.
+    fn seed(&self) -> &[u8];
+    /// One attempt on `c`: take the grant, or find the holder's remaining lease. `retry`: the
+    /// call is repeated after a dropped connection, and the first may have been applied.
+    fn attempt(&self, c: &mut Connection, retry: bool) -> RedisResult<Step>;
+}
+
+/// A waiter on a lock's channel, as Redisson's waits: each round subscribes (when not
+/// subscribed yet), then makes one attempt and, refused, has the wait loop listen
+/// ([`Round::Listen`]) until a message, the holder's remaining lease (the attempt's PTTL) or
+/// the loop's re-check, whichever comes first. It has no queue: a release wakes every waiter,
+/// and whoever tries first takes the lock. A subscription that cannot be made (every waiter
+/// connection in use, the server unreachable) or that fails (a dropped connection, a failover,
+/// a moved slot) is made again at the next round; meanwhile the waiter re-checks at the same
+/// times, unwoken.
+struct ChannelSession<'a> {
+    store: &'a dyn LockStore,
+    w: &'a dyn Subscriber,
+    lease: Duration,
+    sub: Option<Subscription<'a>>,
+    /// The pauses between rounds whose server cannot serve.
+    backoff: Backoff,
+    /// The failure of the last round's attempt while its server could not serve: the error of
+    /// a wait whose bound ran out meanwhile.
+    unreachable: Option<Error>,
+    /// The grant of the last round: ours, also when the wait is left (a cancel came meanwhile).
+    granted: Option<Grant>,
+}
+
+/// A waiter's session on `w`'s channel (see [`ChannelSession`]), as
+/// [`LockStore::session`](crate::stores::LockStore::session) makes one on a queue.
+pub(crate) fn session<'a>(
+    store: &'a dyn LockStore,
+    w: &'a dyn Subscriber,
+    lease: Duration,
+) -> Box<dyn Session + 'a> {
+    Box::new(ChannelSession {
+        store,
+        w,
+        lease,
+        sub: None,
+        backoff: Backoff::new(w.seed()),
+        unreachable: None,
+        granted: None,
+    })
+}
+
+impl Session for ChannelSession<'_> {
+    fn round(&mut self, _: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error> {
+        let store = self.store;
+        let keys = self.w.keys();
+        let left = || deadline.saturating_duration_since(Instant::now());
+        if self.sub.is_none() {
+            // Subscribed before the attempt, so that no release after it goes unheard.
+            match Subscription::open(store, keys, self.w.channel(), sharded(store), left()) {
+                Ok(s) => self.sub = Some(s),
+                Err(e) => log::debug!("{}: waiting without a subscription: {e}", keys.shown()),
+            }
+        }
+        let mut sent = Instant::now();
+        let mut epoch = 0;
+        let step = match store.run(keys, |c, n| {
+            sent = Instant::now();
+            epoch = c.epoch();
+            self.w.attempt(c, n > 0)
+        }) {
+            Ok(step) => step,
+            // Its server died or cannot serve yet (a failover): ridden out within the bound,
+            // back to the lock's server as the store finds it then.
+            Err(e) if e.is_transient() && !left().is_zero() => {
+                let pause = self.backoff.pause().min(left());
+                log::debug!(
+                    "{}: its server cannot serve ({e}); back in {pause:?}",
+                    keys.shown()
+                );
+                self.sub = None;
+                self.unreachable = Some(e);
+                return Ok(Round::Unreachable(pause));
+            }
+            Err(e) => return Err(e),
+        };
+        if self.unreachable.take().is_some() {
+            self.backoff = Backoff::new(self.w.seed());
+        }
+        let pttl = match step.into_grant(self.lease, sent, epoch) {
+            Ok(grant) => {
+                self.granted = Some(grant.clone());
+                return Ok(Round::Granted(grant));
+            }
+            Err(pttl) => pttl,
+        };
+        if left().is_zero() {
+            return Ok(Round::Blocked(None));
+        }
+        let mut block = planned;
+        if pttl >= 0 {
+            block = block.min(Duration::from_millis(pttl as u64 + 1));
+        }
+        Ok(Round::Listen((Instant::now() + block).min(deadline)))
+    }
+
+    fn listen(&mut self, d: Duration) -> bool {
+        let Some(sub) = self.sub.as_mut() else {
+            thread::sleep(d);
+            return false;
+        };
+        match sub.next(d) {
+            Ok(heard) => heard,
+            Err(e) => {
+                log::debug!("{}: the subscription failed: {e}", self.w.keys().shown());
+                self.sub = None;
+                true
+            }
+        }
+    }
+
+    /// A subscription has no queue entry to take out: the wait ends with the last round's
+    /// grant, if it was one.
+    fn leave(&mut self, _woken: bool) -> Result<Option<Grant>, Error> {
+        self.sub = None;
+        Ok(self.granted.take())
+    }
+
+    fn timed_out(&self, shown: &str, waited: Duration) -> Error {
+        match &self.unreachable {
+            Some(e) => e.clone(),
+            None => Error::wait_timeout(shown, waited),
         }
     }
 }

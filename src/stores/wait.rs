@@ -3,7 +3,7 @@
 //! The engine's wait loop (`engine/wait.rs`) decides when a waiter tries again and how long it
 //! may block; a [`Session`] makes the round trips of one round: which server and connection a
 //! waiter uses, how it follows its lock to another server, and how it gets over a dropped
-//! connection or a signal. Two kinds of session:
+//! connection or a signal. Three kinds of session:
 //!
 //! - on a queue ([`QueueSession`]: one server, a Sentinel group's master, a cluster's node): the
 //!   kind's script takes the grant or queues the waiter, then the waiter blocks in BLPOP on its
@@ -11,7 +11,9 @@
 //!   pushes the grant onto it;
 //! - on Redlock's masters (`redlock/wait.rs`): an attempt on every master that queues the
 //!   waiter on each, then a block until the releaser pushes the grant (a release hands the lock
-//!   over on every master).
+//!   over on every master);
+//! - on a lock's channel (`pubsub.rs`, Redisson's RLock): an attempt, then the waiter listens
+//!   on its subscription until a release publishes and it tries again.
 
 use std::time::{Duration, Instant};
 
@@ -146,6 +148,9 @@ pub(crate) enum Round {
     Blocked(Option<Vec<u8>>),
     /// Refused, then a release's wake-up was popped: try again at once (Redlock).
     Released,
+    /// Refused by a waiter on the lock's channel: listen ([`Session::listen`]) until this
+    /// instant (the holder's remaining lease, the re-check or the wait bound), then try again.
+    Listen(Instant),
     /// Refused though nobody holds the lock (Redlock's masters split between attempts): no
     /// release will come, so try again after a random back-off.
     Split,
@@ -163,6 +168,13 @@ pub(crate) trait Session {
     /// signals, or `planned` passes (a block that would end at the wait bound, `deadline`, is
     /// enforced by the socket's read timeout). An error ends the wait.
     fn round(&mut self, mode: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error>;
+    /// After a [`Round::Listen`]: listens up to `d` for a release published on the lock's
+    /// channel. `true`: one came, or the subscription failed (try again at once); `false`: `d`
+    /// passed. Only a session on a channel listens: any other sleeps.
+    fn listen(&mut self, d: Duration) -> bool {
+        std::thread::sleep(d);
+        false
+    }
     /// Leaves the wait without the grant: out of the queue (a grant handed over meanwhile is
     /// returned: it is ours). `woken`: a release's wake-up was taken and not yet used, so it is
     /// passed on to another waiter.

@@ -14,7 +14,7 @@ use redis::RedisResult;
 
 use crate::base::connection::Connection;
 
-use super::{Holding, Kind, Signal, Waiter, fence_of, other_kind};
+use super::{Holding, Kind, Signal, Waiter, Waits, fence_of, other_kind};
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
@@ -150,9 +150,9 @@ impl Kind for Exclusive<'_> {
         })
     }
 
-    fn waiter(&self) -> Result<&dyn Waiter, Error> {
+    fn waiter(&self) -> Result<Waits<'_>, Error> {
         if let Some(w) = self.waiter.get() {
-            return Ok(w);
+            return Ok(Waits::Queue(w));
         }
         let wid = random_hex::<8>(self.pid)?;
         let lease_ms = self.lease.as_millis() as u64;
@@ -165,7 +165,7 @@ impl Kind for Exclusive<'_> {
             alive: self.keys.alive(&wid),
             entry: queue_entry(&wid, lease_ms, self.fencing, self.token.as_str()),
         };
-        Ok(self.waiter.get_or_init(|| w))
+        Ok(Waits::Queue(self.waiter.get_or_init(|| w)))
     }
 
     fn holding(&self) -> Holding {

@@ -15,21 +15,19 @@ pub(crate) mod redisson;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::base::connection::Connection;
 use crate::base::error::Error;
-use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::LockKind;
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
-use crate::engine::cancel::Cancel;
 use crate::stores::LockStore;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
+use crate::stores::pubsub::Subscriber;
 use crate::stores::wait::{Mode, Queue, Step};
 
 pub use multi::MAX_SET_NAMES;
@@ -53,22 +51,11 @@ pub(crate) trait Kind {
         retry: bool,
         store: &dyn LockStore,
     ) -> redis::RedisResult<Step>;
-    /// This acquire's waiter: its queue entry, liveness keys and signal lists.
-    fn waiter(&self) -> Result<&dyn Waiter, Error>;
+    /// This acquire's waiter: on a queue (its queue entry, liveness keys and signal lists), or
+    /// on the lock's channel.
+    fn waiter(&self) -> Result<Waits<'_>, Error>;
     /// What the grant is once held.
     fn holding(&self) -> Holding;
-    /// A wait of the kind's own instead of the one wait loop (`engine/wait.rs`), or `None`
-    /// (every kind but Redisson's, whose waiters are woken through pub/sub).
-    fn own_wait(
-        &self,
-        _b: &Arc<Backend>,
-        _lease: Duration,
-        _started: Instant,
-        _deadline: Instant,
-        _cancel: Option<&Cancel>,
-    ) -> Option<Result<Grant, Error>> {
-        None
-    }
 
     /// The kind as the metrics' `kind` label says it.
     fn metric(&self) -> LockKind {
@@ -123,8 +110,8 @@ impl<T: QueueKind> Kind for T {
         self.step(c, Mode::Try, Duration::ZERO)
     }
 
-    fn waiter(&self) -> Result<&dyn Waiter, Error> {
-        Ok(self)
+    fn waiter(&self) -> Result<Waits<'_>, Error> {
+        Ok(Waits::Queue(self))
     }
 
     fn holding(&self) -> Holding {
@@ -138,6 +125,15 @@ impl<T: QueueKind> Kind for T {
     fn explain(&self, e: Error) -> Error {
         QueueKind::explain(self, e)
     }
+}
+
+/// How a kind's waiter waits in the one wait loop (`engine/wait.rs`).
+pub(crate) enum Waits<'a> {
+    /// On a queue: a release hands the grant over and pushes it onto the waiter's own list
+    /// (every kind but Redisson's).
+    Queue(&'a dyn Waiter),
+    /// On the lock's channel: a release publishes, and every waiter tries again (Redisson's).
+    Channel(&'a dyn Subscriber),
 }
 
 /// A kind's waiter: its scripts on a queue, and what its signals mean.

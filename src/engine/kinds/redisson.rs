@@ -13,25 +13,22 @@
 //! connection answers what the first one did. Renewal is the library's: every lease/3 (with the
 //! lease of Redisson's watchdog, 30 s, every 10 s), REDISSON_RENEW.
 //!
-//! A waiter does as Redisson's: it subscribes to the lock's channel (`stores/pubsub.rs`), then
-//! tries again at each message and at the holder's remaining lease (the attempt's PTTL),
-//! whichever comes first, within its wait bound. It has no queue: a release wakes every
-//! waiter, and whoever tries first takes the lock (no FIFO handoff, as with RLock). It waits on
-//! its own subscription instead of the one wait loop's queue session, whose rounds block on a
-//! list a release pushes onto; a cancel is seen within [`CANCEL_LOOK`].
+//! A waiter does as Redisson's: it subscribes to the lock's channel, then tries again at each
+//! message and at the holder's remaining lease (the attempt's PTTL), whichever comes first,
+//! within its wait bound: the one wait loop (`engine/wait.rs`) drives it through its session on
+//! the channel (`stores/pubsub.rs`). It has no queue: a release wakes every waiter, and whoever
+//! tries first takes the lock (no FIFO handoff, as with RLock).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::RedisResult;
 
-use super::{Holding, Kind, Waiter, other_kind};
-use crate::base::backoff::Backoff;
-use crate::base::config::Deployment;
+use super::{Holding, Kind, Waits, other_kind};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
-use crate::base::grant::{Grant, LockOptions};
+use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
@@ -39,14 +36,12 @@ use crate::engine::acquire;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::cancel::Cancel;
 use crate::engine::lock::Held;
-use crate::stores::pubsub::Subscription;
+use crate::stores::pubsub::{Subscriber, sharded};
 use crate::stores::wait::Step;
 use crate::stores::{Check, LockStore};
 
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
 const UNLOCK_MESSAGE: u8 = 0;
-/// While subscribed, how often a waiter looks at its cancel.
-const CANCEL_LOOK: Duration = Duration::from_millis(50);
 
 /// Redisson's lock on `keys`, held by the calling thread (see [`acquire`](acquire::acquire)).
 pub(crate) fn acquire(
@@ -68,6 +63,7 @@ pub(crate) fn acquire(
         token: &token,
         lease: opts.lease,
         latch: random_hex::<16>(b.pid)?.into(),
+        channel: channel(keys),
     };
     acquire::acquire(owner, &kind, opts, wait, cancel).map(|(held, _)| held)
 }
@@ -128,12 +124,6 @@ pub(crate) fn channel(keys: &LockKeys) -> Vec<u8> {
     prefixed("redisson_lock__channel", keys.lock())
 }
 
-/// Whether the store publishes and subscribes sharded (a Cluster; on Redis 7 and later, see
-/// `Connection::has_sharded_pubsub`).
-fn sharded(store: &dyn LockStore) -> bool {
-    matches!(store.cfg().deployment, Deployment::Cluster(_))
-}
-
 /// Redisson's lock, as one acquire asks for it.
 struct Redisson<'a> {
     keys: &'a LockKeys,
@@ -141,6 +131,8 @@ struct Redisson<'a> {
     lease: Duration,
     /// The id of this hold's unlock latch (see [`release`]).
     latch: Box<str>,
+    /// The lock's channel, which a waiter listens on.
+    channel: Vec<u8>,
 }
 
 impl Kind for Redisson<'_> {
@@ -152,39 +144,17 @@ impl Kind for Redisson<'_> {
         self.token
     }
 
-    /// REDISSON_LOCK. Repeated after a dropped connection it may count a hold twice; the lock
-    /// then outlives its last release by at most one lease (renewal has stopped).
     fn try_once(
         &self,
         c: &mut Connection,
-        _retry: bool,
+        retry: bool,
         _store: &dyn LockStore,
     ) -> RedisResult<Step> {
-        let lease_ms = self.lease.as_millis() as i64;
-        let pttl: Option<i64> = scripts::REDISSON_LOCK
-            .key(self.keys.lock())
-            .arg(lease_ms)
-            .arg(self.token.as_str())
-            .invoke(c)?;
-        Ok(match pttl {
-            None => Step::granted(0, lease_ms),
-            Some(pttl) => Step::Queued { pttl },
-        })
+        self.attempt(c, retry)
     }
 
-    fn waiter(&self) -> Result<&dyn Waiter, Error> {
-        Err(Error::internal("a Redisson lock waits on its channel"))
-    }
-
-    fn own_wait(
-        &self,
-        b: &Arc<Backend>,
-        _lease: Duration,
-        started: Instant,
-        deadline: Instant,
-        cancel: Option<&Cancel>,
-    ) -> Option<Result<Grant, Error>> {
-        Some(self.subscribed_wait(b, started, deadline, cancel))
+    fn waiter(&self) -> Result<Waits<'_>, Error> {
+        Ok(Waits::Channel(self))
     }
 
     fn holding(&self) -> Holding {
@@ -199,91 +169,34 @@ impl Kind for Redisson<'_> {
     }
 }
 
-impl Redisson<'_> {
-    /// Redisson's wait: subscribe, then try at each message and at the holder's remaining
-    /// lease (never later than the client's re-check interval), until the grant or `deadline`.
-    /// A subscription that cannot be made (every waiter connection in use, the server
-    /// unreachable) or that fails (a dropped connection, a failover, a moved slot) is made again
-    /// at the next round; meanwhile the waiter re-checks at the same times, unwoken.
-    fn subscribed_wait(
-        &self,
-        b: &Arc<Backend>,
-        started: Instant,
-        deadline: Instant,
-        cancel: Option<&Cancel>,
-    ) -> Result<Grant, Error> {
-        let store = &*b.store;
-        let cfg = store.cfg();
-        let shown = self.keys.shown();
-        let channel = channel(self.keys);
-        let left = || deadline.saturating_duration_since(Instant::now());
-        let mut sub: Option<Subscription<'_>> = None;
-        let mut backoff = Backoff::new(self.latch.as_bytes());
-        loop {
-            if cancel.is_some_and(Cancel::is_cancelled) {
-                return Err(Error::cancelled(&shown));
-            }
-            if sub.is_none() {
-                // Subscribed before the attempt, so that no release after it goes unheard.
-                match Subscription::open(store, self.keys, &channel, sharded(store), left()) {
-                    Ok(s) => sub = Some(s),
-                    Err(e) => log::debug!("{shown}: waiting without a subscription: {e}"),
-                }
-            }
-            let mut sent = Instant::now();
-            let mut epoch = 0;
-            let step = match store.run(self.keys, |c, n| {
-                sent = Instant::now();
-                epoch = c.epoch();
-                self.try_once(c, n > 0, store)
-            }) {
-                Ok(step) => step,
-                // Its server died or cannot serve yet (a failover): ridden out within the
-                // bound, back to the lock's server as the store finds it then.
-                Err(e) if e.is_transient() && !left().is_zero() => {
-                    let pause = backoff.pause().min(left());
-                    log::debug!("{shown}: its server cannot serve ({e}); back in {pause:?}");
-                    std::thread::sleep(pause);
-                    sub = None;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            backoff = Backoff::new(self.latch.as_bytes());
-            let pttl = match step.into_grant(self.lease, sent, epoch) {
-                Ok(grant) => return Ok(grant),
-                Err(pttl) => pttl,
-            };
-            if left().is_zero() {
-                return Err(Error::wait_timeout(&shown, started.elapsed()));
-            }
-            let mut block = left().min(cfg.recheck_interval);
-            if pttl >= 0 {
-                block = block.min(Duration::from_millis(pttl as u64 + 1));
-            }
-            let until = Instant::now() + block;
-            // Until a message, the holder's remaining lease, the wait bound or a cancel.
-            loop {
-                let rest = until.saturating_duration_since(Instant::now());
-                if rest.is_zero() {
-                    break;
-                }
-                let slice = rest.min(CANCEL_LOOK);
-                match sub.as_mut().map(|s| s.next(slice)) {
-                    Some(Ok(true)) => break,
-                    Some(Ok(false)) => {}
-                    Some(Err(e)) => {
-                        log::debug!("{shown}: the subscription failed: {e}");
-                        sub = None;
-                        break;
-                    }
-                    None => std::thread::sleep(slice),
-                }
-                if cancel.is_some_and(Cancel::is_cancelled) {
-                    return Err(Error::cancelled(&shown));
-                }
-            }
-        }
+/// Redisson's waiter: the lock's channel, and the attempt (also [`Kind::try_once`]'s).
+impl Subscriber for Redisson<'_> {
+    fn keys(&self) -> &LockKeys {
+        self.keys
+    }
+
+    fn channel(&self) -> &[u8] {
+        &self.channel
+    }
+
+    /// The hold's latch id: random.
+    fn seed(&self) -> &[u8] {
+        self.latch.as_bytes()
+    }
+
+    /// REDISSON_LOCK. Repeated after a dropped connection it may count a hold twice; the lock
+    /// then outlives its last release by at most one lease (renewal has stopped).
+    fn attempt(&self, c: &mut Connection, _retry: bool) -> RedisResult<Step> {
+        let lease_ms = self.lease.as_millis() as i64;
+        let pttl: Option<i64> = scripts::REDISSON_LOCK
+            .key(self.keys.lock())
+            .arg(lease_ms)
+            .arg(self.token.as_str())
+            .invoke(c)?;
+        Ok(match pttl {
+            None => Step::granted(0, lease_ms),
+            Some(pttl) => Step::Queued { pttl },
+        })
     }
 }
 
