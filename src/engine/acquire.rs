@@ -14,7 +14,7 @@ use crate::base::metrics::{LockKind, Outcome};
 use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::cancel::Cancel;
-use crate::engine::hint;
+use crate::engine::contended;
 use crate::engine::kinds::{Holding, Kind};
 use crate::engine::lock::{Held, LockState};
 use crate::engine::renewal::Reservation;
@@ -94,7 +94,7 @@ fn take(
     // A Redlock refusal is an error that says what every master answered: kept for the error of
     // a single attempt.
     let mut refusal = None;
-    let first = if waits && hint::recently_contended(kind.keys().lock()) {
+    let first = if waits && contended::recently(kind.keys().lock()) {
         None
     } else {
         match try_once(b, kind, opts.lease) {

@@ -4,7 +4,7 @@
 pub(crate) mod acquire;
 pub(crate) mod backend;
 pub(crate) mod cancel;
-pub(crate) mod hint;
+pub(crate) mod contended;
 pub(crate) mod kinds;
 pub(crate) mod lock;
 pub(crate) mod renewal;

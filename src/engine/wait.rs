@@ -26,7 +26,7 @@ use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::engine::backend::Backend;
 use crate::engine::cancel::Cancel;
-use crate::engine::hint;
+use crate::engine::contended;
 use crate::engine::kinds::{Kind, Signal, Waits};
 use crate::stores::CANCEL_MARK;
 use crate::stores::pubsub;
@@ -145,7 +145,7 @@ fn rounds(
         let round = session.round(this_mode, planned, deadline)?;
         if mode == Mode::First && matches!(round, Round::Granted(_)) {
             // Found free at once: the next acquire of this name tries the plain attempt first.
-            hint::clear(key);
+            contended::clear(key);
         }
         // From the first round on the waiter may be queued (its script may have run even when
         // the reply was lost): every later round refreshes its entry, never queues it anew.
@@ -156,7 +156,7 @@ fn rounds(
         match round {
             Round::Granted(grant) => return Ok(Some(grant)),
             Round::Blocked(popped) => {
-                hint::note(key);
+                contended::note(key);
                 let Some(value) = popped else { continue };
                 if value == CANCEL_MARK {
                     return Ok(None);
@@ -180,11 +180,11 @@ fn rounds(
                 }
             }
             Round::Released => {
-                hint::note(key);
+                contended::note(key);
                 *woken = true;
             }
             Round::Listen(until) => {
-                hint::note(key);
+                contended::note(key);
                 loop {
                     let rest = until.saturating_duration_since(Instant::now());
                     if rest.is_zero() || session.listen(rest.min(CANCEL_LOOK)) {
@@ -205,14 +205,14 @@ fn rounds(
                 // so try again after a random back-off (the Redlock retry) that doubles while
                 // the split lasts (a key left behind by a failed clean-up expires with its
                 // lease).
-                hint::note(key);
+                contended::note(key);
                 splits = (splits + 1).min(SPLIT_DOUBLINGS);
                 let back_off = jitter.shorten(SPLIT_BACK_OFF * (1 << (splits - 1)), 1.0);
                 let left = deadline.saturating_duration_since(Instant::now());
                 sleep_unless_cancelled(back_off.min(planned).min(left), cancel);
             }
             Round::Unreachable(block) => {
-                hint::note(key);
+                contended::note(key);
                 sleep_unless_cancelled(block, cancel);
             }
             Round::Interrupted => {}

@@ -55,7 +55,7 @@ pub(crate) fn clear(key: &[u8]) {
 }
 
 /// Whether the lock `key` was found held within the last few seconds.
-pub(crate) fn recently_contended(key: &[u8]) -> bool {
+pub(crate) fn recently(key: &[u8]) -> bool {
     let (entry, tag) = entry(key);
     let v = entry.load(Ordering::Relaxed);
     let at = v as u32;
@@ -70,14 +70,14 @@ mod tests {
 
     #[test]
     fn noted_until_cleared() {
-        let k = b"hint-test:a";
-        assert!(!recently_contended(k));
+        let k = b"contended-test:a";
+        assert!(!recently(k));
         note(k);
-        assert!(recently_contended(k));
+        assert!(recently(k));
         // Another name's clear leaves this one alone.
-        clear(b"hint-test:b");
-        assert!(recently_contended(k));
+        clear(b"contended-test:b");
+        assert!(recently(k));
         clear(k);
-        assert!(!recently_contended(k));
+        assert!(!recently(k));
     }
 }
