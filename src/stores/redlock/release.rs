@@ -107,9 +107,10 @@ impl Masters {
         self.release_on(keys, token, &self.all(), Release::Leave)
     }
 
-    /// Releases our key on `targets`. A release, or a waiter that leaves ([`Release::Handover`]):
-    /// where the key holds our token, it goes to the first waiter queued there
-    /// (`quorum_handover.lua`), else it is deleted; afterwards the waiter a majority handed the
+    /// Releases our key on `targets`. A release, or a waiter that leaves ([`Release::Handover`],
+    /// [`Release::Leave`]): where the key holds our token (or, for a release, is free), it goes
+    /// to the first waiter queued there (`quorum_handover.lua`), else it is deleted; afterwards
+    /// the waiter is told as soon as the round is decided; the waiter a majority handed the
     /// lock to is told (pushed the grant, on the master it blocks on), a waiter that fewer handed
     /// it to is nudged to try again, and waiters of older versions are woken if some wait (on the
     /// name's home master when it answered, where waiters of every version block, and on each
@@ -183,7 +184,8 @@ impl Masters {
             let majority = handed.iter().find(|h| h.masters >= q);
             // Not while the master it blocks on is pending: its reply is awaited on our
             // connection there, and a push there would wait as long.
-            if majority.is_some_and(|h| h.blocks_on.iter().all(|&at| pending & (1 << at) == 0)) {
+            let waited = |at: usize| at < 64 && pending & (1 << at) != 0;
+            if majority.is_some_and(|h| !h.blocks_on.iter().any(|&at| waited(at))) {
                 self.tell(keys, &handed, pending);
                 told = true;
             }
