@@ -13,8 +13,9 @@
 //! renewals of connections.
 //!
 //! Here the loop decides when: the wait bound, the re-check interval and its jitter, a cancel,
-//! a signal's meaning (through the kind), the back-off after Redlock's split votes, and leaving
-//! the queue at the end, passing on a grant that came too late to be kept.
+//! a signal's meaning (through the kind), a store's pause when nothing will signal, and leaving
+//! the queue at the end, passing on a grant that came too late to be kept. A store's own states
+//! (Redlock's split votes and its back-off, its woken waiter's turn) stay in its session.
 
 use std::sync::Arc;
 use std::thread;
@@ -32,11 +33,6 @@ use crate::stores::CANCEL_MARK;
 use crate::stores::pubsub;
 use crate::stores::wait::{Mode, Round, Session};
 
-/// The longest first back-off after an attempt that found Redlock's masters split between
-/// attempts (the back-off is random, up to this, doubling while the split lasts)...
-const SPLIT_BACK_OFF: Duration = Duration::from_millis(1);
-/// ... up to 2^9 ms (never longer than the re-check interval).
-const SPLIT_DOUBLINGS: u32 = 10;
 /// While the waiter cannot block (its server is unreachable) or listens on the lock's channel
 /// (where a cancel pushes nothing), how often it looks at its cancel.
 const CANCEL_LOOK: Duration = Duration::from_millis(50);
@@ -69,16 +65,7 @@ pub(crate) fn wait(
     {
         return Err(Error::cancelled(&kind.shown()));
     }
-    let mut woken = false;
-    let result = rounds(
-        &mut *session,
-        store.cfg(),
-        kind,
-        &waiter,
-        deadline,
-        cancel,
-        &mut woken,
-    );
+    let result = rounds(&mut *session, store.cfg(), kind, &waiter, deadline, cancel);
     if let (Some(c), Some(signal)) = (cancel, first_signal) {
         c.unblock(signal);
     }
@@ -93,7 +80,7 @@ pub(crate) fn wait(
         Err(e) => Some(e),
     };
     // Leave the queue. A release may have handed us the grant in the meantime: then it is ours.
-    let left = session.leave(woken);
+    let left = session.leave();
     if cancelled {
         // Leaving finds the grant ours also when it was popped already.
         if matches!(left, Ok(Some(_))) {
@@ -109,7 +96,7 @@ pub(crate) fn wait(
 }
 
 /// The rounds of a wait, until the grant (`Some`), the wait bound or a cancel (`None`), or an
-/// error. `woken`: a release's wake-up was taken and not yet used (Redlock).
+/// error.
 fn rounds(
     session: &mut dyn Session,
     cfg: &Config,
@@ -117,7 +104,6 @@ fn rounds(
     waiter: &Waits<'_>,
     deadline: Instant,
     cancel: Option<&Cancel>,
-    woken: &mut bool,
 ) -> Result<Option<Grant>, Error> {
     let key = kind.keys().lock();
     let mut jitter = Jitter::new(match waiter {
@@ -125,24 +111,23 @@ fn rounds(
         Waits::Channel(w) => w.seed(),
     });
     let mut mode = Mode::First;
-    // Rounds in a row that found Redlock's masters split.
-    let mut splits = 0;
+    // A release signalled: one more attempt, even at the wait bound.
+    let mut signalled = false;
     loop {
         if cancel.is_some_and(Cancel::is_cancelled) {
             return Ok(None);
         }
         let now = Instant::now();
         // A wake-up taken calls for one more attempt, even at the wait bound.
-        if now >= deadline && !*woken {
+        if now >= deadline && !signalled {
             return Ok(None);
         }
         let left = deadline.saturating_duration_since(now);
         let planned = left
             .min(jitter.shorten(cfg.recheck_interval, cfg.recheck_jitter))
             .max(Duration::from_millis(1));
-        let this_mode = if *woken { Mode::Woken } else { mode };
-        *woken = false;
-        let round = session.round(this_mode, planned, deadline)?;
+        signalled = false;
+        let round = session.round(mode, planned, deadline)?;
         if mode == Mode::First && matches!(round, Round::Granted(_)) {
             // Found free at once: the next acquire of this name tries the plain attempt first.
             contended::clear(key);
@@ -150,9 +135,6 @@ fn rounds(
         // From the first round on the waiter may be queued (its script may have run even when
         // the reply was lost): every later round refreshes its entry, never queues it anew.
         mode = Mode::Again;
-        if !matches!(round, Round::Split) {
-            splits = 0;
-        }
         match round {
             Round::Granted(grant) => return Ok(Some(grant)),
             Round::Blocked(popped) => {
@@ -181,7 +163,7 @@ fn rounds(
             }
             Round::Released => {
                 contended::note(key);
-                *woken = true;
+                signalled = true;
             }
             Round::Listen(until) => {
                 contended::note(key);
@@ -198,22 +180,11 @@ fn rounds(
                 // re-check due, a lost subscription), the waiter tries again at once, also at
                 // the wait bound, as Redisson's waiter does; that round's refusal at the bound
                 // ends the wait.
-                *woken = true;
+                signalled = true;
             }
-            Round::Split => {
-                // The attempts split the masters and all failed: no release will wake anyone,
-                // so try again after a random back-off (the Redlock retry) that doubles while
-                // the split lasts (a key left behind by a failed clean-up expires with its
-                // lease).
+            Round::Pause(pause) => {
                 contended::note(key);
-                splits = (splits + 1).min(SPLIT_DOUBLINGS);
-                let back_off = jitter.shorten(SPLIT_BACK_OFF * (1 << (splits - 1)), 1.0);
-                let left = deadline.saturating_duration_since(Instant::now());
-                sleep_unless_cancelled(back_off.min(planned).min(left), cancel);
-            }
-            Round::Unreachable(block) => {
-                contended::note(key);
-                sleep_unless_cancelled(block, cancel);
+                sleep_unless_cancelled(pause, cancel);
             }
             Round::Interrupted => {}
         }

@@ -189,7 +189,7 @@ impl Session for ChannelSession<'_> {
                 );
                 self.sub = None;
                 self.unreachable = Some(e);
-                return Ok(Round::Unreachable(pause));
+                return Ok(Round::Pause(pause));
             }
             Err(e) => return Err(e),
         };
@@ -230,7 +230,7 @@ impl Session for ChannelSession<'_> {
 
     /// A subscription has no queue entry to take out: the wait ends with the last round's
     /// grant, if it was one.
-    fn leave(&mut self, _woken: bool) -> Result<Option<Grant>, Error> {
+    fn leave(&mut self) -> Result<Option<Grant>, Error> {
         self.sub = None;
         Ok(self.granted.take())
     }

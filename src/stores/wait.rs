@@ -46,17 +46,15 @@ pub(crate) enum Mode {
     First,
     /// A re-check: take it (it may have been handed over) or refresh the queue entry.
     Again,
-    /// A re-check after a release woke this waiter (Redlock: the waiter has its turn).
-    Woken,
 }
 
 impl Mode {
-    /// The mode as the scripts take it (`Woken` is `again` there).
+    /// The mode as the scripts take it.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Try => "try",
             Mode::First => "first",
-            Mode::Again | Mode::Woken => "again",
+            Mode::Again => "again",
         }
     }
 }
@@ -146,17 +144,16 @@ pub(crate) enum Round {
     /// Refused, then blocked: what was popped from the waiter's own signal lists (a grant, a
     /// cancel's mark, a set waiter's nudge), or `None` when the block ran out.
     Blocked(Option<Vec<u8>>),
-    /// Refused, then a release's wake-up was popped: try again at once (Redlock).
+    /// Refused, then a release signalled (Redlock's wake-up, or a release published on the lock's
+    /// channel): try again at once, even at the wait bound.
     Released,
     /// Refused by a waiter on the lock's channel: listen ([`Session::listen`]) until this
     /// instant (the holder's remaining lease, the re-check or the wait bound), then try again.
     Listen(Instant),
-    /// Refused though nobody holds the lock (Redlock's masters split between attempts): no
-    /// release will come, so try again after a random back-off.
-    Split,
-    /// Refused, and the waiter could not block (its server is unreachable, or every waiter
-    /// connection is in use): re-check after this long instead.
-    Unreachable(Duration),
+    /// Refused, and no release will signal the waiter: re-check after this long (its server is
+    /// unreachable, every waiter connection is in use, or Redlock's masters split between
+    /// attempts and nobody holds the lock).
+    Pause(Duration),
     /// The round's connection failed and the waiter got over it (a new connection, or the lock
     /// moved to another server): go on at once.
     Interrupted,
@@ -176,9 +173,8 @@ pub(crate) trait Session {
         false
     }
     /// Leaves the wait without the grant: out of the queue (a grant handed over meanwhile is
-    /// returned: it is ours). `woken`: a release's wake-up was taken and not yet used, so it is
-    /// passed on to another waiter.
-    fn leave(&mut self, woken: bool) -> Result<Option<Grant>, Error>;
+    /// returned: it is ours; a wake-up taken and not used is passed on to another waiter).
+    fn leave(&mut self) -> Result<Option<Grant>, Error>;
     /// The error of a wait whose bound ran out after `waited`.
     fn timed_out(&self, shown: &str, waited: Duration) -> Error {
         Error::wait_timeout(shown, waited)
@@ -306,7 +302,7 @@ impl QueueSession<'_> {
             self.q.keys().shown(),
             pause.as_millis()
         );
-        Ok(Round::Unreachable(pause))
+        Ok(Round::Pause(pause))
     }
 }
 
@@ -415,7 +411,7 @@ impl Session for QueueSession<'_> {
         self.unreachable(e, retryable, rest)
     }
 
-    fn leave(&mut self, _woken: bool) -> Result<Option<Grant>, Error> {
+    fn leave(&mut self) -> Result<Option<Grant>, Error> {
         self.put_back();
         let sent = Instant::now();
         let mut epoch = 0;

@@ -41,8 +41,8 @@
 //! Attempts at the same moment can split the masters so that none has a majority (three
 //! contenders, one master each): all fail and clear their keys, and no release will come. A
 //! waiter tells that apart from a holder, since the masters that refuse it name their owner's
-//! token: when no token is on a majority of the masters, the round says so ([`Round::Split`])
-//! and the wait loop retries after a random back-off.
+//! token: when no token is on a majority of the masters, the round asks the wait loop for a
+//! pause ([`Round::Pause`]): a random back-off that doubles while the split lasts.
 //!
 //! A signal that interrupts a waiter's block (EINTR) may have cost it a push the server had
 //! already popped for it: the waiter then tries at once. When nothing comes (the holder vanished,
@@ -55,6 +55,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::acquire::Queued;
 use super::{Attempt, MARK_GRACE, Masters, Tally};
+use crate::base::backoff::Jitter;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, drift};
 use crate::base::keys::LockKeys;
@@ -68,6 +69,12 @@ use crate::stores::wait::{DEADLINE_SLACK, Mode, Round, Session};
 /// answering, which finds that out only when its block ends (and its short slack), so the lock
 /// waits for it that long at most.
 const MAX_BLOCK: Duration = Duration::from_millis(400);
+
+/// The longest first back-off after an attempt that found the masters split between attempts
+/// (the back-off is random, up to this, doubling while the split lasts)...
+const SPLIT_BACK_OFF: Duration = Duration::from_millis(1);
+/// ... up to 2^9 ms (never longer than the re-check interval).
+const SPLIT_DOUBLINGS: u32 = 10;
 
 /// How many of its latest rounds a waiter remembers the start of (a grant pushed for an older
 /// round is checked by a new attempt instead).
@@ -106,6 +113,12 @@ pub(crate) struct RedlockSession<'a> {
     /// release may hand it the lock there), and those that answered the latest round.
     touched: u64,
     answered: u64,
+    /// A release's wake-up (of an earlier version's kind) was taken and not yet used: the next
+    /// round takes the woken waiter's turn, and leaving passes it on.
+    woken: bool,
+    /// Rounds in a row that found the masters split, and the back-off's randomness.
+    splits: u32,
+    jitter: Jitter,
 }
 
 impl<'a> RedlockSession<'a> {
@@ -132,6 +145,9 @@ impl<'a> RedlockSession<'a> {
             distrusted: 0,
             touched: 0,
             answered: 0,
+            woken: false,
+            splits: 0,
+            jitter: Jitter::new(signal),
         }
     }
 
@@ -213,7 +229,7 @@ impl<'a> RedlockSession<'a> {
                     // Every waiter connection is in use: re-check when the block would have
                     // ended. The master is unreachable: it rests, and the waiter moves on.
                     if pool.exhausted() {
-                        return Round::Unreachable(block);
+                        return Round::Pause(block);
                     }
                     log::debug!("waiter for lock {} cannot block: {e}", self.keys.shown());
                     master.failed(&e);
@@ -239,7 +255,10 @@ impl<'a> RedlockSession<'a> {
             });
         match popped {
             Ok(Some((list, value))) if list == self.signal => self.signalled(value),
-            Ok(Some(_)) => Round::Released,
+            Ok(Some(_)) => {
+                self.woken = true;
+                Round::Released
+            }
             Ok(None) => Round::Blocked(None),
             Err(e) => {
                 mark_broken(c);
@@ -247,6 +266,7 @@ impl<'a> RedlockSession<'a> {
                 if is_interrupted(&e) {
                     // A signal: the server may have popped a wake-up for us already, and its
                     // reply went with the connection. Try at once, as the woken waiter.
+                    self.woken = true;
                     return Round::Released;
                 }
                 if e.is_timeout() && at_bound {
@@ -264,7 +284,7 @@ impl<'a> RedlockSession<'a> {
     /// round blocks elsewhere), else re-check after `block`.
     fn moved(&self, at: usize, block: Duration) -> Round {
         if self.masters.waiting_master(self.keys) == at {
-            Round::Unreachable(block)
+            Round::Pause(block)
         } else {
             Round::Interrupted
         }
@@ -278,7 +298,7 @@ impl Drop for RedlockSession<'_> {
 }
 
 impl Session for RedlockSession<'_> {
-    fn round(&mut self, mode: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error> {
+    fn round(&mut self, _mode: Mode, planned: Duration, deadline: Instant) -> Result<Round, Error> {
         let at = self.masters.waiting_master(self.keys);
         self.round += 1;
         if self.started.len() == ROUNDS_KEPT {
@@ -294,7 +314,7 @@ impl Session for RedlockSession<'_> {
             entry: &self.entry,
             place: self.place,
             round: self.round,
-            woken: mode == Mode::Woken,
+            woken: std::mem::take(&mut self.woken),
             sent: Cell::new(0),
             answered: Cell::new(0),
         };
@@ -328,8 +348,16 @@ impl Session for RedlockSession<'_> {
         }
         self.last = Some(tally);
         if split {
-            return Ok(Round::Split);
+            // The attempts split the masters and all failed: no release will wake anyone, so
+            // try again after a random back-off (the Redlock retry) that doubles while the split
+            // lasts (a key left behind by a failed clean-up expires with its lease).
+            self.splits = (self.splits + 1).min(SPLIT_DOUBLINGS);
+            let back_off = self
+                .jitter
+                .shorten(SPLIT_BACK_OFF * (1 << (self.splits - 1)), 1.0);
+            return Ok(Round::Pause(back_off.min(planned).min(left)));
         }
+        self.splits = 0;
         if left.is_zero() {
             // The wait bound came during the attempt: the wait ends.
             return Ok(Round::Blocked(None));
@@ -343,13 +371,13 @@ impl Session for RedlockSession<'_> {
 
     /// Out of every master's queue; a lock handed over to us meanwhile goes on to the next
     /// waiter (the release of our token, wherever it is).
-    fn leave(&mut self, woken: bool) -> Result<Option<Grant>, Error> {
+    fn leave(&mut self) -> Result<Option<Grant>, Error> {
         if self.round > 0 {
             self.put_back();
             self.owe_unheard();
             let _ = self.masters.leave(self.keys, self.token);
         }
-        if woken {
+        if self.woken {
             // A wake-up taken and not used: pass it on to another waiter there.
             let at = self.masters.waiting_master(self.keys);
             self.masters.wake_on(self.keys, &[at]);
