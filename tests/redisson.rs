@@ -889,6 +889,10 @@ mod node_redisson {
         let g = c.redisson_lock(&name).try_acquire().unwrap();
         let mut node = Node::start(t, &name, &["wait"], Duration::from_secs(30));
         assert!(eventually(SURELY, || subscribers(t, &name) > 0));
+        // node-redisson attaches its message listener only once its SUBSCRIBE's reply is in
+        // (`subscribeOnce`: `await subscribe(...)`, then `once(...)`): a release published in
+        // between is lost to it, and it waits out the holder's lease (30 s). Give it that turn.
+        thread::sleep(Duration::from_millis(200));
         let released = Instant::now();
         g.release().unwrap();
         let got = Node::instant(&node.expect("got"));
