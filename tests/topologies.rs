@@ -1,16 +1,17 @@
 //! One suite of behaviours, run for every kind of grant on every topology where it applies.
 //!
 //! The kinds: the exclusive lock, the read lock and the write lock of a read/write lock, the
-//! permits of a semaphore, and a set of locks. The topologies: one server, a Sentinel group, a
-//! Cluster, and three Redlock masters, where only the exclusive lock is offered (the others are
-//! refused there: that is checked too). Each behaviour is written once, against a [`Kind`] (what
-//! to acquire, and what it excludes) and a shared set-up of the topology (`Shared::get`: one
-//! per topology for the whole run, which these tests never harm); the `topology!` lines at the
-//! end name one test per topology × kind × behaviour.
+//! permits of a semaphore, a set of locks, and Redisson's lock. The topologies: one server, a
+//! Sentinel group, a Cluster, and three Redlock masters, where only the exclusive lock is
+//! offered (the others are refused there: that is checked too). Each behaviour is written once,
+//! against a [`Kind`] (what to acquire, and what it excludes) and a shared set-up of the topology
+//! (`Shared::get`: one per topology for the whole run, which these tests never harm); the
+//! `topology!` lines at the end name one test per topology × kind × behaviour.
 //!
 //! A kind's *own* request is the one under test; its *rival* is the request it excludes and is
 //! excluded by (a writer for a read lock, two permits of three for two permits, the same set in
-//! the other order for a set). Waiting behaviours make the own request wait for a rival holder.
+//! the other order for a set, Redisson's lock taken on another thread, for it is reentrant per
+//! thread). Waiting behaviours make the own request wait for a rival holder.
 //! What is particular to one kind or one topology (rwlock downgrade and writer preference,
 //! semaphore sizes, a set's all or none, Cluster slots, failovers, Redlock majorities) is in the
 //! kind's or the topology's own file.
@@ -28,7 +29,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{Cancel, Client, Error, ErrorKind, Lock, MultiLock, Permits, ReadLock, WriteLock};
+use redislock::{
+    Cancel, Client, Error, ErrorKind, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
+};
 use support::{
     ChildProcess, Role, Server, Shared, Topology, child_role, eventually, fork_and_check, get,
     llen, pttl, unique_name,
@@ -62,6 +65,7 @@ enum Kind {
     Write,
     Semaphore,
     Set,
+    Redisson,
 }
 
 /// One request: which lock, and how much of it.
@@ -77,15 +81,22 @@ enum Side {
     Set {
         reversed: bool,
     },
+    /// Redisson's lock of the first name. It is reentrant per thread, so a rival's attempt is
+    /// made on a thread of its own: on the caller's thread, a hold of the caller's would let it
+    /// in.
+    Redisson {
+        rival: bool,
+    },
 }
 
 impl Kind {
-    const ALL: [Kind; 5] = [
+    const ALL: [Kind; 6] = [
         Kind::Exclusive,
         Kind::Read,
         Kind::Write,
         Kind::Semaphore,
         Kind::Set,
+        Kind::Redisson,
     ];
 
     fn name(self) -> &'static str {
@@ -95,6 +106,7 @@ impl Kind {
             Kind::Write => "write",
             Kind::Semaphore => "semaphore",
             Kind::Set => "set",
+            Kind::Redisson => "redisson",
         }
     }
 
@@ -106,6 +118,7 @@ impl Kind {
             Kind::Write => "a write lock",
             Kind::Semaphore => "a semaphore",
             Kind::Set => "a set of locks",
+            Kind::Redisson => "a Redisson lock",
         }
     }
 
@@ -124,6 +137,7 @@ impl Kind {
             Kind::Write => Side::Write,
             Kind::Semaphore => Side::Permits(2),
             Kind::Set => Side::Set { reversed: false },
+            Kind::Redisson => Side::Redisson { rival: false },
         }
     }
 
@@ -134,13 +148,14 @@ impl Kind {
             Kind::Read | Kind::Write => Side::Write,
             Kind::Semaphore => Side::Permits(2),
             Kind::Set => Side::Set { reversed: true },
+            Kind::Redisson => Side::Redisson { rival: true },
         }
     }
 
     /// Further requests that `own` keeps out while it holds.
     fn also_refused(self) -> Vec<Side> {
         match self {
-            Kind::Exclusive => vec![],
+            Kind::Exclusive | Kind::Redisson => vec![],
             Kind::Read => vec![Side::Exclusive(0)],
             Kind::Write => vec![Side::Read, Side::Exclusive(0)],
             Kind::Semaphore => vec![Side::Permits(PERMITS)],
@@ -169,13 +184,15 @@ impl Kind {
             Kind::Set => Side::Set {
                 reversed: i % 2 == 1,
             },
+            // Every racer is a thread of its own already.
+            Kind::Redisson => Side::Redisson { rival: false },
         }
     }
 
     /// How much of the resource the holders of one name may have at once (see `weight`).
     fn capacity(self) -> u64 {
         match self {
-            Kind::Exclusive | Kind::Set => 1,
+            Kind::Exclusive | Kind::Set | Kind::Redisson => 1,
             Kind::Read | Kind::Write => 1000,
             Kind::Semaphore => u64::from(PERMITS),
         }
@@ -230,9 +247,11 @@ fn companion(name: &str, suffix: &str) -> String {
     }
 }
 
-/// The waiter queues a request of `side` can wait in.
+/// The waiter queues a request of `side` can wait in (a Redisson waiter has none: see
+/// `waiting`).
 fn queues(side: Side, n: &Names) -> Vec<String> {
     match side {
+        Side::Redisson { .. } => vec![],
         Side::Exclusive(i) => vec![companion(&n.all()[i], ":q")],
         Side::Read | Side::Write => vec![companion(n.first(), ":rw:q")],
         Side::Permits(_) => vec![companion(n.first(), ":sem:q")],
@@ -258,6 +277,7 @@ enum Grant {
     Write(WriteLock),
     Permits(Permits),
     Set(MultiLock),
+    Redisson(RedissonLock),
 }
 
 macro_rules! each {
@@ -268,6 +288,7 @@ macro_rules! each {
             Grant::Write($g) => $e,
             Grant::Permits($g) => $e,
             Grant::Set($g) => $e,
+            Grant::Redisson($g) => $e,
         }
     };
 }
@@ -303,7 +324,7 @@ impl Grant {
             Grant::Lock(g) => g.fencing_token(),
             Grant::Read(g) => g.fencing_token(),
             Grant::Write(g) => g.fencing_token(),
-            Grant::Permits(_) => None,
+            Grant::Permits(_) | Grant::Redisson(_) => None,
             Grant::Set(g) => {
                 return n
                     .all()
@@ -390,6 +411,18 @@ fn take(
             wait.map_or_else(|| r.try_acquire(), |w| r.acquire(w))
                 .map(Grant::Set)
         }
+        Side::Redisson { rival } => {
+            let attempt = || {
+                let r = with!(c.redisson_lock(n.first()));
+                wait.map_or_else(|| r.try_acquire(), |w| r.acquire(w))
+                    .map(Grant::Redisson)
+            };
+            if rival {
+                thread::scope(|s| s.spawn(attempt).join().unwrap())
+            } else {
+                attempt()
+            }
+        }
     }
 }
 
@@ -407,8 +440,12 @@ fn rechecks_far_apart(t: &Shared) -> Client {
 
 /// Whether a request of `side` waits now: queued on the server (`count` entries), or on
 /// Redlock queued on every master (at least `count` entries: a master's queue keeps a granted
-/// waiter's entry until it releases).
+/// waiter's entry until it releases). A Redisson waiter is in no queue: it waits subscribed to
+/// the lock's channel (`count` subscribers).
 fn waiting(t: &Shared, side: Side, n: &Names, count: i64) -> bool {
+    if let Side::Redisson { .. } = side {
+        return redisson_subscribers(t, n) == count;
+    }
     if t.topology() == Topology::Redlock {
         let queue = companion(n.first(), ":rq");
         return t.conns_for(n.first()).iter_mut().all(|con| {
@@ -421,6 +458,34 @@ fn waiting(t: &Shared, side: Side, n: &Names, count: i64) -> bool {
     let mut con = t.conn_for(n.first());
     let queued: i64 = queues(side, n).iter().map(|q| llen(&mut con, q)).sum();
     queued == count
+}
+
+/// The subscribers of the Redisson lock's channel, `redisson_lock__channel:{name}`: plain, or
+/// sharded on a Cluster whose servers have sharded pub/sub (none before Redis 7, where the query
+/// fails and counts nothing).
+fn redisson_subscribers(t: &Shared, n: &Names) -> i64 {
+    let channel = format!("redisson_lock__channel:{{{}}}", n.first());
+    let mut con = t.conn_for(n.first());
+    ["NUMSUB", "SHARDNUMSUB"]
+        .into_iter()
+        .map(|which| {
+            redis::cmd("PUBSUB")
+                .arg(which)
+                .arg(&channel)
+                .query::<(String, i64)>(&mut con)
+                .map_or(0, |(_, subscribers)| subscribers)
+        })
+        .sum()
+}
+
+/// Whether the own request of `k` has left its place after its wait ended. A Redisson waiter's
+/// subscription goes with its connection, which the server drops in its own time: it is waited
+/// for.
+fn left_its_place(t: &Shared, k: Kind, n: &Names) -> bool {
+    match k {
+        Kind::Redisson => eventually(SURELY, || waiting(t, k.own(), n, 0)),
+        _ => waiting(t, k.own(), n, 0),
+    }
 }
 
 fn wait_until_waiting(t: &Shared, side: Side, n: &Names, count: i64) {
@@ -625,7 +690,7 @@ fn a_wait_times_out(t: &Shared, k: Kind) {
     assert!(took >= wait, "gave up after {took:?}");
     assert!(took < wait + Duration::from_secs(3), "overran: {took:?}");
     if t.topology() != Topology::Redlock {
-        assert!(waiting(t, k.own(), &n, 0), "the queue entry stayed");
+        assert!(left_its_place(t, k, &n), "the queue entry stayed");
     }
     assert!(holder.is_held());
     holder.release().unwrap();
@@ -660,7 +725,7 @@ fn a_cancelled_wait_leaves_nothing_behind(t: &Shared, k: Kind) {
     assert!(e.is_cancelled(), "{e}");
     assert!(took < WAKE_BOUND, "returned {took:?} after the cancel");
     if t.topology() != Topology::Redlock {
-        assert!(waiting(t, k.own(), &n, 0), "the queue entry stayed");
+        assert!(left_its_place(t, k, &n), "the queue entry stayed");
     }
     assert!(holder.is_held());
     holder.release().unwrap();
@@ -861,7 +926,7 @@ fn fencing_tokens_increase(t: &Shared, k: Kind) {
         Grant::Read(g) => g.fencing_token().is_none(),
         Grant::Write(g) => g.fencing_token().is_none(),
         Grant::Set(g) => g.fencing_tokens().is_none(),
-        Grant::Permits(_) => true,
+        Grant::Permits(_) | Grant::Redisson(_) => true,
     };
     assert!(plain, "a grant without fencing has a token");
     unfenced.release().unwrap();
@@ -965,8 +1030,8 @@ fn interop_with_a_plain_set_nx_client(t: &Shared, k: Kind) {
     assert_nothing_left(t, &n);
 }
 
-/// Read and write locks, semaphores and sets are refused on Redlock, with or without a wait,
-/// and write nothing.
+/// Read and write locks, semaphores, sets and Redisson's lock are refused on Redlock, with or
+/// without a wait, and write nothing.
 fn is_refused_on_redlock(t: &Shared, k: Kind) {
     let c = Client::open(t.url()).unwrap();
     let n = Names::new(k, "refused");
@@ -1409,12 +1474,20 @@ macro_rules! topology {
             kind!(set, $topology, $server, Kind::Set;
                 fencing_tokens_increase,
                 interop_with_a_plain_set_nx_client);
+            // Redisson's lock: the behaviours every kind has, and none more. Its waiter waits
+            // subscribed to the lock's channel instead of in a queue (`waiting` counts the
+            // channel's subscribers), and its rival is taken on another thread. It has no
+            // fencing tokens; no queue, so no arrival order (a release wakes every subscribed
+            // waiter, and whoever tries first gets in); and a plain `SET NX` client's string
+            // at the name is another kind of lock to it (refused as such, never waited for),
+            // so there is no interop with one.
+            kind!(redisson, $topology, $server, Kind::Redisson;);
         }
     };
 }
 
-/// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`); every other kind
-/// is refused.
+/// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`); every other kind,
+/// Redisson's lock too, is refused.
 macro_rules! redlock {
     ($server:expr) => {
         mod redlock {
@@ -1437,6 +1510,10 @@ macro_rules! redlock {
             mod set {
                 use super::*;
                 behaviours!(Topology::Redlock, $server, Kind::Set; is_refused_on_redlock);
+            }
+            mod redisson {
+                use super::*;
+                behaviours!(Topology::Redlock, $server, Kind::Redisson; is_refused_on_redlock);
             }
         }
     };
