@@ -27,6 +27,18 @@ fn client(masters: &RedlockMasters) -> Client {
         .unwrap()
 }
 
+/// A thread that waits for `name` (60 s at most): its outcome, and when it came.
+fn wait_for(
+    c: &Client,
+    name: &str,
+) -> thread::JoinHandle<(Result<redislock::Lock, redislock::Error>, Instant)> {
+    let (c, name) = (c.clone(), name.to_owned());
+    thread::spawn(move || {
+        let lock = c.acquire(&name, Duration::from_secs(60));
+        (lock, Instant::now())
+    })
+}
+
 /// How many waiters every master has queued for `name`.
 fn queued(masters: &RedlockMasters, name: &str) -> Vec<usize> {
     masters
@@ -108,13 +120,7 @@ fn a_waiter_queued_first_on_one_master_only_stalls_nobody() {
     let c = client(&masters);
     let name = unique_name("ghost");
     let holder = c.try_acquire(&name).unwrap();
-    let waiter = {
-        let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || {
-            let lock = c.acquire(&name, Duration::from_secs(60));
-            (lock, Instant::now())
-        })
-    };
+    let waiter = wait_for(&c, &name);
     assert!(eventually(MARGIN, || queued(&masters, &name) == vec![1; 3]));
     // A waiter that master 0 alone has, queued before everyone (its entry made by hand: it
     // never comes for the lock).
@@ -160,13 +166,7 @@ fn a_waiter_that_gave_up_is_not_handed_the_lock() {
         thread::spawn(move || c.acquire(&name, Duration::from_millis(300)).unwrap_err())
     };
     assert!(eventually(MARGIN, || queued(&masters, &name) == vec![1; 3]));
-    let waiter = {
-        let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || {
-            let lock = c.acquire(&name, Duration::from_secs(60));
-            (lock, Instant::now())
-        })
-    };
+    let waiter = wait_for(&c, &name);
     assert!(eventually(MARGIN, || queued(&masters, &name) == vec![2; 3]));
     let e = e.join().unwrap();
     assert_eq!(e.kind(), ErrorKind::WaitTimeout, "{e}");
@@ -196,13 +196,7 @@ fn a_waiter_granted_where_the_key_was_free_is_queued_there_and_handed_the_key() 
         .arg(&name)
         .query(&mut masters.masters()[1].conn())
         .unwrap();
-    let waiter = {
-        let (c, name) = (c.clone(), name.clone());
-        thread::spawn(move || {
-            let lock = c.acquire(&name, Duration::from_secs(60));
-            (lock, Instant::now())
-        })
-    };
+    let waiter = wait_for(&c, &name);
     // Its rounds are granted on master 1 (and give it back): it is queued there too, so that
     // masters 0 and 1 name the same first waiter should master 2 stop.
     assert!(

@@ -179,7 +179,7 @@ impl Masters {
         let q = self.quorum();
         let mut told = false;
         let mut tell_early = |answers: &[Option<Answer>], pending: u64| {
-            let handed = self.handed(answers);
+            let handed = self.handed(&self.outcomes(answers));
             let pending = pending | sent_unanswered(answers);
             let majority = handed.iter().find(|h| h.masters >= q);
             // Not while the master it blocks on is pending: its reply is awaited on our
@@ -195,7 +195,9 @@ impl Masters {
             once_decided: wake.then_some(&mut tell_early as OnceDecided<'_>),
         };
         let answers = self.round_with(targets, &build, &decided, extra);
-        let handed = self.handed(&answers);
+        // What each master said, read once.
+        let said = self.outcomes(&answers);
+        let handed = self.handed(&said);
         let (mut released, mut not_ours, mut wanted) = (0, 0, false);
         let mut failed = Vec::new();
         let home = self.home_index(keys);
@@ -207,8 +209,10 @@ impl Masters {
         // Masters that answered and owe deletes now that the lock is released: paid once the
         // waiter is told.
         let mut pay = Vec::new();
-        for (i, a) in answers.into_iter().enumerate() {
-            let Some(a) = a else { continue };
+        for (i, (a, said)) in answers.iter().zip(said).enumerate() {
+            let (Some(a), Some(said)) = (a, said) else {
+                continue;
+            };
             // What a master that did not answer may still hold, it owes: an attempt's keys
             // (`wake` false: a clean-up), a delete it was sent, and a lock whose acquire it did
             // not answer (the SET may come after any delete). One that answered pays at once
@@ -222,7 +226,7 @@ impl Masters {
             if m.released(token) && answered {
                 pay.push(i);
             }
-            match said(&a, i, self) {
+            match said {
                 Ok(Outcome::Handed { free, .. }) => {
                     released += usize::from(!free);
                     home_answered |= i == home;
@@ -295,20 +299,28 @@ impl Masters {
         away
     }
 
-    /// The waiters the masters' answers to a release say they handed the lock to.
-    fn handed(&self, answers: &[Option<Answer>]) -> Vec<Handed> {
+    /// What each master's answer to a release says (`None` for a master not asked).
+    fn outcomes(&self, answers: &[Option<Answer>]) -> Vec<Option<Result<Outcome, Error>>> {
+        answers
+            .iter()
+            .enumerate()
+            .map(|(i, a)| a.as_ref().map(|a| said(a, i, self)))
+            .collect()
+    }
+
+    /// The waiters the masters' outcomes of a release say they handed the lock to.
+    fn handed(&self, outcomes: &[Option<Result<Outcome, Error>>]) -> Vec<Handed> {
         let mut handed: Vec<Handed> = Vec::new();
-        for (i, a) in answers.iter().enumerate() {
-            let Some(Ok(Outcome::Handed { wid, round, at, .. })) =
-                a.as_ref().map(|a| said(a, i, self))
-            else {
+        for o in outcomes {
+            let Some(Ok(Outcome::Handed { wid, round, at, .. })) = o else {
                 continue;
             };
-            let k = match handed.iter().position(|h| h.wid == wid) {
+            let (round, at) = (*round, *at);
+            let k = match handed.iter().position(|h| h.wid == *wid) {
                 Some(k) => k,
                 None => {
                     handed.push(Handed {
-                        wid,
+                        wid: wid.clone(),
                         round,
                         masters: 0,
                         blocks_on: Vec::new(),
