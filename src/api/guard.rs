@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::api::kind::{Exclusive, Kind, OneName, Read, Redisson, Semaphore, Set, SetParts, Write};
 use crate::base::error::Error;
-use crate::engine::kinds::{Holding, rwlock};
+use crate::base::metrics::LockKind;
+use crate::engine::kinds::{Fences, rwlock};
 use crate::engine::lock::Held;
 
 /// A held lock of kind `K`. Dropping it releases the lock (best effort; errors are ignored), so
@@ -296,28 +297,21 @@ impl AnyLock {
 
     /// What kind of lock it is, for messages: "a read lock"...
     fn what(&self) -> &'static str {
-        match self.held.state.kind {
-            Holding::Exclusive => "an exclusive lock",
-            Holding::Read => "a read lock",
-            Holding::Write => "a write lock",
-            Holding::Permits(_) => "permits of a semaphore",
-            Holding::Set(_) => "a set of locks",
-            Holding::Redisson { .. } => "a Redisson lock",
-        }
+        self.held.state.kind.what()
     }
 
     /// Ok for an exclusive lock; for any other kind, the error of a call (`what`) that applies
     /// to exclusive locks only.
     pub(crate) fn only_exclusive(&self, what: &str) -> Result<(), Error> {
-        match self.held.state.kind {
-            Holding::Exclusive => Ok(()),
+        match self.held.state.kind.label() {
+            LockKind::Exclusive => Ok(()),
             _ => Err(self.does_not_apply(what)),
         }
     }
 
     /// The one fencing token of a lock of one name (not permits, which have none, nor a set).
     pub(crate) fn fencing_token(&self) -> Result<Option<u64>, Error> {
-        if matches!(self.held.state.kind, Holding::Set(_) | Holding::Permits(_)) {
+        if !matches!(self.held.state.kind.fences(), Fences::One) {
             return Err(self.does_not_apply("one fencing token"));
         }
         Ok(self.held.fencing_token())
@@ -326,15 +320,12 @@ impl AnyLock {
     /// The fencing token of name `index` of a set; index 0 of a lock of one name is its token.
     pub(crate) fn fencing_token_at(&self, index: usize) -> Result<Option<u64>, Error> {
         let shown = self.shown();
-        match (&self.held.state.kind, &self.set_fences) {
-            (Holding::Permits(_), _) => Err(self.does_not_apply("a fencing token")),
-            (Holding::Set(names), _) if index >= names.len() => {
-                Err(Error::invalid_argument(format!(
-                    "the set of lock {shown} has {} names: index {index} is out of range",
-                    names.len()
-                )))
-            }
-            (Holding::Set(_), fences) => Ok(fences.as_ref().map(|f| f[index])),
+        match (self.held.state.kind.fences(), &self.set_fences) {
+            (Fences::None, _) => Err(self.does_not_apply("a fencing token")),
+            (Fences::Set(names), _) if index >= names => Err(Error::invalid_argument(format!(
+                "the set of lock {shown} has {names} names: index {index} is out of range"
+            ))),
+            (Fences::Set(_), fences) => Ok(fences.as_ref().map(|f| f[index])),
             _ if index != 0 => Err(Error::invalid_argument(format!(
                 "lock {shown} is one name: its only index is 0, not {index}"
             ))),
@@ -344,7 +335,7 @@ impl AnyLock {
 
     /// [`WriteLock::downgrade`] of a write lock.
     pub(crate) fn downgrade(&self) -> Result<AnyLock, Error> {
-        if !matches!(self.held.state.kind, Holding::Write) {
+        if self.held.state.kind.label() != LockKind::Write {
             return Err(self.does_not_apply("downgrade"));
         }
         let read = rwlock::downgrade(&self.held)?;

@@ -14,12 +14,18 @@ use crate::api::client::Client;
 use crate::api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};
 use crate::api::kind::{Exclusive, Fenced, ReadWrite, Redisson, RequestKind, Semaphore, Set};
 use crate::base::error::Error;
-use crate::base::grant::LockOptions;
+use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::cancel::Cancel;
-use crate::engine::kinds::{exclusive, multi, redisson, rwlock, semaphore};
+use crate::engine::kinds::Rules;
+use crate::engine::kinds::exclusive::Exclusive as ExclusiveRules;
+use crate::engine::kinds::multi::{self, Set as SetRules};
+use crate::engine::kinds::redisson::Redisson as RedissonRules;
+use crate::engine::kinds::rwlock::Rw;
+use crate::engine::kinds::semaphore::Permits as PermitsRules;
+use crate::engine::lock::Held;
 
 /// A request for a lock of kind `K`: its name(s) and how to take it. Made by
 /// [`Client::lock`], [`Client::rw_lock`], [`Client::semaphore`] and [`Client::lock_all`], with
@@ -110,6 +116,19 @@ impl<'a, K: RequestKind> Request<'a, K> {
         let name = self.names.first().copied().unwrap_or_default();
         LockKeys::new(&self.client.config().key_prefix, name)
     }
+
+    /// Acquires a grant of `kind` on `keys` with this request's settings, held with `token` (the
+    /// kind's own without one): the one acquire of every kind.
+    fn take_as(
+        &self,
+        kind: Box<dyn Rules>,
+        keys: LockKeys,
+        token: Option<Token>,
+        wait: Option<Duration>,
+    ) -> Result<(Held, Grant), Error> {
+        let b = self.client.backend()?;
+        acquire::acquire(&b, kind, keys, token, &self.opts, wait, self.cancel)
+    }
 }
 
 impl<'a, K: Fenced> Request<'a, K> {
@@ -171,8 +190,7 @@ impl<'a> Request<'a, Exclusive> {
     fn take(&self, wait: Option<Duration>) -> Result<Lock, Error> {
         let owner = self.owner.map(Token::from_owner).transpose()?;
         let keys = self.keys()?;
-        let b = self.client.backend()?;
-        let held = exclusive::acquire(&b, &keys, owner, &self.opts, wait, self.cancel)?;
+        let (held, _) = self.take_as(Box::new(ExclusiveRules), keys, owner, wait)?;
         Ok(Guard::new(held, ()))
     }
 }
@@ -193,8 +211,9 @@ impl Request<'_, Redisson> {
 
     fn take(&self, wait: Option<Duration>) -> Result<RedissonLock, Error> {
         let keys = self.keys()?;
-        let b = self.client.backend()?;
-        let held = redisson::acquire(&b, &keys, &self.opts, wait, self.cancel)?;
+        let lease_ms = self.opts.lease.as_millis() as u64;
+        let kind = RedissonRules::new(std::process::id(), lease_ms)?;
+        let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
         Ok(Guard::new(held, ()))
     }
 }
@@ -224,14 +243,10 @@ impl Request<'_, ReadWrite> {
         self.take(true, None).map(|held| Guard::new(held, ()))
     }
 
-    fn take(
-        &self,
-        write: bool,
-        wait: Option<Duration>,
-    ) -> Result<crate::engine::lock::Held, Error> {
+    fn take(&self, write: bool, wait: Option<Duration>) -> Result<Held, Error> {
         let keys = self.keys()?;
-        let b = self.client.backend()?;
-        rwlock::acquire(&b, &keys, write, &self.opts, wait, self.cancel)
+        let (held, _) = self.take_as(Box::new(Rw { write }), keys, None, wait)?;
+        Ok(held)
     }
 }
 
@@ -250,9 +265,8 @@ impl Request<'_, Semaphore> {
 
     fn take(&self, k: u32, wait: Option<Duration>) -> Result<Permits, Error> {
         let keys = self.keys()?;
-        semaphore::check(&keys, k, self.permits)?;
-        let b = self.client.backend()?;
-        let held = semaphore::acquire(&b, &keys, k, self.permits, &self.opts, wait, self.cancel)?;
+        let kind = PermitsRules::new(&keys, k, self.permits)?;
+        let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
         Ok(Guard::new(held, k))
     }
 }
@@ -270,9 +284,13 @@ impl Request<'_, Set> {
 
     fn take(&self, wait: Option<Duration>) -> Result<MultiLock, Error> {
         let keys = multi::keys(&self.client.config().key_prefix, &self.names)?;
-        let b = self.client.backend()?;
-        let (held, fences) = multi::acquire(&b, &keys, &self.opts, wait, self.cancel)?;
         let names = keys.iter().map(|k| k.name().to_vec()).collect();
+        let first = keys[0].clone();
+        let kind = SetRules {
+            names: keys.into_boxed_slice(),
+        };
+        let (held, grant) = self.take_as(Box::new(kind), first, None, wait)?;
+        let fences = self.opts.fencing.then(|| grant.tokens());
         Ok(Guard::set(held, names, fences))
     }
 }

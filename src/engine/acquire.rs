@@ -15,7 +15,8 @@ use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::cancel::Cancel;
 use crate::engine::contended;
-use crate::engine::kinds::{Holding, Kind};
+use crate::engine::kinds::exclusive::Exclusive;
+use crate::engine::kinds::{Acquiring, Rules};
 use crate::engine::lock::{Held, LockState};
 use crate::engine::renewal::Reservation;
 use crate::engine::trace;
@@ -39,10 +40,11 @@ pub(crate) fn check(
     Ok(())
 }
 
-/// Takes a grant of `kind`: one attempt when `wait` is `None` (fails with [`Error::is_held`]),
-/// else waits up to `wait` (fails with [`Error::is_wait_timeout`]; with `cancel`, a cancel ends
-/// the wait with [`Error::is_cancelled`]). Returns the held lock and the grant it was made from
-/// (a set's fencing tokens are there).
+/// Takes a grant of `kind` on `keys` (a set's: its first name's), held with `token` or, without
+/// one, the kind's own ([`Rules::token`]): one attempt when `wait` is `None` (fails with
+/// [`Error::is_held`]), else waits up to `wait` (fails with [`Error::is_wait_timeout`]; with
+/// `cancel`, a cancel ends the wait with [`Error::is_cancelled`]). Returns the held lock and the
+/// grant it was made from (a set's fencing tokens are there).
 ///
 /// A place among the renewed locks is taken before the first round trip (so a refusal costs
 /// none) and given back while waiting. An acquire that may wait skips the attempt for a name
@@ -54,37 +56,61 @@ pub(crate) fn check(
 /// spent when it waited.
 pub(crate) fn acquire(
     owner: &Arc<Owner>,
-    kind: &dyn Kind,
+    kind: Box<dyn Rules>,
+    keys: LockKeys,
+    token: Option<Token>,
     opts: &LockOptions,
     wait: Option<Duration>,
     cancel: Option<&Cancel>,
 ) -> Result<(Held, Grant), Error> {
+    check(opts, wait, cancel, || kind.shown(&keys))?;
+    kind.offered(&*owner.store, &keys)?;
+    let token = match token {
+        Some(token) => token,
+        None => kind.token(owner)?,
+    };
     let started = Instant::now();
-    let span = trace::Acquire::start(owner, kind);
-    let mut waited = false;
-    let result = take(owner, kind, opts, wait, cancel, started, &mut waited);
-    span.end(&result, waited, started);
-    let error = result.as_ref().err().map(Error::kind);
-    owner.metrics.acquired(
-        kind.metric(),
-        kind.keys().name(),
-        Outcome::of(&result, waited),
-        error,
-        waited.then(|| started.elapsed()),
-    );
-    result
+    let (place, grant) = {
+        let a = Acquiring::new(&*kind, &keys, &token, opts.lease, opts.fencing, owner.pid)?;
+        let span = trace::Acquire::start(owner, &a);
+        let mut waited = false;
+        let result = take(owner, &a, opts, wait, cancel, started, &mut waited);
+        span.end(&result, waited, started);
+        let error = result.as_ref().err().map(Error::kind);
+        owner.metrics.acquired(
+            kind.label(),
+            keys.name(),
+            Outcome::of(&result, waited),
+            error,
+            waited.then(|| started.elapsed()),
+        );
+        result?
+    };
+    let fence = opts.fencing.then_some(grant.token());
+    let lock = hold(
+        owner,
+        keys,
+        token,
+        fence,
+        place,
+        opts,
+        grant.lease_from,
+        kind,
+    )?;
+    Ok((lock, grant))
 }
 
-/// [`acquire`] itself; `waited` is set when it enters the wait loop.
+/// [`acquire`] itself, up to the grant and its place among the renewed locks; `waited` is set
+/// when it enters the wait loop.
 fn take(
     owner: &Arc<Owner>,
-    kind: &dyn Kind,
+    a: &Acquiring<'_>,
     opts: &LockOptions,
     wait: Option<Duration>,
     cancel: Option<&Cancel>,
     started: Instant,
     waited: &mut bool,
-) -> Result<(Held, Grant), Error> {
+) -> Result<(Option<Reservation>, Grant), Error> {
     let b = owner.backend();
     if opts.fencing {
         b.store.check(Check::Fencing)?;
@@ -94,11 +120,11 @@ fn take(
     // A Redlock refusal is an error that says what every master answered: kept for the error of
     // a single attempt.
     let mut refusal = None;
-    let first = if waits && contended::recently(kind.keys().lock()) {
+    let first = if waits && contended::recently(a.keys.lock()) {
         None
     } else {
-        match try_once(b, kind, opts.lease) {
-            Ok(Some(grant)) => acknowledge(b, kind, opts.lease, grant)?,
+        match try_once(b, a) {
+            Ok(Some(grant)) => acknowledge(b, a, grant)?,
             Ok(None) => None,
             Err(e) if e.is_held() => {
                 refusal = Some(e);
@@ -113,22 +139,22 @@ fn take(
             drop(place.take());
             let deadline = started + wait.unwrap_or_default();
             *waited = true;
-            let _waiting = Waiting::enter(b, kind.metric());
+            let _waiting = Waiting::enter(b, a.kind.label());
             let grant = loop {
-                let grant = wait::wait(b, kind, opts.lease, started, deadline, cancel)
-                    .map_err(|e| kind.explain(e))?;
-                match acknowledge(b, kind, opts.lease, grant)? {
+                let grant =
+                    wait::wait(b, a, started, deadline, cancel).map_err(|e| a.explain(e))?;
+                match acknowledge(b, a, grant)? {
                     Some(grant) => break grant,
                     None => log::info!(
                         "{} was handed over but lost before its replicas had it; waiting again",
-                        kind.shown()
+                        a.shown()
                     ),
                 }
             };
             place = match reserve(owner, opts) {
                 Ok(place) => place,
                 Err(e) => {
-                    let _ = kind.holding().release(b, kind.keys(), kind.token());
+                    let _ = a.kind.release(b, a.keys, a.token);
                     return Err(e);
                 }
             };
@@ -138,45 +164,30 @@ fn take(
             // A one-server store's refusal says only that the name is taken (a Redlock refusal
             // says what every master answered): by another owner, or as another kind of lock.
             if refusal.is_none() {
-                kind.refused(b)?;
+                a.kind.refused(b, a.keys)?;
             }
             return Err(match wait {
-                Some(_) => Error::wait_timeout(&kind.shown(), started.elapsed()),
-                None => refusal.unwrap_or_else(|| Error::held(&kind.shown())),
+                Some(_) => Error::wait_timeout(&a.shown(), started.elapsed()),
+                None => refusal.unwrap_or_else(|| Error::held(&a.shown())),
             });
         }
     };
-    let fence = opts.fencing.then_some(grant.token());
-    let lock = hold(
-        owner,
-        kind.keys().clone(),
-        kind.token().clone(),
-        fence,
-        place,
-        opts,
-        grant.lease_from,
-        kind.holding(),
-    )?;
-    Ok((lock, grant))
+    Ok((place, grant))
 }
 
 /// One attempt. When it failed after it went out for want of an answer, it may have been
 /// applied: the grant is given back before the error is returned.
-fn try_once(b: &Backend, kind: &dyn Kind, lease: Duration) -> Result<Option<Grant>, Error> {
+fn try_once(b: &Backend, a: &Acquiring<'_>) -> Result<Option<Grant>, Error> {
     let store = &*b.store;
     let mut sent = false;
-    let attempt = store.try_acquire(
-        kind.keys(),
-        kind.token(),
-        lease,
-        &mut sent,
-        &mut |c, retry| kind.try_once(c, retry, store),
-    );
+    let attempt = store.try_acquire(a.keys, a.token, a.lease, &mut sent, &mut |c, retry| {
+        a.kind.try_once(a, c, retry, store)
+    });
     attempt.map_err(|e| {
         if sent && e.kind() != ErrorKind::Redis {
-            let _ = kind.holding().release(b, kind.keys(), kind.token());
+            let _ = a.kind.release(b, a.keys, a.token);
         }
-        kind.explain(e)
+        a.explain(e)
     })
 }
 
@@ -184,18 +195,12 @@ fn try_once(b: &Backend, kind: &dyn Kind, lease: Duration) -> Result<Option<Gran
 /// written by the releaser's connection) is followed by a write of ours (the lease reset) and
 /// WAIT, which cover it as replicas apply the stream in order. `None`: the grant was gone by
 /// then (lost in a failover). On an error the grant is given back.
-fn acknowledge(
-    b: &Backend,
-    kind: &dyn Kind,
-    lease: Duration,
-    grant: Grant,
-) -> Result<Option<Grant>, Error> {
+fn acknowledge(b: &Backend, a: &Acquiring<'_>, grant: Grant) -> Result<Option<Grant>, Error> {
     if b.store.cfg().min_replicas == 0 || grant.acknowledged {
         return Ok(Some(grant));
     }
     let sent = Instant::now();
-    let holding = kind.holding();
-    match holding.extend(b, kind.keys(), kind.token(), lease) {
+    match a.kind.extend(b, a.keys, a.token, a.lease) {
         Ok(true) => Ok(Some(Grant {
             lease_from: sent,
             acknowledged: true,
@@ -203,7 +208,7 @@ fn acknowledge(
         })),
         Ok(false) => Ok(None),
         Err(e) => {
-            let _ = holding.release(b, kind.keys(), kind.token());
+            let _ = a.kind.release(b, a.keys, a.token);
             Err(e)
         }
     }
@@ -235,7 +240,7 @@ pub(crate) fn restore(
         place,
         opts,
         sent,
-        Holding::Exclusive,
+        Box::new(Exclusive),
     )
 }
 
@@ -275,7 +280,7 @@ pub(crate) fn hold(
     place: Option<Reservation>,
     opts: &LockOptions,
     lease_from: Instant,
-    holding: Holding,
+    kind: Box<dyn Rules>,
 ) -> Result<Held, Error> {
     let state = Arc::new(LockState::new(
         owner.backend().clone(),
@@ -285,7 +290,7 @@ pub(crate) fn hold(
         place,
         opts.lease,
         lease_from,
-        holding,
+        kind,
     ));
     let lock = Held {
         state: state.clone(),

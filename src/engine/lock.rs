@@ -15,7 +15,7 @@ use crate::base::keys::LockKeys;
 use crate::base::metrics::{LockKind, LostReason};
 use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
-use crate::engine::kinds::Holding;
+use crate::engine::kinds::Rules;
 use crate::engine::renewal::Reservation;
 use crate::engine::trace;
 
@@ -67,8 +67,8 @@ pub(crate) struct LockState {
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
     pub on_lost: Mutex<Option<LostCallback>>,
     /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
-    /// locks), which decides the scripts that release and extend it.
-    pub kind: Holding,
+    /// locks, Redisson's lock): its rules release, extend and renew it.
+    pub kind: Box<dyn Rules>,
     /// The same, as the metrics' `kind` label says it.
     pub metric_kind: LockKind,
     /// When the grant was made (for the hold-time histogram).
@@ -88,10 +88,10 @@ impl LockState {
         reservation: Option<Reservation>,
         lease: Duration,
         granted_at: Instant,
-        kind: Holding,
+        kind: Box<dyn Rules>,
     ) -> LockState {
         let auto_renew = reservation.is_some();
-        let metric_kind = kind.metric();
+        let metric_kind = kind.label();
         backend.metrics.holding(metric_kind, 1);
         let renew_id = if auto_renew {
             backend.renewer.next_id()

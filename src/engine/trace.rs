@@ -17,7 +17,7 @@ use crate::base::metrics::Outcome;
 #[cfg(feature = "tracing")]
 use crate::engine::backend::Backend;
 use crate::engine::backend::Owner;
-use crate::engine::kinds::Kind;
+use crate::engine::kinds::Acquiring;
 use crate::engine::lock::LockState;
 
 #[cfg(feature = "tracing")]
@@ -37,29 +37,29 @@ pub(crate) struct Acquire {
 }
 
 impl Acquire {
-    /// Opens and enters the span of an acquire of `kind` through `owner`'s backend.
+    /// Opens and enters the span of an acquire (`a`) through `owner`'s backend.
     #[inline(always)]
-    pub(crate) fn start(owner: &Owner, kind: &dyn Kind) -> Acquire {
+    pub(crate) fn start(owner: &Owner, a: &Acquiring<'_>) -> Acquire {
         #[cfg(feature = "tracing")]
         {
             let span = tracing::info_span!(
                 target: TARGET,
                 "redislock.acquire",
-                "lock.kind" = kind.metric().label(),
+                "lock.kind" = a.kind.label().label(),
                 "lock.name" = Empty,
                 "lock.wait_seconds" = Empty,
                 outcome = Empty,
                 "error.type" = Empty,
                 "otel.status_code" = Empty,
             );
-            name(&span, owner, kind.keys().name());
+            name(&span, owner, a.keys.name());
             Acquire {
                 span: span.entered(),
             }
         }
         #[cfg(not(feature = "tracing"))]
         {
-            let _ = (owner, kind);
+            let _ = (owner, a);
             Acquire {}
         }
     }

@@ -28,7 +28,7 @@ use crate::base::grant::Grant;
 use crate::engine::backend::Backend;
 use crate::engine::cancel::Cancel;
 use crate::engine::contended;
-use crate::engine::kinds::{Kind, Signal, Waits};
+use crate::engine::kinds::{Acquiring, Signal, Waits};
 use crate::stores::CANCEL_MARK;
 use crate::stores::pubsub;
 use crate::stores::wait::{Mode, Round, Session};
@@ -37,22 +37,21 @@ use crate::stores::wait::{Mode, Round, Session};
 /// (where a cancel pushes nothing), how often it looks at its cancel.
 const CANCEL_LOOK: Duration = Duration::from_millis(50);
 
-/// Waits until `deadline` for the grant of `kind`. Fails with the store's wait-timeout error
+/// Waits until `deadline` for the grant of an acquire (`a`). Fails with the store's wait-timeout error
 /// (the time counted from `started`) when the bound runs out, and with [`Error::is_cancelled`]
 /// when `cancel` is cancelled, leaving no queue entry and no grant behind either way.
 pub(crate) fn wait(
     b: &Arc<Backend>,
-    kind: &dyn Kind,
-    lease: Duration,
+    a: &Acquiring<'_>,
     started: Instant,
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> Result<Grant, Error> {
-    let waiter = kind.waiter()?;
+    let waiter = a.waiter()?;
     let store = &b.store;
     let mut session = match waiter {
-        Waits::Queue(w) => store.session(w, lease),
-        Waits::Channel(w) => pubsub::session(&**store, w, lease),
+        Waits::Queue(w) => store.session(&**w, a.lease),
+        Waits::Channel(w) => pubsub::session(&**store, &**w, a.lease),
     };
     // The list a cancel pushes its mark onto: a queue waiter's first signal list. A waiter on
     // a channel has none: it looks at its cancel while it listens.
@@ -61,18 +60,18 @@ pub(crate) fn wait(
         Waits::Channel(_) => None,
     };
     if let (Some(c), Some(signal)) = (cancel, first_signal)
-        && !c.block(b, kind.keys(), signal)
+        && !c.block(b, a.keys, signal)
     {
-        return Err(Error::cancelled(&kind.shown()));
+        return Err(Error::cancelled(&a.shown()));
     }
-    let result = rounds(&mut *session, store.cfg(), kind, &waiter, deadline, cancel);
+    let result = rounds(&mut *session, store.cfg(), a, waiter, deadline, cancel);
     if let (Some(c), Some(signal)) = (cancel, first_signal) {
         c.unblock(signal);
     }
     let cancelled = cancel.is_some_and(Cancel::is_cancelled);
     let ended = match result {
         Ok(Some(grant)) if !cancelled => {
-            log::debug!("{} granted to a waiter", kind.shown());
+            log::debug!("{} granted to a waiter", a.shown());
             return Ok(grant);
         }
         // Granted, but cancelled meanwhile: the grant is passed on below.
@@ -84,14 +83,14 @@ pub(crate) fn wait(
     if cancelled {
         // Leaving finds the grant ours also when it was popped already.
         if matches!(left, Ok(Some(_))) {
-            kind.holding().release(b, kind.keys(), kind.token())?;
+            a.kind.release(b, a.keys, a.token)?;
         }
-        return Err(Error::cancelled(&kind.shown()));
+        return Err(Error::cancelled(&a.shown()));
     }
     match (left, ended) {
         (Ok(Some(grant)), _) => Ok(grant),
         (_, Some(e)) => Err(e),
-        (_, None) => Err(session.timed_out(&kind.shown(), started.elapsed())),
+        (_, None) => Err(session.timed_out(&a.shown(), started.elapsed())),
     }
 }
 
@@ -100,12 +99,12 @@ pub(crate) fn wait(
 fn rounds(
     session: &mut dyn Session,
     cfg: &Config,
-    kind: &dyn Kind,
+    a: &Acquiring<'_>,
     waiter: &Waits<'_>,
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
-    let key = kind.keys().lock();
+    let key = a.keys.lock();
     let mut jitter = Jitter::new(match waiter {
         Waits::Queue(w) => &w.signals()[0],
         Waits::Channel(w) => w.seed(),
@@ -143,12 +142,14 @@ fn rounds(
                 if value == CANCEL_MARK {
                     return Ok(None);
                 }
-                let Waits::Queue(w) = waiter else { continue };
-                match w.signalled(&value) {
+                if let Waits::Channel(_) = waiter {
+                    continue;
+                }
+                match a.kind.signalled(a.keys, &value) {
                     // The grant was made in the same event-loop turn that answered the BLPOP,
                     // so its lease counts from the reply less a millisecond for its way here.
                     Signal::Granted(fence) => {
-                        cfg.metrics.handoff(kind.metric());
+                        cfg.metrics.handoff(a.kind.label());
                         return Ok(Some(Grant {
                             fence,
                             fences: Vec::new(),

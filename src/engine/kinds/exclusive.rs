@@ -6,103 +6,63 @@
 //! script and blocks in BLPOP on its own signal list; the holder's release hands the lock to the
 //! oldest live waiter and pushes the grant onto that list (the scripts' comments say how).
 
-use std::cell::OnceCell;
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::RedisResult;
 
+use super::{Acquiring, Rules, Waits};
 use crate::base::connection::Connection;
-
-use super::{Holding, Kind, Signal, Waiter, Waits, fence_of, other_kind};
 use crate::base::error::Error;
-use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::replication;
 use crate::base::scripts;
-use crate::base::token::{Token, random_hex};
-use crate::engine::acquire;
-use crate::engine::backend::{Backend, Owner};
-use crate::engine::cancel::Cancel;
-use crate::engine::lock::Held;
+use crate::base::token::Token;
+use crate::engine::backend::Backend;
 use crate::stores::LockStore;
+use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
 
-/// The exclusive lock on `keys`, held with `owner_token` or a new random token (see
-/// [`acquire`](crate::engine::acquire::acquire)).
-pub(crate) fn acquire(
-    owner: &Arc<Owner>,
-    keys: &LockKeys,
-    owner_token: Option<Token>,
-    opts: &LockOptions,
-    wait: Option<Duration>,
-    cancel: Option<&Cancel>,
-) -> Result<Held, Error> {
-    acquire::check(opts, wait, cancel, || keys.shown())?;
-    let token = match owner_token {
-        Some(token) => token,
-        None => Token::new(owner.pid)?,
-    };
-    let kind = Exclusive::new(keys, &token, opts.lease, opts.fencing, owner.pid);
-    acquire::acquire(owner, &kind, opts, wait, cancel).map(|(held, _)| held)
-}
+/// The exclusive lock: one holder at a time.
+#[derive(Debug)]
+pub(crate) struct Exclusive;
 
-/// An exclusive lock, as one acquire asks for it.
-pub(crate) struct Exclusive<'a> {
-    keys: &'a LockKeys,
-    token: &'a Token,
-    lease: Duration,
-    fencing: bool,
-    pid: u32,
-    /// Made when the acquire first waits (an acquire that gets the lock at once needs none).
-    waiter: OnceCell<ExclusiveWaiter<'a>>,
-}
-
-impl<'a> Exclusive<'a> {
-    pub(crate) fn new(
-        keys: &'a LockKeys,
-        token: &'a Token,
-        lease: Duration,
-        fencing: bool,
-        pid: u32,
-    ) -> Exclusive<'a> {
-        Exclusive {
-            keys,
-            token,
-            lease,
-            fencing,
-            pid,
-            waiter: OnceCell::new(),
-        }
-    }
-}
-
-impl Kind for Exclusive<'_> {
-    fn keys(&self) -> &LockKeys {
-        self.keys
+impl Rules for Exclusive {
+    fn label(&self) -> LockKind {
+        LockKind::Exclusive
     }
 
-    fn token(&self) -> &Token {
-        self.token
+    fn what(&self) -> &'static str {
+        "an exclusive lock"
+    }
+
+    /// Every store offers it (Redlock's by majority).
+    fn offered(&self, _store: &dyn LockStore, _keys: &LockKeys) -> Result<(), Error> {
+        Ok(())
+    }
+
+    fn tries_as_waiter(&self) -> bool {
+        false
     }
 
     fn try_once(
         &self,
+        a: &Acquiring<'_>,
         c: &mut Connection,
         retry: bool,
         store: &dyn LockStore,
-    ) -> redis::RedisResult<Step> {
+    ) -> RedisResult<Step> {
         let cfg = store.cfg();
-        let ms = self.lease.as_millis() as u64;
-        if self.fencing || retry {
+        let ms = a.lease_ms();
+        if a.fencing || retry {
             // The script also accepts the key holding our token already: a first SET whose
             // reply was lost may have been applied.
             let (ok, fence): (i64, i64) = scripts::ACQUIRE
-                .key(self.keys.lock())
-                .key(self.keys.fence())
-                .arg(self.token.as_str())
+                .key(a.keys.lock())
+                .key(a.keys.fence())
+                .arg(a.token.as_str())
                 .arg(ms)
-                .arg(if self.fencing { "1" } else { "0" })
+                .arg(if a.fencing { "1" } else { "0" })
                 .invoke(c)?;
             if ok != 1 {
                 return Ok(Step::Queued { pttl: -2 });
@@ -116,8 +76,8 @@ impl Kind for Exclusive<'_> {
             });
         }
         let mut set = redis::cmd("SET");
-        set.arg(self.keys.lock())
-            .arg(self.token.as_str())
+        set.arg(a.keys.lock())
+            .arg(a.token.as_str())
             .arg("NX")
             .arg("PX")
             .arg(ms);
@@ -150,46 +110,57 @@ impl Kind for Exclusive<'_> {
         })
     }
 
-    fn waiter(&self) -> Result<Waits<'_>, Error> {
-        if let Some(w) = self.waiter.get() {
-            return Ok(Waits::Queue(w));
-        }
-        let wid = random_hex::<8>(self.pid)?;
-        let lease_ms = self.lease.as_millis() as u64;
-        let w = ExclusiveWaiter {
-            keys: self.keys,
-            token: self.token,
+    fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
+        let wid = a.wid()?;
+        let lease_ms = a.lease_ms();
+        Ok(Waits::Queue(Box::new(ExclusiveWaiter {
+            keys: a.keys,
+            token: a.token,
             lease_ms,
-            fencing: self.fencing,
-            signals: [self.keys.signal(&wid)],
-            alive: self.keys.alive(&wid),
-            entry: queue_entry(&wid, lease_ms, self.fencing, self.token.as_str()),
-        };
-        Ok(Waits::Queue(self.waiter.get_or_init(|| w)))
-    }
-
-    fn holding(&self) -> Holding {
-        Holding::Exclusive
-    }
-
-    /// A name held as a semaphore or as Redisson's lock (a key of another type) fails the
-    /// waiter's script with WRONGTYPE: said in those words.
-    fn explain(&self, e: Error) -> Error {
-        other_kind(e, &self.keys.shown(), "an exclusive lock")
+            fencing: a.fencing,
+            signals: [a.keys.signal(&wid)],
+            alive: a.keys.alive(&wid),
+            entry: queue_entry(&wid, lease_ms, a.fencing, a.token.as_str()),
+        })))
     }
 
     /// `SET NX` finds any key taken: a refused attempt of an acquire that does not wait reads
     /// the key (one more round trip; `GET`, which the least-privilege ACL has), which fails with
     /// WRONGTYPE for a name held as a semaphore or as Redisson's lock (a key of another type).
     /// The fenced attempt's script fails so there already.
-    fn refused(&self, b: &Backend) -> Result<(), Error> {
-        let lock = self.keys.lock();
+    fn refused(&self, b: &Backend, keys: &LockKeys) -> Result<(), Error> {
+        let lock = keys.lock();
         b.store
-            .run(self.keys, |c, _| {
+            .run(keys, |c, _| {
                 redis::cmd("GET").arg(lock).query::<redis::Value>(c)
             })
             .map(drop)
-            .map_err(|e| self.explain(e))
+            .map_err(|e| self.explain(e, &keys.shown()))
+    }
+
+    fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        b.store.release(keys, token)
+    }
+
+    fn extend(
+        &self,
+        b: &Backend,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        b.store.extend(keys, token, lease)
+    }
+}
+
+/// The exclusive lock's (and the write lock's) EXTEND: the lock key holds the token.
+impl ExtendScript for Exclusive {
+    fn script(&self) -> &'static redis::Script {
+        ExclusiveExtend.script()
+    }
+
+    fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
+        ExclusiveExtend.add_args(pipe, keys, token, lease_ms)
     }
 }
 
@@ -251,13 +222,6 @@ impl Queue for ExclusiveWaiter<'_> {
         } else {
             Step::Queued { pttl }
         })
-    }
-}
-
-impl Waiter for ExclusiveWaiter<'_> {
-    /// A release pushes the grant's fencing token (0 without fencing).
-    fn signalled(&self, value: &[u8]) -> Signal {
-        Signal::Granted(fence_of(value).unwrap_or(0))
     }
 }
 

@@ -15,26 +15,21 @@
 //! each slot group only.)
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::RedisResult;
 
+use super::{Acquiring, Fences, Rules, Signal, Waits, other_kind};
 use crate::base::connection::Connection;
-
-use super::{Holding, QueueKind, Signal, Waiter, other_kind};
 use crate::base::error::Error;
-use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::LockKind;
 use crate::base::scripts;
-use crate::base::token::{Token, random_hex};
-use crate::engine::acquire;
-use crate::engine::backend::{Backend, Owner};
-use crate::engine::cancel::Cancel;
-use crate::engine::lock::Held;
-use crate::stores::Check;
+use crate::base::token::Token;
+use crate::engine::backend::Backend;
+use crate::stores::extend::ExtendScript;
 use crate::stores::wait::{Mode, Queue, Step};
+use crate::stores::{Check, LockStore};
 
 /// The most names one set may hold.
 pub const MAX_SET_NAMES: usize = 256;
@@ -66,30 +61,95 @@ pub(crate) fn keys(prefix: &[u8], names: &[&[u8]]) -> Result<Vec<LockKeys>, Erro
     Ok(keys)
 }
 
-/// The set of locks on `keys`, all or none (see [`acquire`](crate::engine::acquire::acquire)):
-/// the held set and, with fencing, each name's fencing token.
-pub(crate) fn acquire(
-    owner: &Arc<Owner>,
-    keys: &[LockKeys],
-    opts: &LockOptions,
-    wait: Option<Duration>,
-    cancel: Option<&Cancel>,
-) -> Result<(Held, Option<Vec<u64>>), Error> {
-    let shown = shown_set(keys);
-    acquire::check(opts, wait, cancel, || shown.clone())?;
-    owner.store.check(Check::Kind {
-        what: "a set of locks",
-        shown: &shown,
-    })?;
-    owner.store.check(Check::OneServer {
-        keys,
-        shown: &shown,
-    })?;
-    let token = Token::new(owner.pid)?;
-    let wid = random_hex::<8>(owner.pid)?;
-    let waiter = SetWaiter::new(keys, &token, &wid, opts, shown);
-    let (held, grant) = acquire::acquire(owner, &waiter, opts, wait, cancel)?;
-    Ok((held, opts.fencing.then_some(grant.tokens())))
+/// A set of exclusive locks, taken all or none: every name's keys (the first name's are the
+/// held lock's own, for messages).
+#[derive(Debug)]
+pub(crate) struct Set {
+    pub names: Box<[LockKeys]>,
+}
+
+impl Rules for Set {
+    fn label(&self) -> LockKind {
+        LockKind::Set
+    }
+
+    fn what(&self) -> &'static str {
+        "a set of locks"
+    }
+
+    fn shown(&self, _keys: &LockKeys) -> String {
+        shown_set(&self.names)
+    }
+
+    /// A set also needs one server to hold all its names.
+    fn offered(&self, store: &dyn LockStore, _keys: &LockKeys) -> Result<(), Error> {
+        let shown = &shown_set(&self.names);
+        store.check(Check::Kind {
+            what: self.what(),
+            shown,
+        })?;
+        store.check(Check::OneServer {
+            keys: &self.names,
+            shown,
+        })
+    }
+
+    fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
+        let wid = a.wid()?;
+        Ok(Waits::Queue(Box::new(SetWaiter::new(a, &self.names, &wid))))
+    }
+
+    /// A release handed us one of the names: look again at once.
+    fn signalled(&self, _keys: &LockKeys, _value: &[u8]) -> Signal {
+        Signal::Recheck
+    }
+
+    fn explain(&self, e: Error, shown: &str) -> Error {
+        other_kind(e, shown, "a lock")
+    }
+
+    /// SET_RELEASE: releases every name that still holds the token (each handed to its oldest
+    /// waiter); still ours when all of them did.
+    fn release(&self, b: &Backend, _keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        let keys = &self.names;
+        let held: i64 = b.store.run(&keys[0], |c, _| {
+            let mut call = scripts::SET_RELEASE.prepare_invoke();
+            for k in keys.iter() {
+                call.key(k.lock()).key(k.fence()).key(k.queue());
+            }
+            call.arg(token.as_str()).invoke(c)
+        })?;
+        Ok(held == keys.len() as i64)
+    }
+
+    fn extend(
+        &self,
+        b: &Backend,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        super::extend_on_one_server(&*b.store, self, keys, token, lease)
+    }
+
+    fn fences(&self) -> Fences {
+        Fences::Set(self.names.len())
+    }
+}
+
+/// SET_EXTEND: every name's lease, if every key still holds the token.
+impl ExtendScript for Set {
+    fn script(&self) -> &'static redis::Script {
+        &scripts::SET_EXTEND
+    }
+
+    fn add_args(&self, pipe: &mut redis::Pipeline, _keys: &LockKeys, token: &Token, lease_ms: u64) {
+        pipe.arg(self.names.len());
+        for k in self.names.iter() {
+            pipe.arg(k.lock());
+        }
+        pipe.arg(token.as_str()).arg(lease_ms);
+    }
 }
 
 /// The set's names as shown in messages: the first, and how many more.
@@ -112,27 +172,19 @@ struct SetWaiter<'a> {
     entry: String,
     alive: Vec<Vec<u8>>,
     signals: Vec<Vec<u8>>,
-    shown: String,
 }
 
 impl<'a> SetWaiter<'a> {
-    fn new(
-        keys: &'a [LockKeys],
-        token: &'a Token,
-        wid: &str,
-        opts: &LockOptions,
-        shown: String,
-    ) -> SetWaiter<'a> {
-        let lease_ms = opts.lease.as_millis() as u64;
+    fn new(a: &Acquiring<'a>, keys: &'a [LockKeys], wid: &str) -> SetWaiter<'a> {
+        let lease_ms = a.lease_ms();
         SetWaiter {
             keys,
-            token,
-            fencing: opts.fencing,
+            token: a.token,
+            fencing: a.fencing,
             lease_ms,
-            entry: format!("{wid}:{lease_ms}:0:{}", token.as_str()),
+            entry: format!("{wid}:{lease_ms}:0:{}", a.token.as_str()),
             alive: keys.iter().map(|k| k.alive(wid)).collect(),
             signals: keys.iter().map(|k| k.signal(wid)).collect(),
-            shown,
         }
     }
 
@@ -171,24 +223,6 @@ impl<'a> SetWaiter<'a> {
     }
 }
 
-impl QueueKind for SetWaiter<'_> {
-    fn holding(&self) -> Holding {
-        Holding::Set(self.keys.to_vec().into_boxed_slice())
-    }
-
-    fn metric(&self) -> LockKind {
-        LockKind::Set
-    }
-
-    fn shown(&self) -> String {
-        self.shown.clone()
-    }
-
-    fn explain(&self, e: Error) -> Error {
-        other_kind(e, &self.shown, "a lock")
-    }
-}
-
 impl Queue for SetWaiter<'_> {
     fn who(&self) -> (&LockKeys, &Token, &[Vec<u8>]) {
         (&self.keys[0], self.token, &self.signals)
@@ -201,24 +235,4 @@ impl Queue for SetWaiter<'_> {
     fn leave(&self, c: &mut Connection) -> RedisResult<Step> {
         self.call(c, "leave", Duration::ZERO)
     }
-}
-
-impl Waiter for SetWaiter<'_> {
-    /// A release handed us one of the names: look again at once.
-    fn signalled(&self, _value: &[u8]) -> Signal {
-        Signal::Recheck
-    }
-}
-
-/// Releases every name of the set that still holds `token` (each handed to its oldest waiter).
-/// Returns whether all of them still did.
-pub(super) fn release(b: &Backend, keys: &[LockKeys], token: &Token) -> Result<bool, Error> {
-    let held: i64 = b.store.run(&keys[0], |c, _| {
-        let mut call = scripts::SET_RELEASE.prepare_invoke();
-        for k in keys {
-            call.key(k.lock()).key(k.fence()).key(k.queue());
-        }
-        call.arg(token.as_str()).invoke(c)
-    })?;
-    Ok(held == keys.len() as i64)
 }

@@ -19,53 +19,161 @@
 //! the channel (`stores/pubsub.rs`). It has no queue: a release wakes every waiter, and whoever
 //! tries first takes the lock (no FIFO handoff, as with RLock).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::Duration;
 
 use redis::RedisResult;
 
-use super::{Holding, Kind, Waits, other_kind};
+use super::{Acquiring, Rules, Waits};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
-use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
-use crate::engine::acquire;
-use crate::engine::backend::{Backend, Owner};
-use crate::engine::cancel::Cancel;
-use crate::engine::lock::Held;
+use crate::engine::backend::Backend;
+use crate::stores::LockStore;
+use crate::stores::extend::ExtendScript;
 use crate::stores::pubsub::{Subscriber, sharded};
 use crate::stores::wait::Step;
-use crate::stores::{Check, LockStore};
 
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
 const UNLOCK_MESSAGE: u8 = 0;
 
-/// Redisson's lock on `keys`, held by the calling thread (see [`acquire`](acquire::acquire)).
-pub(crate) fn acquire(
-    owner: &Arc<Owner>,
-    keys: &LockKeys,
-    opts: &LockOptions,
-    wait: Option<Duration>,
-    cancel: Option<&Cancel>,
-) -> Result<Held, Error> {
-    acquire::check(opts, wait, cancel, || keys.shown())?;
-    let b = owner.backend();
-    b.store.check(Check::Kind {
-        what: "a Redisson lock",
-        shown: &keys.shown(),
-    })?;
-    let token = Token::from_held(field(&b.id, thread_id()));
-    let kind = Redisson {
-        keys,
-        token: &token,
-        lease: opts.lease,
-        latch: random_hex::<16>(b.pid)?.into(),
-        channel: channel(keys),
-    };
-    acquire::acquire(owner, &kind, opts, wait, cancel).map(|(held, _)| held)
+/// Redisson's lock, held by the calling thread: one hold of it.
+#[derive(Debug)]
+pub(crate) struct Redisson {
+    /// The lease, which a release that keeps a hold resets.
+    lease_ms: u64,
+    /// The id of this hold's unlock latch (see [`Rules::release`]).
+    latch: Box<str>,
+}
+
+impl Redisson {
+    /// A hold with `lease_ms`, its latch id new.
+    pub(crate) fn new(pid: u32, lease_ms: u64) -> Result<Redisson, Error> {
+        Ok(Redisson {
+            lease_ms,
+            latch: random_hex::<16>(pid)?.into(),
+        })
+    }
+}
+
+impl Rules for Redisson {
+    fn label(&self) -> LockKind {
+        LockKind::Redisson
+    }
+
+    fn what(&self) -> &'static str {
+        "a Redisson lock"
+    }
+
+    /// The hash field of the calling thread: `<client id>:<thread id>`.
+    fn token(&self, b: &Backend) -> Result<Token, Error> {
+        Ok(Token::from_held(field(&b.id, thread_id())))
+    }
+
+    fn tries_as_waiter(&self) -> bool {
+        false
+    }
+
+    fn try_once(
+        &self,
+        a: &Acquiring<'_>,
+        c: &mut Connection,
+        _retry: bool,
+        _store: &dyn LockStore,
+    ) -> RedisResult<Step> {
+        attempt(c, a.keys, a.token, self.lease_ms)
+    }
+
+    fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
+        Ok(Waits::Channel(Box::new(RedissonWaiter {
+            keys: a.keys,
+            token: a.token,
+            lease_ms: self.lease_ms,
+            latch: &self.latch,
+            channel: channel(a.keys),
+        })))
+    }
+
+    /// REDISSON_UNLOCK, then the latch deleted, as Redisson does: takes one hold off, and the
+    /// last one publishes the unlock message. The latch id is the hold's own: a release
+    /// repeated after an unanswered one (a failover) finds the latch the first left and takes
+    /// no second hold off.
+    fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        let store = &*b.store;
+        let cfg = store.cfg();
+        let mut latch = prefixed("redisson_unlock_latch", keys.lock());
+        latch.push(b':');
+        latch.extend_from_slice(self.latch.as_bytes());
+        // As long as the release may be repeated after dropped connections (Redisson: its
+        // timeout and retry delay times its retry attempts).
+        let latch_ms = (3 * (cfg.connect_timeout + cfg.read_timeout + cfg.write_timeout))
+            .as_millis()
+            .max(1) as u64;
+        let released: Option<i64> = store.run(keys, |c, _| {
+            // Before Redis 7 a Cluster has no sharded pub/sub: PUBLISH, as Redisson falls back
+            // to.
+            let publish = if sharded(store) && c.has_sharded_pubsub() {
+                "spublish"
+            } else {
+                "publish"
+            };
+            scripts::REDISSON_UNLOCK
+                .key(keys.lock())
+                .key(channel(keys))
+                .key(&latch)
+                .arg(UNLOCK_MESSAGE)
+                .arg(self.lease_ms)
+                .arg(token.as_str())
+                .arg(publish)
+                .arg(latch_ms)
+                .invoke(c)
+        })?;
+        let _ = store.run(keys, |c, _| redis::cmd("DEL").arg(&latch).exec(c));
+        Ok(released.is_some())
+    }
+
+    fn extend(
+        &self,
+        b: &Backend,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        super::extend_on_one_server(&*b.store, self, keys, token, lease)
+    }
+}
+
+/// REDISSON_RENEW: the hash's lease, if the owner's field is there.
+impl ExtendScript for Redisson {
+    fn script(&self) -> &'static redis::Script {
+        &scripts::REDISSON_RENEW
+    }
+
+    fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
+        pipe.arg(1)
+            .arg(keys.lock())
+            .arg(lease_ms)
+            .arg(token.as_str());
+    }
+}
+
+/// REDISSON_LOCK: one attempt (also the waiter's). Repeated after a dropped connection it may
+/// count a hold twice; the lock then outlives its last release by at most one lease (renewal has
+/// stopped).
+fn attempt(c: &mut Connection, keys: &LockKeys, token: &Token, lease_ms: u64) -> RedisResult<Step> {
+    let pttl: Option<i64> = scripts::REDISSON_LOCK
+        .key(keys.lock())
+        .arg(lease_ms)
+        .arg(token.as_str())
+        .invoke(c)?;
+    Ok(match pttl {
+        None => Step::granted(0, lease_ms as i64),
+        Some(pttl) => Step::Queued { pttl },
+    })
 }
 
 /// The hash field of an owner: Redisson's `getLockName(threadId)`, `id + ":" + threadId`.
@@ -124,53 +232,17 @@ pub(crate) fn channel(keys: &LockKeys) -> Vec<u8> {
     prefixed("redisson_lock__channel", keys.lock())
 }
 
-/// Redisson's lock, as one acquire asks for it.
-struct Redisson<'a> {
+/// Redisson's waiter: the lock's channel, and the attempt.
+struct RedissonWaiter<'a> {
     keys: &'a LockKeys,
     token: &'a Token,
-    lease: Duration,
-    /// The id of this hold's unlock latch (see [`release`]).
-    latch: Box<str>,
-    /// The lock's channel, which a waiter listens on.
+    lease_ms: u64,
+    latch: &'a str,
+    /// The lock's channel, which the waiter listens on.
     channel: Vec<u8>,
 }
 
-impl Kind for Redisson<'_> {
-    fn keys(&self) -> &LockKeys {
-        self.keys
-    }
-
-    fn token(&self) -> &Token {
-        self.token
-    }
-
-    fn try_once(
-        &self,
-        c: &mut Connection,
-        retry: bool,
-        _store: &dyn LockStore,
-    ) -> RedisResult<Step> {
-        self.attempt(c, retry)
-    }
-
-    fn waiter(&self) -> Result<Waits<'_>, Error> {
-        Ok(Waits::Channel(self))
-    }
-
-    fn holding(&self) -> Holding {
-        Holding::Redisson {
-            lease_ms: self.lease.as_millis() as u64,
-            latch: self.latch.clone(),
-        }
-    }
-
-    fn explain(&self, e: Error) -> Error {
-        other_kind(e, &self.keys.shown(), "a Redisson lock")
-    }
-}
-
-/// Redisson's waiter: the lock's channel, and the attempt (also [`Kind::try_once`]'s).
-impl Subscriber for Redisson<'_> {
+impl Subscriber for RedissonWaiter<'_> {
     fn keys(&self) -> &LockKeys {
         self.keys
     }
@@ -184,62 +256,9 @@ impl Subscriber for Redisson<'_> {
         self.latch.as_bytes()
     }
 
-    /// REDISSON_LOCK. Repeated after a dropped connection it may count a hold twice; the lock
-    /// then outlives its last release by at most one lease (renewal has stopped).
     fn attempt(&self, c: &mut Connection, _retry: bool) -> RedisResult<Step> {
-        let lease_ms = self.lease.as_millis() as i64;
-        let pttl: Option<i64> = scripts::REDISSON_LOCK
-            .key(self.keys.lock())
-            .arg(lease_ms)
-            .arg(self.token.as_str())
-            .invoke(c)?;
-        Ok(match pttl {
-            None => Step::granted(0, lease_ms),
-            Some(pttl) => Step::Queued { pttl },
-        })
+        attempt(c, self.keys, self.token, self.lease_ms)
     }
-}
-
-/// Takes one hold of the lock off (REDISSON_UNLOCK, then the latch deleted, as Redisson does).
-/// Returns whether the owner held it. `latch_id` is the hold's own: a release repeated after an
-/// unanswered one (a failover) finds the latch the first left and takes no second hold off.
-pub(crate) fn release(
-    b: &Backend,
-    keys: &LockKeys,
-    token: &Token,
-    lease_ms: u64,
-    latch_id: &str,
-) -> Result<bool, Error> {
-    let store = &*b.store;
-    let cfg = store.cfg();
-    let mut latch = prefixed("redisson_unlock_latch", keys.lock());
-    latch.push(b':');
-    latch.extend_from_slice(latch_id.as_bytes());
-    // As long as the release may be repeated after dropped connections (Redisson: its timeout
-    // and retry delay times its retry attempts).
-    let latch_ms = (3 * (cfg.connect_timeout + cfg.read_timeout + cfg.write_timeout))
-        .as_millis()
-        .max(1) as u64;
-    let released: Option<i64> = store.run(keys, |c, _| {
-        // Before Redis 7 a Cluster has no sharded pub/sub: PUBLISH, as Redisson falls back to.
-        let publish = if sharded(store) && c.has_sharded_pubsub() {
-            "spublish"
-        } else {
-            "publish"
-        };
-        scripts::REDISSON_UNLOCK
-            .key(keys.lock())
-            .key(channel(keys))
-            .key(&latch)
-            .arg(UNLOCK_MESSAGE)
-            .arg(lease_ms)
-            .arg(token.as_str())
-            .arg(publish)
-            .arg(latch_ms)
-            .invoke(c)
-    })?;
-    let _ = store.run(keys, |c, _| redis::cmd("DEL").arg(&latch).exec(c));
-    Ok(released.is_some())
 }
 
 #[cfg(test)]

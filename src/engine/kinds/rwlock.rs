@@ -10,46 +10,114 @@
 //! after a waiting writer queues behind it, so writers are not starved. See the scripts
 //! (`src/base/scripts/rw_*.lua`, `lib/rw.lua`) for the details.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis::RedisResult;
 
+use super::{Acquiring, Rules, Signal, Waits, fence_of};
 use crate::base::connection::Connection;
-
-use super::{Holding, QueueKind, Signal, Waiter, fence_of, other_kind};
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::replication;
 use crate::base::scripts;
-use crate::base::token::{Token, random_hex};
+use crate::base::token::Token;
 use crate::engine::acquire;
-use crate::engine::backend::{Backend, Owner};
-use crate::engine::cancel::Cancel;
+use crate::engine::backend::Backend;
 use crate::engine::lock::{Held, Phase};
-use crate::stores::Check;
+use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
 
-/// A read or write lock on `keys` (see [`acquire`](crate::engine::acquire::acquire)).
-pub(crate) fn acquire(
-    owner: &Arc<Owner>,
-    keys: &LockKeys,
-    write: bool,
-    opts: &LockOptions,
-    wait: Option<Duration>,
-    cancel: Option<&Cancel>,
-) -> Result<Held, Error> {
-    acquire::check(opts, wait, cancel, || keys.shown())?;
-    let what = if write { "a write lock" } else { "a read lock" };
-    owner.store.check(Check::Kind {
-        what,
-        shown: &keys.shown(),
-    })?;
-    let token = Token::new(owner.pid)?;
-    let wid = random_hex::<8>(owner.pid)?;
-    let waiter = RwWaiter::new(keys, &token, &wid, write, opts);
-    acquire::acquire(owner, &waiter, opts, wait, cancel).map(|(held, _)| held)
+/// One side of a read/write lock: the write lock (one writer, no reader) or a read lock.
+#[derive(Debug)]
+pub(crate) struct Rw {
+    pub write: bool,
+}
+
+impl Rules for Rw {
+    fn label(&self) -> LockKind {
+        if self.write {
+            LockKind::Write
+        } else {
+            LockKind::Read
+        }
+    }
+
+    fn what(&self) -> &'static str {
+        if self.write {
+            "a write lock"
+        } else {
+            "a read lock"
+        }
+    }
+
+    fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
+        let wid = a.wid()?;
+        Ok(Waits::Queue(Box::new(RwWaiter::new(a, &wid, self.write))))
+    }
+
+    fn signalled(&self, keys: &LockKeys, value: &[u8]) -> Signal {
+        match fence_of(value) {
+            Some(fence) => Signal::Granted(fence),
+            None => Signal::Refused(Error::internal(format!(
+                "unexpected value on the signal list of a waiter for {}",
+                keys.shown()
+            ))),
+        }
+    }
+
+    /// RW_RELEASE: grants the waiters that can now proceed.
+    fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        let released: i64 = b.store.run(keys, |c, _| {
+            scripts::RW_RELEASE
+                .key(keys.lock())
+                .key(keys.fence())
+                .key(keys.rw_readers())
+                .key(keys.rw_queue())
+                .arg(token.as_str())
+                .arg(kind_arg(self.write))
+                .invoke(c)
+        })?;
+        Ok(released == 1)
+    }
+
+    /// The write lock is extended as an exclusive lock is.
+    fn extend(
+        &self,
+        b: &Backend,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        if self.write {
+            return b.store.extend(keys, token, lease);
+        }
+        super::extend_on_one_server(&*b.store, self, keys, token, lease)
+    }
+}
+
+/// The write lock's EXTEND is the exclusive lock's; a reader's (RW_EXTEND_READ) resets its own
+/// score in the readers' set.
+impl ExtendScript for Rw {
+    fn script(&self) -> &'static redis::Script {
+        if self.write {
+            ExclusiveExtend.script()
+        } else {
+            &scripts::RW_EXTEND_READ
+        }
+    }
+
+    fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
+        if self.write {
+            return ExclusiveExtend.add_args(pipe, keys, token, lease_ms);
+        }
+        pipe.arg(2)
+            .arg(keys.lock())
+            .arg(keys.rw_readers())
+            .arg(token.as_str())
+            .arg(lease_ms);
+    }
 }
 
 /// One read or write waiter's keys and queue entry.
@@ -66,28 +134,22 @@ struct RwWaiter<'a> {
 }
 
 impl<'a> RwWaiter<'a> {
-    fn new(
-        keys: &'a LockKeys,
-        token: &'a Token,
-        wid: &str,
-        write: bool,
-        opts: &LockOptions,
-    ) -> RwWaiter<'a> {
-        let lease_ms = opts.lease.as_millis() as u64;
+    fn new(a: &Acquiring<'a>, wid: &str, write: bool) -> RwWaiter<'a> {
+        let lease_ms = a.lease_ms();
         RwWaiter {
-            keys,
-            token,
+            keys: a.keys,
+            token: a.token,
             write,
-            fencing: opts.fencing,
+            fencing: a.fencing,
             lease_ms,
             entry: format!(
                 "{wid}:{}:{lease_ms}:{}:{}",
                 kind_arg(write),
-                u8::from(opts.fencing),
-                token.as_str()
+                u8::from(a.fencing),
+                a.token.as_str()
             ),
-            alive: keys.rw_alive(wid),
-            signals: [keys.rw_signal(wid)],
+            alive: a.keys.rw_alive(wid),
+            signals: [a.keys.rw_signal(wid)],
         }
     }
 
@@ -119,25 +181,6 @@ fn granted(reply: (i64, i64, i64)) -> Step {
         Step::granted(fence.max(0) as u64, left)
     } else {
         Step::Queued { pttl: left }
-    }
-}
-
-impl QueueKind for RwWaiter<'_> {
-    fn holding(&self) -> Holding {
-        if self.write {
-            Holding::Write
-        } else {
-            Holding::Read
-        }
-    }
-
-    fn explain(&self, e: Error) -> Error {
-        let what = if self.write {
-            "a write lock"
-        } else {
-            "a read lock"
-        };
-        other_kind(e, &self.keys.shown(), what)
     }
 }
 
@@ -175,39 +218,6 @@ impl Queue for RwWaiter<'_> {
             .arg(kind_arg(self.write));
         Ok(granted(call.invoke(c)?))
     }
-}
-
-impl Waiter for RwWaiter<'_> {
-    fn signalled(&self, value: &[u8]) -> Signal {
-        match fence_of(value) {
-            Some(fence) => Signal::Granted(fence),
-            None => Signal::Refused(Error::internal(format!(
-                "unexpected value on the signal list of a waiter for {}",
-                self.keys.shown()
-            ))),
-        }
-    }
-}
-
-/// Releases a read or write lock held with `token`, granting the waiters that can now proceed.
-/// Returns whether it was still ours.
-pub(super) fn release(
-    b: &Backend,
-    keys: &LockKeys,
-    token: &Token,
-    write: bool,
-) -> Result<bool, Error> {
-    let released: i64 = b.store.run(keys, |c, _| {
-        scripts::RW_RELEASE
-            .key(keys.lock())
-            .key(keys.fence())
-            .key(keys.rw_readers())
-            .key(keys.rw_queue())
-            .arg(token.as_str())
-            .arg(kind_arg(write))
-            .invoke(c)
-    })?;
-    Ok(released == 1)
 }
 
 /// Turns a write lock into a read lock without a gap (the guards' `downgrade`). On success
@@ -270,6 +280,6 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
         place,
         &opts,
         sent,
-        Holding::Read,
+        Box::new(Rw { write: false }),
     )
 }

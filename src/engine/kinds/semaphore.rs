@@ -8,32 +8,28 @@
 //! anything is held or waiting; a request that says another N is refused. See the scripts
 //! (`src/base/scripts/sem_*.lua`, `lib/sem.lua`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::RedisResult;
 
+use super::{Acquiring, Fences, Rules, Signal, Waits, fence_of, other_kind};
 use crate::base::connection::Connection;
-
-use super::{Holding, QueueKind, Signal, Waiter, fence_of, other_kind};
 use crate::base::error::Error;
-use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::LockKind;
 use crate::base::scripts;
-use crate::base::token::{Token, random_hex};
-use crate::engine::acquire;
-use crate::engine::backend::{Backend, Owner};
-use crate::engine::cancel::Cancel;
-use crate::engine::lock::Held;
-use crate::stores::Check;
+use crate::base::token::Token;
+use crate::engine::backend::Backend;
+use crate::stores::extend::ExtendScript;
 use crate::stores::wait::{Mode, Queue, Step};
+use crate::stores::{Check, LockStore};
 
 /// The most permits a semaphore may have. Every call of its scripts reads all its current
 /// grants (at most one per permit), so a bound keeps each call short.
 pub const MAX_PERMITS: u32 = 10_000;
 
 /// Checks a request for `k` of a semaphore's `n` permits.
-pub(crate) fn check(keys: &LockKeys, k: u32, n: u32) -> Result<(), Error> {
+fn check(keys: &LockKeys, k: u32, n: u32) -> Result<(), Error> {
     if n == 0 || n > MAX_PERMITS {
         return Err(Error::invalid_argument(format!(
             "semaphore {} must have 1 to {MAX_PERMITS} permits, got {n}",
@@ -49,26 +45,108 @@ pub(crate) fn check(keys: &LockKeys, k: u32, n: u32) -> Result<(), Error> {
     Ok(())
 }
 
-/// `k` of the `n` permits of the semaphore on `keys` (see
-/// [`acquire`](crate::engine::acquire::acquire)).
-pub(crate) fn acquire(
-    owner: &Arc<Owner>,
-    keys: &LockKeys,
-    k: u32,
-    n: u32,
-    opts: &LockOptions,
-    wait: Option<Duration>,
-    cancel: Option<&Cancel>,
-) -> Result<Held, Error> {
-    acquire::check(opts, wait, cancel, || keys.shown())?;
-    owner.store.check(Check::Kind {
-        what: "a semaphore",
-        shown: &keys.shown(),
-    })?;
-    let token = Token::new(owner.pid)?;
-    let wid = random_hex::<8>(owner.pid)?;
-    let waiter = SemWaiter::new(keys, &token, &wid, k, n, opts.lease);
-    acquire::acquire(owner, &waiter, opts, wait, cancel).map(|(held, _)| held)
+/// `k` of the `n` permits of a semaphore.
+#[derive(Debug)]
+pub(crate) struct Permits {
+    pub k: u32,
+    pub n: u32,
+}
+
+impl Permits {
+    /// A request for `k` of the `n` permits of the semaphore on `keys`, checked.
+    pub(crate) fn new(keys: &LockKeys, k: u32, n: u32) -> Result<Permits, Error> {
+        check(keys, k, n)?;
+        Ok(Permits { k, n })
+    }
+}
+
+impl Rules for Permits {
+    fn label(&self) -> LockKind {
+        LockKind::Semaphore
+    }
+
+    fn what(&self) -> &'static str {
+        "permits of a semaphore"
+    }
+
+    fn offered(&self, store: &dyn LockStore, keys: &LockKeys) -> Result<(), Error> {
+        store.check(Check::Kind {
+            what: "a semaphore",
+            shown: &keys.shown(),
+        })
+    }
+
+    fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
+        let wid = a.wid()?;
+        Ok(Waits::Queue(Box::new(SemWaiter::new(
+            a, &wid, self.k, self.n,
+        ))))
+    }
+
+    fn signalled(&self, keys: &LockKeys, value: &[u8]) -> Signal {
+        if value == b"mismatch" {
+            return Signal::Refused(Error::invalid_argument(format!(
+                "semaphore {} was set up again with another number of permits than {} while \
+                 this request waited",
+                keys.shown(),
+                self.n
+            )));
+        }
+        match fence_of(value) {
+            Some(_) => Signal::Granted(0),
+            None => Signal::Refused(Error::internal(format!(
+                "unexpected value on the signal list of a waiter for {}",
+                keys.shown()
+            ))),
+        }
+    }
+
+    fn explain(&self, e: Error, shown: &str) -> Error {
+        mismatch(other_kind(e, shown, "a semaphore"), shown, self.n)
+    }
+
+    /// SEM_RELEASE: gives the permits back, granting the waiting requests that now fit, in
+    /// order.
+    fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        let released: i64 = b.store.run(keys, |c, _| {
+            scripts::SEM_RELEASE
+                .key(keys.lock())
+                .key(keys.sem_queue())
+                .arg(token.as_str())
+                .arg(self.k)
+                .invoke(c)
+        })?;
+        Ok(released == 1)
+    }
+
+    fn extend(
+        &self,
+        b: &Backend,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<bool, Error> {
+        super::extend_on_one_server(&*b.store, self, keys, token, lease)
+    }
+
+    fn fences(&self) -> Fences {
+        Fences::None
+    }
+}
+
+/// SEM_EXTEND: resets the lease of this grant alone.
+impl ExtendScript for Permits {
+    fn script(&self) -> &'static redis::Script {
+        &scripts::SEM_EXTEND
+    }
+
+    fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
+        pipe.arg(1)
+            .arg(keys.lock())
+            .arg(token.as_str())
+            .arg(self.k)
+            .arg(lease_ms);
+    }
 }
 
 /// The scripts' `PERMITS <n>` reply: the semaphore exists with another number of permits.
@@ -101,24 +179,17 @@ struct SemWaiter<'a> {
 }
 
 impl<'a> SemWaiter<'a> {
-    fn new(
-        keys: &'a LockKeys,
-        token: &'a Token,
-        wid: &str,
-        k: u32,
-        n: u32,
-        lease: Duration,
-    ) -> SemWaiter<'a> {
-        let lease_ms = lease.as_millis() as u64;
+    fn new(a: &Acquiring<'a>, wid: &str, k: u32, n: u32) -> SemWaiter<'a> {
+        let lease_ms = a.lease_ms();
         SemWaiter {
-            keys,
-            token,
+            keys: a.keys,
+            token: a.token,
             k,
             n,
             lease_ms,
-            entry: format!("{wid}:{k}:{n}:{lease_ms}:{}", token.as_str()),
-            alive: keys.sem_alive(wid),
-            signals: [keys.sem_signal(wid)],
+            entry: format!("{wid}:{k}:{n}:{lease_ms}:{}", a.token.as_str()),
+            alive: a.keys.sem_alive(wid),
+            signals: [a.keys.sem_signal(wid)],
         }
     }
 }
@@ -129,17 +200,6 @@ fn granted(reply: (i64, i64, i64)) -> Step {
         Step::granted(0, left)
     } else {
         Step::Queued { pttl: left }
-    }
-}
-
-impl QueueKind for SemWaiter<'_> {
-    fn holding(&self) -> Holding {
-        Holding::Permits(self.k)
-    }
-
-    fn explain(&self, e: Error) -> Error {
-        let shown = self.keys.shown();
-        mismatch(other_kind(e, &shown, "a semaphore"), &shown, self.n)
     }
 }
 
@@ -177,38 +237,4 @@ impl Queue for SemWaiter<'_> {
         call.arg(&self.entry);
         Ok(granted(call.invoke(c)?))
     }
-}
-
-impl Waiter for SemWaiter<'_> {
-    fn signalled(&self, value: &[u8]) -> Signal {
-        if value == b"mismatch" {
-            return Signal::Refused(Error::invalid_argument(format!(
-                "semaphore {} was set up again with another number of permits than {} while \
-                 this request waited",
-                self.keys.shown(),
-                self.n
-            )));
-        }
-        match fence_of(value) {
-            Some(_) => Signal::Granted(0),
-            None => Signal::Refused(Error::internal(format!(
-                "unexpected value on the signal list of a waiter for {}",
-                self.keys.shown()
-            ))),
-        }
-    }
-}
-
-/// Gives back `k` permits held with `token`, granting the waiting requests that now fit, in
-/// order. Returns whether they were still ours.
-pub(super) fn release(b: &Backend, keys: &LockKeys, token: &Token, k: u32) -> Result<bool, Error> {
-    let released: i64 = b.store.run(keys, |c, _| {
-        scripts::SEM_RELEASE
-            .key(keys.lock())
-            .key(keys.sem_queue())
-            .arg(token.as_str())
-            .arg(k)
-            .invoke(c)
-    })?;
-    Ok(released == 1)
 }

@@ -138,7 +138,7 @@ fn send_batch(batch: &[Arc<PendingExtend>]) -> Vec<Result<bool, Error>> {
             keys: &r.lock.keys,
             token: &r.lock.token,
             lease: r.lease,
-            script: &r.lock.kind,
+            script: &*r.lock.kind,
         })
         .collect();
     batch[0].lock.backend.store.extend_many(&locks)
