@@ -25,6 +25,8 @@ use crate::base::metrics::{Metrics, Snapshot};
 use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
+use crate::engine::kinds::Rules;
+use crate::engine::kinds::exclusive::{self, Exclusive};
 use crate::engine::renewal::Stats;
 use crate::stores::Check;
 
@@ -228,7 +230,7 @@ impl Client {
         // release it. A new holder in between keeps its lock (and we report it as released by
         // its own holder, which it soon will be).
         for _ in 0..3 {
-            let Some(holder) = b.store.holder(&keys)? else {
+            let Some(holder) = exclusive::holder(&*b.store, &keys)? else {
                 return Ok(false);
             };
             let holder = String::from_utf8(holder).map_err(|_| {
@@ -237,7 +239,7 @@ impl Client {
                     keys.shown()
                 ))
             })?;
-            if b.store.release(&keys, &Token::from_held(holder))? {
+            if Exclusive.release(&b, &keys, &Token::from_held(holder))? {
                 return Ok(true);
             }
         }
@@ -249,7 +251,7 @@ impl Client {
     pub fn is_owned_by(&self, name: impl AsRef<[u8]>, owner_token: &str) -> Result<bool, Error> {
         let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
         let b = self.backend()?;
-        let holder = b.store.holder(&keys)?;
+        let holder = exclusive::holder(&*b.store, &keys)?;
         Ok(holder.is_some_and(|h| crate::base::token::same(&h, owner_token.as_bytes())))
     }
 

@@ -71,7 +71,7 @@ pub(crate) fn acquire(
     };
     let started = Instant::now();
     let (place, grant) = {
-        let a = Acquiring::new(&*kind, &keys, &token, opts.lease, opts.fencing, owner.pid)?;
+        let a = Acquiring::new(&*kind, &keys, &token, opts.lease, opts.fencing, owner.pid);
         let span = trace::Acquire::start(owner, &a);
         let mut waited = false;
         let result = take(owner, &a, opts, wait, cancel, started, &mut waited);
@@ -178,11 +178,8 @@ fn take(
 /// One attempt. When it failed after it went out for want of an answer, it may have been
 /// applied: the grant is given back before the error is returned.
 fn try_once(b: &Backend, a: &Acquiring<'_>) -> Result<Option<Grant>, Error> {
-    let store = &*b.store;
     let mut sent = false;
-    let attempt = store.try_acquire(a.keys, a.token, a.lease, &mut sent, &mut |c, retry| {
-        a.kind.try_once(a, c, retry, store)
-    });
+    let attempt = a.kind.try_once(a, &*b.store, &mut sent);
     attempt.map_err(|e| {
         if sent && e.kind() != ErrorKind::Redis {
             let _ = a.kind.release(b, a.keys, a.token);
@@ -226,7 +223,7 @@ pub(crate) fn restore(
     check_lease(opts.lease, opts.auto_renew)?;
     let place = reserve(owner, opts)?;
     let sent = Instant::now();
-    if !owner.store.extend(&keys, &token, opts.lease)? {
+    if !Exclusive.extend(owner, &keys, &token, opts.lease)? {
         return Err(Error::not_held(
             &keys.shown(),
             "its key does not hold this owner token (released, expired or taken over)",

@@ -8,10 +8,13 @@
 //! - [`redlock`]: independent masters (`redlock://`, `rediss-redlock://`), each lock held by a
 //!   majority of them.
 //!
-//! Each parses its own URL form ([`parse_url`] asks them in turn). Everything above the stores
-//! (acquire, the wait loop, renewal) is the same for every topology: it asks the store for one
-//! attempt, a release, an extend, renewal's pipelines (`extend.rs`) and a waiter's rounds
-//! (`wait.rs`), and the store decides which servers and connections they take.
+//! Each parses its own URL form ([`parse_url`] asks them in turn). A store routes; the scripts
+//! are the kinds' (`engine/kinds/`). Everything above the stores (acquire, the wait loop,
+//! renewal) is the same for every topology: it asks the store to run a kind's calls on the
+//! server that holds the lock (one attempt, a release, an extend), for renewal's pipelines
+//! (`extend.rs`) and for a waiter's rounds (`wait.rs`), and the store decides which servers and
+//! connections they take. Redlock's masters hold the exclusive lock by majority
+//! ([`Majority`]).
 
 pub(crate) mod cluster;
 pub(crate) mod extend;
@@ -37,7 +40,7 @@ use crate::base::pool::{ConnPool, Connect};
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::base::url::{invalid, mask_url, scrub};
-use crate::stores::extend::{ExclusiveExtend, Extension, send_extends};
+use crate::stores::extend::Extension;
 use crate::stores::wait::{Queue, Session, Step};
 
 /// Parses a client's URL: a plain one (`redis://`, `rediss://`, `unix://`) or the URL of a
@@ -130,11 +133,9 @@ pub(crate) fn node_addr(
 /// Where a client's locks live: one server (or a Sentinel group's master), a Redis Cluster, or
 /// Redlock's independent masters. Every call to Redis about a lock goes through one, so only a
 /// store picks a connection pool; the engine above asks it for what it needs, whatever the
-/// topology.
-///
-/// The exclusive lock's attempt, release, extend and holder are provided here for the stores
-/// whose locks live on one server each (the scripts run on the server that holds the lock);
-/// Redlock's masters make their own, on every master by majority.
+/// topology. A store routes: what each kind's scripts say is the kind's (`engine/kinds/`). A
+/// store that holds locks by majority says so ([`majority`](Self::majority)), and the exclusive
+/// lock, the one kind it offers, asks it for its attempt, release, extend and holder.
 pub(crate) trait LockStore: Send + Sync {
     /// The client's configuration (`min_replicas`, timeouts, the re-check interval).
     fn cfg(&self) -> &Config;
@@ -147,12 +148,12 @@ pub(crate) trait LockStore: Send + Sync {
 
     /// One attempt at a free lock: `attempt` (the kind's script, or the exclusive lock's `SET NX
     /// PX`) on the server that holds `keys`, repeated with `retry` on a connection the server
-    /// dropped. `Ok(None)`: held by another owner. `sent` is set when the attempt went out: one
-    /// that failed afterwards may have been applied, so the caller gives the grant back.
-    fn try_acquire(
+    /// dropped, its grant's lease counted from when it was sent. `Ok(None)`: held by another
+    /// owner. `sent` is set when the attempt went out: one that failed afterwards may have been
+    /// applied, so the caller gives the grant back.
+    fn attempt(
         &self,
         keys: &LockKeys,
-        _token: &Token,
         lease: Duration,
         sent: &mut bool,
         attempt: &mut dyn FnMut(&mut Connection, bool) -> redis::RedisResult<Step>,
@@ -168,46 +169,9 @@ pub(crate) trait LockStore: Send + Sync {
         Ok(step.into_grant(lease, sent_at, epoch).ok())
     }
 
-    /// RELEASE of an exclusive (or write) lock: frees it, or hands it to the oldest live waiter,
-    /// if the key holds `token`. Returns whether it did.
-    fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        let released: i64 = run_on(self, keys, |c, _| {
-            scripts::RELEASE
-                .key(keys.lock())
-                .key(keys.fence())
-                .key(keys.queue())
-                .arg(token.as_str())
-                .invoke(c)
-        })?;
-        Ok(released == 1)
-    }
-
-    /// EXTEND of an exclusive (or write) lock: resets the lease to `lease` if the key holds
-    /// `token` (with `min_replicas`, once enough replicas acknowledge it). Returns whether it did.
-    fn extend(&self, keys: &LockKeys, token: &Token, lease: Duration) -> Result<bool, Error> {
-        let cfg = self.cfg();
-        let extended = run_on(self, keys, |c, _| {
-            let mut replies = send_extends(
-                c,
-                cfg,
-                std::iter::once(&Extension {
-                    keys,
-                    token,
-                    lease,
-                    script: &ExclusiveExtend,
-                }),
-            )?;
-            // Its error (a redirection among them) is the call's.
-            replies.pop().unwrap_or(Ok(false))
-        })?;
-        Ok(extended)
-    }
-
-    /// GET: the token the lock key holds now, if any.
-    fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
-        run_on(self, keys, |c, _| {
-            redis::cmd("GET").arg(keys.lock()).query(c)
-        })
+    /// Redlock's masters: the exclusive lock held by a majority of them.
+    fn majority(&self) -> Option<&dyn Majority> {
+        None
     }
 
     /// A look at the lock of `keys` without holding it, with `kind`'s waiters (`inspect.rs`):
@@ -285,6 +249,25 @@ pub(crate) enum Check<'a> {
         keys: &'a [LockKeys],
         shown: &'a str,
     },
+}
+
+/// The exclusive lock held by a majority of independent masters (Redlock, `redlock/`): each
+/// operation on every master at once, counted by majority.
+pub(crate) trait Majority {
+    /// `SET NX PX` on every master. A refusal is an error that says what every master
+    /// answered; a failed attempt clears its keys itself.
+    fn try_acquire(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<Option<Grant>, Error>;
+    /// Frees the lock, or hands it to a waiter, where it holds `token`; whether a majority did.
+    fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error>;
+    /// Resets the lease where the lock holds `token`; whether a majority did.
+    fn extend(&self, keys: &LockKeys, token: &Token, lease: Duration) -> Result<bool, Error>;
+    /// The token a majority of the masters hold the lock with, if any.
+    fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error>;
 }
 
 /// [`LockStore::run_dyn`] on `store`, returning `op`'s value.

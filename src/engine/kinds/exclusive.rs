@@ -11,8 +11,10 @@ use std::time::Duration;
 use redis::RedisResult;
 
 use super::{Acquiring, Rules, Waits};
+use crate::base::config::Config;
 use crate::base::connection::Connection;
 use crate::base::error::Error;
+use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::LockKind;
 use crate::base::replication;
@@ -41,72 +43,19 @@ impl Rules for Exclusive {
         Ok(())
     }
 
-    fn tries_as_waiter(&self) -> bool {
-        false
-    }
-
+    /// On Redlock's masters, their majority's own; on one server, [`set_nx`].
     fn try_once(
         &self,
         a: &Acquiring<'_>,
-        c: &mut Connection,
-        retry: bool,
         store: &dyn LockStore,
-    ) -> RedisResult<Step> {
-        let cfg = store.cfg();
-        let ms = a.lease_ms();
-        if a.fencing || retry {
-            // The script also accepts the key holding our token already: a first SET whose
-            // reply was lost may have been applied.
-            let (ok, fence): (i64, i64) = scripts::ACQUIRE
-                .key(a.keys.lock())
-                .key(a.keys.fence())
-                .arg(a.token.as_str())
-                .arg(ms)
-                .arg(if a.fencing { "1" } else { "0" })
-                .invoke(c)?;
-            if ok != 1 {
-                return Ok(Step::Queued { pttl: -2 });
-            }
-            replication::wait(c, cfg)?;
-            return Ok(Step::Granted {
-                fence: fence.max(0) as u64,
-                fences: Vec::new(),
-                left_ms: ms as i64,
-                acknowledged: true,
-            });
+        sent: &mut bool,
+    ) -> Result<Option<Grant>, Error> {
+        if let Some(m) = store.majority() {
+            return m.try_acquire(a.keys, a.token, a.lease);
         }
-        let mut set = redis::cmd("SET");
-        set.arg(a.keys.lock())
-            .arg(a.token.as_str())
-            .arg("NX")
-            .arg("PX")
-            .arg(ms);
-        let taken = if cfg.min_replicas == 0 {
-            let taken: Option<String> = set.query(c)?;
-            taken.is_some()
-        } else {
-            // With min_replicas the WAIT goes in the same round trip.
-            let mut pipe = redis::pipe();
-            replication::add_wait(pipe.add_command(set), cfg);
-            // Replies one by one: an error reply keeps its details (a MOVED's address).
-            pipe.ignore_errors();
-            let (taken, acks): (redis::RedisResult<Option<String>>, redis::RedisResult<i64>) =
-                pipe.query(c)?;
-            let taken = taken?.is_some();
-            if taken {
-                replication::check(acks?, cfg)?;
-            }
-            taken
-        };
-        Ok(if taken {
-            Step::Granted {
-                fence: 0,
-                fences: Vec::new(),
-                left_ms: ms as i64,
-                acknowledged: true,
-            }
-        } else {
-            Step::Queued { pttl: -2 }
+        let cfg = store.cfg();
+        store.attempt(a.keys, a.lease, sent, &mut |c, retry| {
+            set_nx(a, c, retry, cfg)
         })
     }
 
@@ -138,8 +87,21 @@ impl Rules for Exclusive {
             .map_err(|e| self.explain(e, &keys.shown()))
     }
 
+    /// RELEASE: frees the lock, or hands it to the oldest live waiter, if the key holds the
+    /// token (on Redlock's masters, by majority).
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        b.store.release(keys, token)
+        if let Some(m) = b.store.majority() {
+            return m.release(keys, token);
+        }
+        let released: i64 = b.store.run(keys, |c, _| {
+            scripts::RELEASE
+                .key(keys.lock())
+                .key(keys.fence())
+                .key(keys.queue())
+                .arg(token.as_str())
+                .invoke(c)
+        })?;
+        Ok(released == 1)
     }
 
     fn extend(
@@ -149,8 +111,79 @@ impl Rules for Exclusive {
         token: &Token,
         lease: Duration,
     ) -> Result<bool, Error> {
-        b.store.extend(keys, token, lease)
+        if let Some(m) = b.store.majority() {
+            return m.extend(keys, token, lease);
+        }
+        super::extend_on_one_server(&*b.store, self, keys, token, lease)
     }
+}
+
+/// One attempt on one server: the classic `SET N token NX PX lease`, or the ACQUIRE script
+/// with fencing or to repeat an attempt whose outcome was lost with a dropped connection.
+fn set_nx(a: &Acquiring<'_>, c: &mut Connection, retry: bool, cfg: &Config) -> RedisResult<Step> {
+    let ms = a.lease_ms();
+    if a.fencing || retry {
+        // The script also accepts the key holding our token already: a first SET whose
+        // reply was lost may have been applied.
+        let (ok, fence): (i64, i64) = scripts::ACQUIRE
+            .key(a.keys.lock())
+            .key(a.keys.fence())
+            .arg(a.token.as_str())
+            .arg(ms)
+            .arg(if a.fencing { "1" } else { "0" })
+            .invoke(c)?;
+        if ok != 1 {
+            return Ok(Step::Queued { pttl: -2 });
+        }
+        replication::wait(c, cfg)?;
+        return Ok(Step::Granted {
+            fence: fence.max(0) as u64,
+            fences: Vec::new(),
+            left_ms: ms as i64,
+            acknowledged: true,
+        });
+    }
+    let mut set = redis::cmd("SET");
+    set.arg(a.keys.lock())
+        .arg(a.token.as_str())
+        .arg("NX")
+        .arg("PX")
+        .arg(ms);
+    let taken = if cfg.min_replicas == 0 {
+        let taken: Option<String> = set.query(c)?;
+        taken.is_some()
+    } else {
+        // With min_replicas the WAIT goes in the same round trip.
+        let mut pipe = redis::pipe();
+        replication::add_wait(pipe.add_command(set), cfg);
+        // Replies one by one: an error reply keeps its details (a MOVED's address).
+        pipe.ignore_errors();
+        let (taken, acks): (redis::RedisResult<Option<String>>, redis::RedisResult<i64>) =
+            pipe.query(c)?;
+        let taken = taken?.is_some();
+        if taken {
+            replication::check(acks?, cfg)?;
+        }
+        taken
+    };
+    Ok(if taken {
+        Step::Granted {
+            fence: 0,
+            fences: Vec::new(),
+            left_ms: ms as i64,
+            acknowledged: true,
+        }
+    } else {
+        Step::Queued { pttl: -2 }
+    })
+}
+
+/// The token the lock key holds now, if any (`GET`; on Redlock's masters, a majority's).
+pub(crate) fn holder(store: &dyn LockStore, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
+    if let Some(m) = store.majority() {
+        return m.holder(keys);
+    }
+    store.run(keys, |c, _| redis::cmd("GET").arg(keys.lock()).query(c))
 }
 
 /// The exclusive lock's (and the write lock's) EXTEND: the lock key holds the token.

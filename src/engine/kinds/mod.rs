@@ -21,15 +21,15 @@ use std::cell::OnceCell;
 use std::fmt;
 use std::time::Duration;
 
-use crate::base::connection::Connection;
 use crate::base::error::Error;
+use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::LockKind;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
 use crate::stores::extend::{ExtendScript, Extension, send_extends};
 use crate::stores::pubsub::Subscriber;
-use crate::stores::wait::{Mode, Queue, Step};
+use crate::stores::wait::{Mode, Queue};
 use crate::stores::{Check, LockStore, run_on};
 
 pub use multi::MAX_SET_NAMES;
@@ -58,29 +58,23 @@ pub(crate) trait Rules: ExtendScript + Send + Sync + fmt::Debug {
     fn token(&self, b: &Backend) -> Result<Token, Error> {
         Token::new(b.pid)
     }
-    /// Whether one attempt is the waiter's own script in `try` mode (the default
-    /// [`try_once`](Self::try_once)), so that the waiter is made before the attempt.
-    fn tries_as_waiter(&self) -> bool {
-        true
-    }
-
-    /// One attempt on `c`: take the grant if the queue lets us, never queue. `retry`: the call
-    /// is repeated after a dropped connection, and the first may have been applied. By default
-    /// the waiter's script in `try` mode.
+    /// One attempt: take the grant if the queue lets us, never queue. `Ok(None)`: held by
+    /// another owner. `sent` is set once it went out ([`LockStore::attempt`]). By default the
+    /// waiter's script in `try` mode, on the server that holds the lock.
     fn try_once(
         &self,
         a: &Acquiring<'_>,
-        c: &mut Connection,
-        _retry: bool,
-        _store: &dyn LockStore,
-    ) -> redis::RedisResult<Step> {
-        match a.waiter.get() {
-            Some(Waits::Queue(w)) => w.step(c, Mode::Try, Duration::ZERO),
-            _ => Err(redis::RedisError::from((
-                redis::ErrorKind::Client,
-                "an attempt of a queueing kind without its waiter",
-            ))),
-        }
+        store: &dyn LockStore,
+        sent: &mut bool,
+    ) -> Result<Option<Grant>, Error> {
+        let Waits::Queue(w) = a.waiter()? else {
+            return Err(Error::internal(
+                "a kind that waits on a channel has its own attempt",
+            ));
+        };
+        store.attempt(a.keys, a.lease, sent, &mut |c, _| {
+            w.step(c, Mode::Try, Duration::ZERO)
+        })
     }
     /// The acquire's waiter: on a queue (its queue entry, liveness keys and signal lists), or on
     /// the lock's channel. Made once per acquire, by [`Acquiring::waiter`].
@@ -169,7 +163,7 @@ pub(crate) struct Acquiring<'a> {
 }
 
 impl<'a> Acquiring<'a> {
-    /// An acquire of `kind`; its waiter made now when its attempt is the waiter's.
+    /// An acquire of `kind`.
     pub(crate) fn new(
         kind: &'a dyn Rules,
         keys: &'a LockKeys,
@@ -177,8 +171,8 @@ impl<'a> Acquiring<'a> {
         lease: Duration,
         fencing: bool,
         pid: u32,
-    ) -> Result<Acquiring<'a>, Error> {
-        let a = Acquiring {
+    ) -> Acquiring<'a> {
+        Acquiring {
             kind,
             keys,
             token,
@@ -186,11 +180,7 @@ impl<'a> Acquiring<'a> {
             fencing,
             pid,
             waiter: OnceCell::new(),
-        };
-        if kind.tries_as_waiter() {
-            a.waiter()?;
         }
-        Ok(a)
     }
 
     /// The acquire's waiter, made on the first call.

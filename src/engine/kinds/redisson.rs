@@ -28,6 +28,7 @@ use redis::RedisResult;
 use super::{Acquiring, Rules, Waits};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
+use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::LockKind;
 use crate::base::scripts;
@@ -74,18 +75,15 @@ impl Rules for Redisson {
         Ok(Token::from_held(field(&b.id, thread_id())))
     }
 
-    fn tries_as_waiter(&self) -> bool {
-        false
-    }
-
     fn try_once(
         &self,
         a: &Acquiring<'_>,
-        c: &mut Connection,
-        _retry: bool,
-        _store: &dyn LockStore,
-    ) -> RedisResult<Step> {
-        attempt(c, a.keys, a.token, self.lease_ms)
+        store: &dyn LockStore,
+        sent: &mut bool,
+    ) -> Result<Option<Grant>, Error> {
+        store.attempt(a.keys, a.lease, sent, &mut |c, _| {
+            attempt(c, a.keys, a.token, self.lease_ms)
+        })
     }
 
     fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {

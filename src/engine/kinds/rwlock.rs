@@ -82,7 +82,6 @@ impl Rules for Rw {
         Ok(released == 1)
     }
 
-    /// The write lock is extended as an exclusive lock is.
     fn extend(
         &self,
         b: &Backend,
@@ -90,9 +89,6 @@ impl Rules for Rw {
         token: &Token,
         lease: Duration,
     ) -> Result<bool, Error> {
-        if self.write {
-            return b.store.extend(keys, token, lease);
-        }
         super::extend_on_one_server(&*b.store, self, keys, token, lease)
     }
 }

@@ -53,7 +53,6 @@ use std::time::{Duration, Instant};
 use crate::base::sync::Mutex;
 
 use crate::base::config::{Config, RedlockSpec};
-use crate::base::connection::Connection;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::Grant;
 use crate::base::inspect::{LockInfo, LockKind};
@@ -65,8 +64,8 @@ use crate::base::url::{MultiHost, after_scheme, invalid};
 use crate::stores::extend::Extension;
 use crate::stores::node_addr;
 use crate::stores::single::FixedServer;
-use crate::stores::wait::{Queue, Session, Step};
-use crate::stores::{Call, Check, LockStore, Node, NodeRef, Topology};
+use crate::stores::wait::{Queue, Session};
+use crate::stores::{Call, Check, LockStore, Majority, Node, NodeRef, Topology};
 
 /// How long a master that failed for want of an answer is skipped, at first.
 const FIRST_REST: Duration = Duration::from_millis(250);
@@ -365,33 +364,8 @@ impl LockStore for Masters {
         self.home(keys).node.main.run(None, op)
     }
 
-    /// `SET NX PX` on every master (the store's own attempt: it offers the exclusive lock only).
-    /// A refusal is an error that says what every master answered; a failed attempt clears its
-    /// keys itself.
-    fn try_acquire(
-        &self,
-        keys: &LockKeys,
-        token: &Token,
-        lease: Duration,
-        _: &mut bool,
-        _: &mut dyn FnMut(&mut Connection, bool) -> redis::RedisResult<Step>,
-    ) -> Result<Option<Grant>, Error> {
-        match self.attempt(keys, token, lease, None)? {
-            Attempt::Granted(grant) => Ok(Some(grant)),
-            Attempt::Refused(tally) => Err(tally.error(&keys.shown(), None)),
-        }
-    }
-
-    fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        Masters::release(self, keys, token)
-    }
-
-    fn extend(&self, keys: &LockKeys, token: &Token, lease: Duration) -> Result<bool, Error> {
-        Masters::extend(self, keys, token, lease)
-    }
-
-    fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
-        Masters::holder(self, keys)
+    fn majority(&self) -> Option<&dyn Majority> {
+        Some(self)
     }
 
     fn inspect(&self, keys: &LockKeys, _kind: LockKind) -> Result<LockInfo, Error> {
@@ -453,6 +427,32 @@ impl LockStore for Masters {
             ))),
             Check::OneServer { .. } => Ok(()),
         }
+    }
+}
+
+impl Majority for Masters {
+    fn try_acquire(
+        &self,
+        keys: &LockKeys,
+        token: &Token,
+        lease: Duration,
+    ) -> Result<Option<Grant>, Error> {
+        match self.attempt(keys, token, lease, None)? {
+            Attempt::Granted(grant) => Ok(Some(grant)),
+            Attempt::Refused(tally) => Err(tally.error(&keys.shown(), None)),
+        }
+    }
+
+    fn release(&self, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
+        Masters::release(self, keys, token)
+    }
+
+    fn extend(&self, keys: &LockKeys, token: &Token, lease: Duration) -> Result<bool, Error> {
+        Masters::extend(self, keys, token, lease)
+    }
+
+    fn holder(&self, keys: &LockKeys) -> Result<Option<Vec<u8>>, Error> {
+        Masters::holder(self, keys)
     }
 }
 
