@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::api::client::Client;
-use crate::base::config::{Config, Deployment};
+use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::stores;
 
@@ -28,31 +28,7 @@ pub struct ClientBuilder {
 impl ClientBuilder {
     pub(crate) fn new(url: &str) -> ClientBuilder {
         ClientBuilder {
-            cfg: Config {
-                url: url.to_owned(),
-                server: String::new(),
-                pool_size: 16,
-                max_waiters: 128,
-                connect_timeout: Duration::from_secs(2),
-                read_timeout: Duration::from_secs(2),
-                write_timeout: Duration::from_secs(2),
-                checkout_timeout: Duration::from_secs(3),
-                release_timeout: Duration::from_secs(10),
-                lease: Duration::from_secs(30),
-                auto_renew: true,
-                fencing: false,
-                key_prefix: Vec::new(),
-                recheck_interval: Duration::from_secs(1),
-                recheck_jitter: 0.2,
-                max_renewed_locks: 4096,
-                tls_ca_pem: None,
-                persistent: false,
-                deployment: Deployment::Single,
-                min_replicas: 0,
-                replica_timeout: Duration::from_millis(500),
-                metric_names: Vec::new(),
-                metrics: Default::default(),
-            },
+            cfg: Config::new(url),
         }
     }
 
@@ -232,7 +208,7 @@ impl ClientBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::config::hosts;
+    use crate::base::config::{Deployment, hosts};
 
     #[test]
     fn passwords_are_masked_in_debug_output() {

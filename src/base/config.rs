@@ -62,6 +62,35 @@ pub(crate) struct Config {
 }
 
 impl Config {
+    /// The defaults, for `url` (the builder's, before its setters).
+    pub(crate) fn new(url: &str) -> Config {
+        Config {
+            url: url.to_owned(),
+            server: String::new(),
+            pool_size: 16,
+            max_waiters: 128,
+            connect_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(2),
+            write_timeout: Duration::from_secs(2),
+            checkout_timeout: Duration::from_secs(3),
+            release_timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(30),
+            auto_renew: true,
+            fencing: false,
+            key_prefix: Vec::new(),
+            recheck_interval: Duration::from_secs(1),
+            recheck_jitter: 0.2,
+            max_renewed_locks: 4096,
+            tls_ca_pem: None,
+            persistent: false,
+            deployment: Deployment::Single,
+            min_replicas: 0,
+            replica_timeout: Duration::from_millis(500),
+            metric_names: Vec::new(),
+            metrics: Default::default(),
+        }
+    }
+
     /// Whether a backend built for `self` serves a client configured with `other` exactly as
     /// one of its own would: same server, credentials, TLS roots and connection settings. (Lock
     /// defaults and the key prefix belong to each client, not to its backend.)

@@ -16,6 +16,8 @@ pub(crate) mod multi;
 pub(crate) mod redisson;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
+#[cfg(test)]
+mod throwaway_tests;
 
 use std::cell::OnceCell;
 use std::fmt;
