@@ -378,9 +378,13 @@ pub mod metrics {
     #[cfg(feature = "metrics")]
     pub use crate::base::metrics::facade::describe_all as describe;
     pub use crate::base::metrics::{
-        BUCKETS, Family, HistogramSnapshot, LockKind, LostReason, MAX_TRACKED_NAMES, MetricType,
+        BUCKETS, Family, HistogramSnapshot, KindLabel, LostReason, MAX_TRACKED_NAMES, MetricType,
         Outcome, Sample, Snapshot, Value, error_label,
     };
+    /// The former name of [`KindLabel`], beside `redislock::LockKind` (which kind of lock
+    /// `Client::inspect` looks at).
+    #[deprecated(since = "0.4.0", note = "renamed KindLabel")]
+    pub type LockKind = KindLabel;
 }
 
 /// The internals the fuzz targets (`fuzz/`) reach, with the cargo feature `fuzzing`: no part of

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::api::kind::{Exclusive, Kind, OneName, Read, Redisson, Semaphore, Set, SetParts, Write};
 use crate::base::error::Error;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::engine::kinds::{Fences, rwlock};
 use crate::engine::lock::Held;
 
@@ -304,7 +304,7 @@ impl AnyLock {
     /// to exclusive locks only.
     pub(crate) fn only_exclusive(&self, what: &str) -> Result<(), Error> {
         match self.held.state.kind.label() {
-            LockKind::Exclusive => Ok(()),
+            KindLabel::Exclusive => Ok(()),
             _ => Err(self.does_not_apply(what)),
         }
     }
@@ -335,7 +335,7 @@ impl AnyLock {
 
     /// [`WriteLock::downgrade`] of a write lock.
     pub(crate) fn downgrade(&self) -> Result<AnyLock, Error> {
-        if self.held.state.kind.label() != LockKind::Write {
+        if self.held.state.kind.label() != KindLabel::Write {
             return Err(self.does_not_apply("downgrade"));
         }
         let read = rwlock::downgrade(&self.held)?;

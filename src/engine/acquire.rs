@@ -10,7 +10,7 @@ use crate::base::config::{check_lease, check_wait};
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
-use crate::base::metrics::{LockKind, Outcome};
+use crate::base::metrics::{KindLabel, Outcome};
 use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::cancel::Cancel;
@@ -242,10 +242,10 @@ pub(crate) fn restore(
 }
 
 /// Counts a waiter in the backend's waiters until dropped.
-struct Waiting<'a>(&'a Backend, LockKind);
+struct Waiting<'a>(&'a Backend, KindLabel);
 
 impl Waiting<'_> {
-    fn enter(b: &Backend, kind: LockKind) -> Waiting<'_> {
+    fn enter(b: &Backend, kind: KindLabel) -> Waiting<'_> {
         b.metrics.waiting(kind, 1);
         Waiting(b, kind)
     }

@@ -12,7 +12,7 @@ use crate::base::config::check_lease;
 use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::{LockKind, LostReason};
+use crate::base::metrics::{KindLabel, LostReason};
 use crate::base::token::Token;
 use crate::engine::backend::{Backend, Owner};
 use crate::engine::kinds::Rules;
@@ -70,7 +70,7 @@ pub(crate) struct LockState {
     /// locks, Redisson's lock): its rules release, extend and renew it.
     pub kind: Box<dyn Rules>,
     /// The same, as the metrics' `kind` label says it.
-    pub metric_kind: LockKind,
+    pub metric_kind: KindLabel,
     /// When the grant was made (for the hold-time histogram).
     pub granted_at: Instant,
 }

@@ -137,7 +137,7 @@ impl Histogram {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{LockKind, Metrics, Outcome, Value};
+    use super::super::{KindLabel, Metrics, Outcome, Value};
     use super::*;
 
     #[test]
@@ -145,7 +145,7 @@ mod tests {
         let m = Metrics::new(&["jobs:*".to_owned()]);
         for ms in [0, 1, 3, 70, 200_000] {
             m.acquired(
-                LockKind::Exclusive,
+                KindLabel::Exclusive,
                 b"jobs:1",
                 Outcome::Waited,
                 None,

@@ -5,7 +5,7 @@ use crate::base::error::{Error, ErrorKind};
 
 /// A kind of lock, as the metrics' `kind` label names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LockKind {
+pub enum KindLabel {
     /// An exclusive lock.
     Exclusive,
     /// The read side of a read/write lock.
@@ -20,26 +20,26 @@ pub enum LockKind {
     Redisson,
 }
 
-impl LockKind {
+impl KindLabel {
     /// Every kind, in label order.
-    pub const ALL: [LockKind; 6] = [
-        LockKind::Exclusive,
-        LockKind::Read,
-        LockKind::Write,
-        LockKind::Semaphore,
-        LockKind::Set,
-        LockKind::Redisson,
+    pub const ALL: [KindLabel; 6] = [
+        KindLabel::Exclusive,
+        KindLabel::Read,
+        KindLabel::Write,
+        KindLabel::Semaphore,
+        KindLabel::Set,
+        KindLabel::Redisson,
     ];
 
     /// The `kind` label's value.
     pub fn label(self) -> &'static str {
         match self {
-            LockKind::Exclusive => "exclusive",
-            LockKind::Read => "read",
-            LockKind::Write => "write",
-            LockKind::Semaphore => "semaphore",
-            LockKind::Set => "set",
-            LockKind::Redisson => "redisson",
+            KindLabel::Exclusive => "exclusive",
+            KindLabel::Read => "read",
+            KindLabel::Write => "write",
+            KindLabel::Semaphore => "semaphore",
+            KindLabel::Set => "set",
+            KindLabel::Redisson => "redisson",
         }
     }
 }

@@ -18,7 +18,7 @@ mod registry;
 mod snapshot;
 
 pub use instruments::BUCKETS;
-pub use labels::{LockKind, LostReason, Outcome, error_label};
+pub use labels::{KindLabel, LostReason, Outcome, error_label};
 pub use registry::MAX_TRACKED_NAMES;
 pub(crate) use registry::{Metrics, check_tracked};
 pub use snapshot::{Family, HistogramSnapshot, MetricType, Sample, Snapshot, Value};

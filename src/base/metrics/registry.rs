@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::facade;
 use super::instruments::{Counter, Gauge, Histogram, Named};
-use super::labels::{LockKind, LostReason, Outcome, error_label};
+use super::labels::{KindLabel, LostReason, Outcome, error_label};
 use super::snapshot::{Snapshot, Value};
 use crate::base::error::{Error, ErrorKind};
 
@@ -54,7 +54,7 @@ pub(crate) fn check_tracked(names: &[String]) -> Result<(), Error> {
     Ok(())
 }
 
-type PerKind<T> = [T; LockKind::ALL.len()];
+type PerKind<T> = [T; KindLabel::ALL.len()];
 
 /// The counters, gauges and histograms of one backend.
 pub(crate) struct Metrics {
@@ -182,7 +182,7 @@ impl Metrics {
     /// `waited` in the wait loop (`None`: it never waited).
     pub(crate) fn acquired(
         &self,
-        kind: LockKind,
+        kind: KindLabel,
         name: &[u8],
         outcome: Outcome,
         error: Option<ErrorKind>,
@@ -214,14 +214,14 @@ impl Metrics {
 
     /// A lock of `kind` is held now (`+1`) or no longer (`-1`).
     #[inline]
-    pub(crate) fn holding(&self, kind: LockKind, n: i64) {
+    pub(crate) fn holding(&self, kind: KindLabel, n: i64) {
         self.held[kind as usize].add(n);
         facade::add(HELD, (&[("kind", kind.label())], None), n);
     }
 
     /// A waiter of `kind` entered (`+1`) or left (`-1`) the wait loop.
     #[inline]
-    pub(crate) fn waiting(&self, kind: LockKind, n: i64) {
+    pub(crate) fn waiting(&self, kind: KindLabel, n: i64) {
         self.waiters[kind as usize].add(n);
         facade::add(WAITERS, (&[("kind", kind.label())], None), n);
     }
@@ -234,7 +234,7 @@ impl Metrics {
     }
 
     /// A lock of `name` held for `held` ended (released, detached or lost).
-    pub(crate) fn held_for(&self, kind: LockKind, name: &[u8], held: Duration) {
+    pub(crate) fn held_for(&self, kind: KindLabel, name: &[u8], held: Duration) {
         self.hold[kind as usize].observe(held);
         facade::observe(HOLD, (&[("kind", kind.label())], None), held);
         if let Some(t) = self.tracked(name) {
@@ -245,13 +245,13 @@ impl Metrics {
 
     /// A waiter of `kind` was handed the grant by a release.
     #[inline]
-    pub(crate) fn handoff(&self, kind: LockKind) {
+    pub(crate) fn handoff(&self, kind: KindLabel) {
         self.handoffs[kind as usize].inc();
         facade::count(HANDOFFS, (&[("kind", kind.label())], None));
     }
 
     /// A held lock of `name` was found lost.
-    pub(crate) fn lost(&self, kind: LockKind, name: &[u8], reason: LostReason) {
+    pub(crate) fn lost(&self, kind: KindLabel, name: &[u8], reason: LostReason) {
         self.lost[kind as usize][reason as usize].inc();
         let labels = [("kind", kind.label()), ("reason", reason.label())];
         facade::count(LOST, (&labels, None));
@@ -292,7 +292,7 @@ impl Metrics {
     pub(crate) fn snapshot(&self, extra: &[(&'static str, &'static str, i64)]) -> Snapshot {
         let mut s = Snapshot::default();
         let kinds = || {
-            LockKind::ALL
+            KindLabel::ALL
                 .iter()
                 .map(|k| vec![("kind", k.label().to_owned())])
         };
@@ -438,7 +438,7 @@ fn by_kind<'a, const N: usize>(
     label: &'static str,
     values: &'a [&'static str],
 ) -> impl Iterator<Item = (Vec<(&'static str, String)>, Value)> + 'a {
-    LockKind::ALL.iter().flat_map(move |&k| {
+    KindLabel::ALL.iter().flat_map(move |&k| {
         values.iter().zip(&table[k as usize]).map(move |(v, c)| {
             (
                 vec![("kind", k.label().to_owned()), (label, (*v).to_owned())],

@@ -16,7 +16,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
@@ -30,8 +30,8 @@ use crate::stores::wait::{Mode, Queue, Step};
 pub(crate) struct Exclusive;
 
 impl Rules for Exclusive {
-    fn label(&self) -> LockKind {
-        LockKind::Exclusive
+    fn label(&self) -> KindLabel {
+        KindLabel::Exclusive
     }
 
     fn what(&self) -> &'static str {

@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
 use crate::stores::extend::{ExtendScript, Extension, send_extends};
@@ -41,7 +41,7 @@ pub use semaphore::MAX_PERMITS;
 /// renewal pipelines with other grants'); everything else is here.
 pub(crate) trait Rules: ExtendScript + Send + Sync + fmt::Debug {
     /// The kind as the metrics' and traces' `kind` label says it.
-    fn label(&self) -> LockKind;
+    fn label(&self) -> KindLabel;
     /// The kind in messages: "an exclusive lock".
     fn what(&self) -> &'static str;
     /// The name(s) as shown in messages, `keys` being the (first) name's.

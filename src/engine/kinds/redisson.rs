@@ -30,7 +30,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
@@ -62,8 +62,8 @@ impl Redisson {
 }
 
 impl Rules for Redisson {
-    fn label(&self) -> LockKind {
-        LockKind::Redisson
+    fn label(&self) -> KindLabel {
+        KindLabel::Redisson
     }
 
     fn what(&self) -> &'static str {

@@ -19,7 +19,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
@@ -36,11 +36,11 @@ pub(crate) struct Rw {
 }
 
 impl Rules for Rw {
-    fn label(&self) -> LockKind {
+    fn label(&self) -> KindLabel {
         if self.write {
-            LockKind::Write
+            KindLabel::Write
         } else {
-            LockKind::Read
+            KindLabel::Read
         }
     }
 

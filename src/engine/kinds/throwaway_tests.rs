@@ -19,7 +19,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::backend::{Backend, Owner};
@@ -72,8 +72,8 @@ fn take(c: &mut Connection, keys: &LockKeys, token: &Token, lease: Duration) -> 
 }
 
 impl Rules for Posted {
-    fn label(&self) -> LockKind {
-        LockKind::Exclusive
+    fn label(&self) -> KindLabel {
+        KindLabel::Exclusive
     }
 
     fn what(&self) -> &'static str {

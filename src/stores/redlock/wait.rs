@@ -59,7 +59,7 @@ use crate::base::backoff::Jitter;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, drift};
 use crate::base::keys::LockKeys;
-use crate::base::metrics::LockKind;
+use crate::base::metrics::KindLabel;
 use crate::base::pool::{Conn, is_interrupted, mark_broken};
 use crate::base::token::Token;
 use crate::stores::CANCEL_MARK;
@@ -197,7 +197,7 @@ impl<'a> RedlockSession<'a> {
             }
         }
         self.owe_unheard();
-        self.masters.cfg.metrics.handoff(LockKind::Exclusive);
+        self.masters.cfg.metrics.handoff(KindLabel::Exclusive);
         Round::Granted(Grant {
             fence: 0,
             fences: Vec::new(),
