@@ -293,8 +293,8 @@ pub(crate) fn hold(
         state: state.clone(),
         _owner: owner.clone(),
     };
-    if state.auto_renew {
-        owner.renewer.watch(state)?;
+    if let Some(id) = state.renew_id {
+        owner.renewer.watch(id, state)?;
     }
     Ok(lock)
 }

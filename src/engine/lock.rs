@@ -56,9 +56,9 @@ pub(crate) struct LockState {
     pub keys: LockKeys,
     pub token: Token,
     pub fence: Option<u64>,
-    pub auto_renew: bool,
-    /// The lock's id with the renewal timer (auto-renewed locks only).
-    pub renew_id: u64,
+    /// The lock's id with the renewal timer: `Some` for an auto-renewed lock, whose place among
+    /// the renewed locks is `Status::reservation`.
+    pub renew_id: Option<u64>,
     /// The process that acquired the lock; in any other (a forked child) the handle is inert.
     pub pid: u32,
     pub status: Mutex<Status>,
@@ -90,21 +90,17 @@ impl LockState {
         granted_at: Instant,
         kind: Box<dyn Rules>,
     ) -> LockState {
-        let auto_renew = reservation.is_some();
         let metric_kind = kind.label();
         backend.metrics.holding(metric_kind, 1);
-        let renew_id = if auto_renew {
-            backend.renewer.next_id()
-        } else {
-            0
-        };
+        let renew_id = reservation
+            .is_some()
+            .then(|| backend.renewer.next_id());
         LockState {
             pid: backend.pid,
             backend,
             keys,
             token,
             fence,
-            auto_renew,
             renew_id,
             status: Mutex::new(Status {
                 phase: Phase::Held,
@@ -190,7 +186,7 @@ impl LockState {
                 // free (the bound may be exceeded by this one lock until it is released).
                 let mut st = self.status.lock();
                 st.releasing = false;
-                if self.auto_renew && st.phase == Phase::Held && st.reservation.is_none() {
+                if self.auto_renews() && st.phase == Phase::Held && st.reservation.is_none() {
                     st.reservation = self.backend.renewer.reserve().ok();
                 }
                 return Err(e);
@@ -312,11 +308,16 @@ impl LockState {
 
     /// After release: the renewal timer forgets the lock, and its renewal thread (if it has one
     /// already) wakes and ends at once.
-    fn stop_renewal(&self) {
-        if self.auto_renew {
-            self.backend.renewer.forget(self.renew_id);
+    pub(crate) fn stop_renewal(&self) {
+        if let Some(id) = self.renew_id {
+            self.backend.renewer.forget(id);
             self.wake.notify_all();
         }
+    }
+
+    /// Whether a renewal thread keeps the lock alive.
+    pub(crate) fn auto_renews(&self) -> bool {
+        self.renew_id.is_some()
     }
 }
 
@@ -381,14 +382,14 @@ impl Held {
 
     /// Whether a renewal thread keeps this lock alive.
     pub(crate) fn auto_renews(&self) -> bool {
-        self.state.auto_renew
+        self.state.auto_renews()
     }
 
     /// Resets the lease to `lease` from now, if the key still holds our token. Auto-renewal
     /// continues with the new lease. Fails with [`Error::is_not_held`] when the lock is gone.
     pub(crate) fn extend(&self, lease: Duration) -> Result<(), Error> {
         let s = &self.state;
-        check_lease(lease, s.auto_renew)?;
+        check_lease(lease, s.auto_renews())?;
         s.check_process()?;
         drop(s.held_status()?);
         let patience = s.backend.store.cfg().release_timeout;
@@ -413,8 +414,8 @@ impl Held {
             st.next_renewal = sent + lease / 3;
             let due = st.next_renewal;
             drop(st);
-            if s.auto_renew {
-                s.backend.renewer.reschedule(s.renew_id, due);
+            if let Some(id) = s.renew_id {
+                s.backend.renewer.reschedule(id, due);
                 s.wake.notify_all();
             }
             Ok(())
@@ -561,7 +562,7 @@ impl fmt::Debug for Held {
             .field("token", &self.state.token)
             .field("held", &self.is_held())
             .field("fencing_token", &self.state.fence)
-            .field("auto_renew", &self.state.auto_renew)
+            .field("auto_renew", &self.state.auto_renews())
             .finish()
     }
 }

@@ -237,10 +237,7 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
         st.phase = Phase::Detached;
         (st.lease, st.reservation.take())
     };
-    if s.auto_renew {
-        s.backend.renewer.forget(s.renew_id);
-        s.wake.notify_all();
-    }
+    s.stop_renewal();
     let b = &s.backend;
     let sent = Instant::now();
     let downgraded: i64 = b.store.run(&s.keys, |c, _| {
@@ -265,7 +262,7 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
     s.status.lock().phase = Phase::Released;
     let opts = LockOptions {
         lease,
-        auto_renew: s.auto_renew,
+        auto_renew: s.auto_renews(),
         fencing: s.fence.is_some(),
     };
     acquire::hold(

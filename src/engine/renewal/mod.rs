@@ -308,13 +308,12 @@ impl Renewer {
 
     /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own
     /// when its first renewal comes due.
-    pub(crate) fn watch(&self, lock: Arc<LockState>) -> Result<(), Error> {
+    pub(crate) fn watch(&self, id: u64, lock: Arc<LockState>) -> Result<(), Error> {
         let due = {
             let st = lock.status.lock();
             st.next_renewal
                 .min(st.valid_until.min(Instant::now() + ATTACH_AFTER))
         };
-        let id = lock.renew_id;
         let mut t = self.inner.timer.lock();
         let earliest = t.due.peek().map(|e| e.0.0);
         t.due.push(Reverse((due, id)));
