@@ -92,9 +92,7 @@ impl LockState {
     ) -> LockState {
         let metric_kind = kind.label();
         backend.metrics.holding(metric_kind, 1);
-        let renew_id = reservation
-            .is_some()
-            .then(|| backend.renewer.next_id());
+        let renew_id = reservation.is_some().then(|| backend.renewer.next_id());
         LockState {
             pid: backend.pid,
             backend,

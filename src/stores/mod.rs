@@ -306,8 +306,17 @@ pub(crate) fn open(
         Deployment::Redlock(spec) => Box::new(redlock::Masters::new(cfg, info, spec)?),
         Deployment::Single | Deployment::Sentinel(_) => Box::new(single::OneServer {
             cfg: cfg.clone(),
-            node: Node::new(cfg, Arc::new(Topology::new(cfg, info)?)),
+            node: Node::new(cfg, server(cfg, info)?),
         }),
+    })
+}
+
+/// The server that holds a one-server store's locks: a Sentinel group's master, found and followed
+/// through its sentinels, or a server at a fixed address. Touches no network.
+fn server(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<dyn Connect>, Error> {
+    Ok(match &cfg.deployment {
+        Deployment::Sentinel(spec) => Arc::new(sentinel::Sentinel::new(cfg, info, spec.clone())?),
+        _ => Arc::new(single::FixedServer::new(cfg, info)?),
     })
 }
 
@@ -342,65 +351,10 @@ impl Deref for NodeRef<'_> {
 
 impl Node {
     /// The two pools of a server, reached through `topology`; they connect lazily.
-    pub(crate) fn new(cfg: &Config, topology: Arc<Topology>) -> Node {
+    pub(crate) fn new(cfg: &Config, topology: Arc<dyn Connect>) -> Node {
         Node {
             main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
             wait: ConnPool::new(cfg, topology, cfg.max_waiters),
-        }
-    }
-}
-
-/// The servers a backend's pools connect to. One per backend, behind an `Arc`: the size of a
-/// variant does not matter.
-#[allow(clippy::large_enum_variant)]
-pub(crate) enum Topology {
-    Single(single::FixedServer),
-    Sentinel(sentinel::Sentinel),
-    /// A master of a Redis Cluster: a single server whose connections carry its configuration
-    /// epoch ([`cluster::with_epoch`]).
-    ClusterNode(single::FixedServer),
-}
-
-impl Topology {
-    /// The topology of a configuration; touches no network.
-    pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Topology, Error> {
-        Ok(match &cfg.deployment {
-            Deployment::Sentinel(spec) => {
-                Topology::Sentinel(sentinel::Sentinel::new(cfg, info, spec.clone())?)
-            }
-            _ => Topology::Single(single::FixedServer::new(cfg, info)?),
-        })
-    }
-}
-
-impl Connect for Topology {
-    /// A connection to the server that holds the locks now, within `timeout`.
-    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
-        match self {
-            Topology::Single(t) => t.connect(timeout),
-            Topology::Sentinel(t) => t.connect(timeout),
-            Topology::ClusterNode(t) => t.connect(timeout).and_then(cluster::with_epoch),
-        }
-    }
-
-    /// Which generation of the lock server new and idle connections must belong to: it moves on
-    /// when the server that holds the locks changed (a failover), and idle connections of an
-    /// older generation are closed instead of used. Always 0 for a single server.
-    fn generation(&self) -> u64 {
-        match self {
-            Topology::Single(_) | Topology::ClusterNode(_) => 0,
-            Topology::Sentinel(t) => t.generation(),
-        }
-    }
-
-    /// Learns from a failed call: whether the error means that the server that holds the locks
-    /// changed (a READONLY reply from a demoted master), so that the call should be repeated on
-    /// a new connection. Connection errors also make a Sentinel topology ask the sentinels
-    /// again on the next connect.
-    fn failed_over(&self, e: &redis::RedisError) -> bool {
-        match self {
-            Topology::Single(_) | Topology::ClusterNode(_) => false,
-            Topology::Sentinel(t) => t.failed_over(e),
         }
     }
 }

@@ -36,6 +36,7 @@ use super::connect_node;
 use crate::base::config::{Config, SentinelSpec};
 use crate::base::connection::{Connection, Endpoint};
 use crate::base::error::Error;
+use crate::base::pool::Connect;
 use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
 
 /// How old the sentinels' answer may be at a checkout before it is asked for again.
@@ -116,58 +117,6 @@ impl Sentinel {
                 last: None,
             }),
         })
-    }
-
-    pub(crate) fn generation(&self) -> u64 {
-        let stale = {
-            let m = self.master.lock();
-            m.checked.is_none_or(|at| at.elapsed() >= RECHECK)
-        };
-        if stale && self.resolve(Instant::now() + self.connect_timeout).is_err() {
-            // No sentinel answers: keep the master we know (the connect that follows finds out
-            // whether it still answers), and ask again after RECHECK.
-            let mut m = self.master.lock();
-            if m.named.is_some() {
-                m.checked = Some(Instant::now());
-            }
-        }
-        self.master.lock().generation
-    }
-
-    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
-        let deadline = Instant::now() + timeout;
-        let mut last = None;
-        for _ in 0..2 {
-            let known = self.master.lock().named.clone();
-            let named = match known {
-                Some(named) => named,
-                None => self.resolve(deadline)?,
-            };
-            match self.connect_master(&named.addr, deadline) {
-                Ok(mut conn) => {
-                    conn.set_epoch(named.epoch);
-                    return Ok(conn);
-                }
-                Err(e) => {
-                    // Dead, or not a master (any more): ask the sentinels again.
-                    self.forget(&named);
-                    last = Some(e);
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| not_found(&self.spec, "no master")))
-    }
-
-    pub(crate) fn failed_over(&self, e: &redis::RedisError) -> bool {
-        let demoted = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
-        if demoted || e.is_io_error() {
-            let mut m = self.master.lock();
-            m.checked = None;
-            if demoted {
-                m.named = None;
-            }
-        }
-        demoted
     }
 
     /// Asks the sentinels for the master, in order, until one answers with an epoch no older
@@ -370,6 +319,66 @@ pub(crate) fn parse_url(url: &str) -> Option<Result<(String, SentinelSpec), Erro
         sentinels,
     };
     Some(Ok((parts.plain(&spec.sentinels[0]), spec)))
+}
+
+/// The master of a Sentinel group, as a backend's pools connect to it.
+impl Connect for Sentinel {
+    /// Which generation of the master new and idle connections must belong to: it moves on
+    /// with each master the sentinels name.
+    fn generation(&self) -> u64 {
+        let stale = {
+            let m = self.master.lock();
+            m.checked.is_none_or(|at| at.elapsed() >= RECHECK)
+        };
+        if stale && self.resolve(Instant::now() + self.connect_timeout).is_err() {
+            // No sentinel answers: keep the master we know (the connect that follows finds out
+            // whether it still answers), and ask again after RECHECK.
+            let mut m = self.master.lock();
+            if m.named.is_some() {
+                m.checked = Some(Instant::now());
+            }
+        }
+        self.master.lock().generation
+    }
+
+    /// A connection to the master the sentinels name now, within `timeout`.
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+        let deadline = Instant::now() + timeout;
+        let mut last = None;
+        for _ in 0..2 {
+            let known = self.master.lock().named.clone();
+            let named = match known {
+                Some(named) => named,
+                None => self.resolve(deadline)?,
+            };
+            match self.connect_master(&named.addr, deadline) {
+                Ok(mut conn) => {
+                    conn.set_epoch(named.epoch);
+                    return Ok(conn);
+                }
+                Err(e) => {
+                    // Dead, or not a master (any more): ask the sentinels again.
+                    self.forget(&named);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| not_found(&self.spec, "no master")))
+    }
+
+    /// A READONLY reply (a demoted master) means the master changed; a connection error makes
+    /// the next connect ask the sentinels again.
+    fn failed_over(&self, e: &redis::RedisError) -> bool {
+        let demoted = e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if demoted || e.is_io_error() {
+            let mut m = self.master.lock();
+            m.checked = None;
+            if demoted {
+                m.named = None;
+            }
+        }
+        demoted
+    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use crate::base::config::{Config, endpoint};
 use crate::base::connection::{Connection, Endpoint};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
+use crate::base::pool::Connect;
 use crate::stores::extend::{Extension, extend_pipeline};
 use crate::stores::wait::{Queue, QueueSession, Session};
 use crate::stores::{Call, LockStore, Node, NodeRef};
@@ -23,9 +24,20 @@ impl FixedServer {
             endpoint: endpoint(cfg, info)?,
         })
     }
+}
 
-    pub(crate) fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+/// A server at a fixed address: never another, so never a generation or a failover.
+impl Connect for FixedServer {
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
         self.endpoint.connect(timeout)
+    }
+
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    fn failed_over(&self, _e: &redis::RedisError) -> bool {
+        false
     }
 }
 

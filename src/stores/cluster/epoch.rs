@@ -1,6 +1,29 @@
 //! The configuration epoch of a cluster master, which orders the fencing tokens it grants.
 
+use std::time::Duration;
+
 use crate::base::connection::Connection;
+use crate::base::pool::Connect;
+use crate::stores::single::FixedServer;
+
+/// A cluster master, as its pools connect to it: a server at a fixed address whose connections
+/// carry its configuration epoch.
+pub(crate) struct ClusterNode(pub FixedServer);
+
+impl Connect for ClusterNode {
+    fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
+        self.0.connect(timeout).and_then(with_epoch)
+    }
+
+    /// A node is followed by the slot table, not by its pools: never a new generation.
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    fn failed_over(&self, _e: &redis::RedisError) -> bool {
+        false
+    }
+}
 
 /// `conn`, a new connection to a cluster master, marked with the master's configuration epoch
 /// (`CLUSTER INFO`'s `cluster_my_epoch`), which orders the fencing tokens it grants
@@ -9,7 +32,7 @@ use crate::base::connection::Connection;
 /// from the cluster (its counter missed them). A node's epoch only grows, so the mark is never
 /// above the master's. A server that refuses `CLUSTER INFO` (an ACL without it) leaves the mark
 /// at 0 on every connection: tokens are then the counter alone.
-pub(crate) fn with_epoch(mut conn: Connection) -> redis::RedisResult<Connection> {
+fn with_epoch(mut conn: Connection) -> redis::RedisResult<Connection> {
     let info: redis::RedisResult<String> = redis::cmd("CLUSTER").arg("INFO").query(&mut conn);
     match info {
         Ok(info) => conn.set_epoch(my_epoch(&info)),

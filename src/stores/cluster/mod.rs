@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use crate::base::sync::{Mutex, RwLock};
 
+use super::node_addr;
 use super::single::FixedServer;
-use super::{Topology, node_addr};
 use crate::base::config::{ClusterSpec, Config};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
@@ -50,10 +50,10 @@ use crate::stores::extend::Extension;
 use crate::stores::wait::{Queue, QueueSession, Session};
 use crate::stores::{Call, Check, LockStore, NodeRef};
 
-pub(crate) use epoch::with_epoch;
 pub(crate) use redirect::Redirect;
 pub(crate) use url::parse_url;
 
+use epoch::ClusterNode;
 use extend::extend_many_in_cluster;
 use slots::{Refreshed, Table};
 
@@ -106,8 +106,8 @@ impl Cluster {
             .template
             .clone()
             .set_addr(node_addr(self.template.addr(), addr));
-        let topology = Topology::ClusterNode(FixedServer::new(&cfg, &info)?);
-        Ok(Arc::new(Node::new(&cfg, Arc::new(topology))))
+        let node = ClusterNode(FixedServer::new(&cfg, &info)?);
+        Ok(Arc::new(Node::new(&cfg, Arc::new(node))))
     }
 }
 

@@ -65,7 +65,7 @@ use crate::stores::extend::Extension;
 use crate::stores::node_addr;
 use crate::stores::single::FixedServer;
 use crate::stores::wait::{Queue, Session};
-use crate::stores::{Call, Check, LockStore, Majority, Node, NodeRef, Topology};
+use crate::stores::{Call, Check, LockStore, Majority, Node, NodeRef};
 
 /// How long a master that failed for want of an answer is skipped, at first.
 const FIRST_REST: Duration = Duration::from_millis(250);
@@ -163,9 +163,9 @@ impl Masters {
             let info = info.clone().set_addr(node_addr(info.addr(), addr));
             let mut cfg = cfg.clone();
             cfg.server = format!("{}:{}/{db}", addr.0, addr.1);
-            let topology = Topology::Single(FixedServer::new(&cfg, &info)?);
+            let server = FixedServer::new(&cfg, &info)?;
             masters.push(Master {
-                node: Node::new(&cfg, Arc::new(topology)),
+                node: Node::new(&cfg, Arc::new(server)),
                 health: Mutex::new(Health::default()),
                 owed: Mutex::new(Vec::new()),
                 index,
