@@ -2,12 +2,11 @@
 //! for the whole configuration when the client is built, and for each lock's lease and wait.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::base::connection::Endpoint;
 use crate::base::error::Error;
-use crate::base::metrics::{self, Metrics};
+use crate::base::metrics;
 use crate::base::url::mask_url;
 
 /// The longest lease accepted (30 days): anything longer is almost surely a unit mistake.
@@ -56,9 +55,6 @@ pub(crate) struct Config {
     pub replica_timeout: Duration,
     /// Lock names (or prefixes ending in `*`) with metric series of their own.
     pub metric_names: Vec<String>,
-    /// The metrics of the backend this configuration belongs to: a fresh set is made when a
-    /// backend is built (`engine/backend.rs`); the pools and stores count into it.
-    pub metrics: Arc<Metrics>,
 }
 
 impl Config {
@@ -87,7 +83,6 @@ impl Config {
             min_replicas: 0,
             replica_timeout: Duration::from_millis(500),
             metric_names: Vec::new(),
-            metrics: Default::default(),
         }
     }
 

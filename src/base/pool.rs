@@ -119,7 +119,12 @@ impl Drop for PooledConn<'_> {
 impl ConnPool {
     /// A pool of at most `size` connections to the topology's lock server; it connects lazily,
     /// on first use.
-    pub(crate) fn new(cfg: &Config, topology: Arc<dyn Connect>, size: u32) -> ConnPool {
+    pub(crate) fn new(
+        cfg: &Config,
+        metrics: &Arc<Metrics>,
+        topology: Arc<dyn Connect>,
+        size: u32,
+    ) -> ConnPool {
         ConnPool {
             topology,
             state: Mutex::new(State {
@@ -133,7 +138,7 @@ impl ConnPool {
             read_timeout: cfg.read_timeout,
             write_timeout: cfg.write_timeout,
             server: cfg.server.clone(),
-            metrics: cfg.metrics.clone(),
+            metrics: metrics.clone(),
         }
     }
 

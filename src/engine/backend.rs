@@ -42,7 +42,7 @@ pub(crate) struct Backend {
     /// Where the locks live: every call to Redis about a lock goes through it.
     pub store: Box<dyn LockStore>,
     pub renewer: Renewer,
-    /// Its metrics (the store's configuration holds the same): every client sharing this
+    /// Its metrics (its store and pools count into the same): every client sharing this
     /// backend shares them.
     pub metrics: Arc<Metrics>,
 }
@@ -57,14 +57,10 @@ impl Owner {
     /// Builds a backend for this process. Starts no thread and opens no connection yet.
     pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
         let metrics = Arc::new(Metrics::new(&cfg.metric_names));
-        let cfg = Config {
-            metrics: metrics.clone(),
-            ..cfg.clone()
-        };
         let backend = Backend {
             pid: std::process::id(),
             id: crate::engine::kinds::redisson::client_id(std::process::id())?,
-            store: stores::open(&cfg, info)?,
+            store: stores::open(cfg, info, &metrics)?,
             renewer: Renewer::new(cfg.max_renewed_locks),
             metrics,
         };

@@ -22,7 +22,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::base::backoff::Jitter;
-use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::engine::backend::Backend;
@@ -64,7 +63,7 @@ pub(crate) fn wait(
     {
         return Err(Error::cancelled(&a.shown()));
     }
-    let result = rounds(&mut *session, store.cfg(), a, waiter, deadline, cancel);
+    let result = rounds(&mut *session, b, a, waiter, deadline, cancel);
     if let (Some(c), Some(signal)) = (cancel, first_signal) {
         c.unblock(signal);
     }
@@ -98,12 +97,13 @@ pub(crate) fn wait(
 /// error.
 fn rounds(
     session: &mut dyn Session,
-    cfg: &Config,
+    b: &Backend,
     a: &Acquiring<'_>,
     waiter: &Waits<'_>,
     deadline: Instant,
     cancel: Option<&Cancel>,
 ) -> Result<Option<Grant>, Error> {
+    let cfg = b.store.cfg();
     let key = a.keys.lock();
     let mut jitter = Jitter::new(match waiter {
         Waits::Queue(w) => &w.signals()[0],
@@ -149,7 +149,7 @@ fn rounds(
                     // The grant was made in the same event-loop turn that answered the BLPOP,
                     // so its lease counts from the reply less a millisecond for its way here.
                     Signal::Granted(fence) => {
-                        cfg.metrics.handoff(a.kind.label());
+                        b.metrics.handoff(a.kind.label());
                         return Ok(Some(Grant {
                             fence,
                             fences: Vec::new(),

@@ -36,6 +36,7 @@ use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
+use crate::base::metrics::Metrics;
 use crate::base::pool::{ConnPool, Connect};
 use crate::base::scripts;
 use crate::base::token::Token;
@@ -296,26 +297,37 @@ impl dyn LockStore + '_ {
     }
 }
 
-/// The store of a configuration: pools for its servers, which connect lazily.
+/// The store of a configuration: pools for its servers, which connect lazily, counting into
+/// the backend's `metrics`.
 pub(crate) fn open(
     cfg: &Config,
     info: &redis::ConnectionInfo,
+    metrics: &Arc<Metrics>,
 ) -> Result<Box<dyn LockStore>, Error> {
     Ok(match &cfg.deployment {
-        Deployment::Cluster(spec) => Box::new(cluster::Cluster::new(cfg, info, spec)),
-        Deployment::Redlock(spec) => Box::new(redlock::Masters::new(cfg, info, spec)?),
+        Deployment::Cluster(spec) => Box::new(cluster::Cluster::new(cfg, info, spec, metrics)),
+        Deployment::Redlock(spec) => Box::new(redlock::Masters::new(cfg, info, spec, metrics)?),
         Deployment::Single | Deployment::Sentinel(_) => Box::new(single::OneServer {
             cfg: cfg.clone(),
-            node: Node::new(cfg, server(cfg, info)?),
+            node: Node::new(cfg, metrics, server(cfg, info, metrics)?),
         }),
     })
 }
 
 /// The server that holds a one-server store's locks: a Sentinel group's master, found and followed
 /// through its sentinels, or a server at a fixed address. Touches no network.
-fn server(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<dyn Connect>, Error> {
+fn server(
+    cfg: &Config,
+    info: &redis::ConnectionInfo,
+    metrics: &Arc<Metrics>,
+) -> Result<Arc<dyn Connect>, Error> {
     Ok(match &cfg.deployment {
-        Deployment::Sentinel(spec) => Arc::new(sentinel::Sentinel::new(cfg, info, spec.clone())?),
+        Deployment::Sentinel(spec) => Arc::new(sentinel::Sentinel::new(
+            cfg,
+            info,
+            spec.clone(),
+            metrics.clone(),
+        )?),
         _ => Arc::new(single::FixedServer::new(cfg, info)?),
     })
 }
@@ -350,11 +362,12 @@ impl Deref for NodeRef<'_> {
 }
 
 impl Node {
-    /// The two pools of a server, reached through `topology`; they connect lazily.
-    pub(crate) fn new(cfg: &Config, topology: Arc<dyn Connect>) -> Node {
+    /// The two pools of a server, reached through `topology`, counting into `metrics`; they
+    /// connect lazily.
+    pub(crate) fn new(cfg: &Config, metrics: &Arc<Metrics>, topology: Arc<dyn Connect>) -> Node {
         Node {
-            main: ConnPool::new(cfg, topology.clone(), cfg.pool_size),
-            wait: ConnPool::new(cfg, topology, cfg.max_waiters),
+            main: ConnPool::new(cfg, metrics, topology.clone(), cfg.pool_size),
+            wait: ConnPool::new(cfg, metrics, topology, cfg.max_waiters),
         }
     }
 }

@@ -26,6 +26,7 @@
 //! (thousands per second from a busy process, left in TIME-WAIT).
 
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::sync::Mutex;
@@ -36,6 +37,7 @@ use super::connect_node;
 use crate::base::config::{Config, SentinelSpec};
 use crate::base::connection::{Connection, Endpoint};
 use crate::base::error::Error;
+use crate::base::metrics::Metrics;
 use crate::base::pool::Connect;
 use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
 
@@ -54,6 +56,8 @@ pub(crate) struct Sentinel {
     /// For the data nodes: credentials, database, TLS; its address is replaced by the master's.
     template: redis::ConnectionInfo,
     cfg: Config,
+    /// The backend's metrics: the switches to a new master count there.
+    metrics: Arc<Metrics>,
     connect_timeout: Duration,
     master: Mutex<Master>,
     /// Held while the sentinels are asked, so that callers that want an answer at the same time
@@ -94,6 +98,7 @@ impl Sentinel {
         cfg: &Config,
         info: &redis::ConnectionInfo,
         spec: SentinelSpec,
+        metrics: Arc<Metrics>,
     ) -> Result<Sentinel, Error> {
         let mut sentinels = Vec::with_capacity(spec.sentinels.len());
         for (host, port) in &spec.sentinels {
@@ -110,6 +115,7 @@ impl Sentinel {
             spec,
             template: info.clone(),
             cfg: cfg.clone(),
+            metrics,
             connect_timeout: cfg.connect_timeout,
             master: Mutex::new(Master::default()),
             asking: Mutex::new(Asking {
@@ -168,7 +174,7 @@ impl Sentinel {
         if m.named.as_ref() != Some(&named) {
             let moved = m.named.as_ref().is_some_and(|n| n.addr != named.addr);
             if moved {
-                self.cfg.metrics.sentinel_switches.inc();
+                self.metrics.sentinel_switches.inc();
                 log::info!(
                     "Sentinel master {} is now at {}:{} (epoch {})",
                     self.spec.master_name,

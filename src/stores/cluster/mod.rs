@@ -45,6 +45,7 @@ use super::single::FixedServer;
 use crate::base::config::{ClusterSpec, Config};
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
+use crate::base::metrics::Metrics;
 use crate::stores::Node;
 use crate::stores::extend::Extension;
 use crate::stores::wait::{Queue, QueueSession, Session};
@@ -66,6 +67,8 @@ pub(crate) struct Cluster {
     /// For the nodes: credentials, TLS; its address is replaced by each node's.
     template: redis::ConnectionInfo,
     cfg: Config,
+    /// The backend's metrics, which the nodes' pools and the redirections count into.
+    metrics: Arc<Metrics>,
     table: RwLock<Table>,
     /// Held while the table is read, so that callers that need a new table at the same time
     /// wait for one read instead of each making their own.
@@ -74,11 +77,17 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     /// The cluster of a `redis-cluster://` URL; touches no network.
-    pub(crate) fn new(cfg: &Config, info: &redis::ConnectionInfo, spec: &ClusterSpec) -> Cluster {
+    pub(crate) fn new(
+        cfg: &Config,
+        info: &redis::ConnectionInfo,
+        spec: &ClusterSpec,
+        metrics: &Arc<Metrics>,
+    ) -> Cluster {
         Cluster {
             spec: spec.clone(),
             template: info.clone(),
             cfg: cfg.clone(),
+            metrics: metrics.clone(),
             table: RwLock::new(Table::default()),
             refreshed: Mutex::new(Refreshed::default()),
         }
@@ -107,7 +116,7 @@ impl Cluster {
             .clone()
             .set_addr(node_addr(self.template.addr(), addr));
         let node = ClusterNode(FixedServer::new(&cfg, &info)?);
-        Ok(Arc::new(Node::new(&cfg, Arc::new(node))))
+        Ok(Arc::new(Node::new(&cfg, &self.metrics, Arc::new(node))))
     }
 }
 

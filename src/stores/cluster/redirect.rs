@@ -125,12 +125,12 @@ impl Cluster {
     ) -> Result<Step, Error> {
         match failure {
             Failure::Redirect(Redirect::Moved(addr)) if rules.moved => {
-                self.cfg.metrics.cluster_moved.inc();
+                self.metrics.cluster_moved.inc();
                 self.moved(slot, &addr)?;
                 Ok(Step::Moved)
             }
             Failure::Redirect(Redirect::Ask(addr)) if rules.ask => {
-                self.cfg.metrics.cluster_ask.inc();
+                self.metrics.cluster_ask.inc();
                 Ok(Step::Ask(addr))
             }
             Failure::Redirect(Redirect::Busy) => match rules.pause {

@@ -104,6 +104,8 @@ pub(crate) fn no_fencing() -> Error {
 /// The independent masters of a Redlock client.
 pub(crate) struct Masters {
     cfg: Config,
+    /// The backend's metrics (handoffs; each master counts its failures).
+    metrics: Arc<Metrics>,
     masters: Vec<Master>,
 }
 
@@ -154,26 +156,27 @@ impl Masters {
         cfg: &Config,
         info: &redis::ConnectionInfo,
         spec: &RedlockSpec,
+        metrics: &Arc<Metrics>,
     ) -> Result<Masters, Error> {
         let db = info.redis_settings().db();
         let mut masters = Vec::with_capacity(spec.masters.len());
-        cfg.metrics
-            .redlock_masters(spec.masters.iter().map(|a| format!("{}:{}", a.0, a.1)));
+        metrics.redlock_masters(spec.masters.iter().map(|a| format!("{}:{}", a.0, a.1)));
         for (index, addr) in spec.masters.iter().enumerate() {
             let info = info.clone().set_addr(node_addr(info.addr(), addr));
             let mut cfg = cfg.clone();
             cfg.server = format!("{}:{}/{db}", addr.0, addr.1);
             let server = FixedServer::new(&cfg, &info)?;
             masters.push(Master {
-                node: Node::new(&cfg, Arc::new(server)),
+                node: Node::new(&cfg, metrics, Arc::new(server)),
                 health: Mutex::new(Health::default()),
                 owed: Mutex::new(Vec::new()),
                 index,
-                metrics: cfg.metrics.clone(),
+                metrics: metrics.clone(),
             });
         }
         Ok(Masters {
             cfg: cfg.clone(),
+            metrics: metrics.clone(),
             masters,
         })
     }

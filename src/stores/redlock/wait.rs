@@ -197,7 +197,7 @@ impl<'a> RedlockSession<'a> {
             }
         }
         self.owe_unheard();
-        self.masters.cfg.metrics.handoff(KindLabel::Exclusive);
+        self.masters.metrics.handoff(KindLabel::Exclusive);
         Round::Granted(Grant {
             fence: 0,
             fences: Vec::new(),
