@@ -32,6 +32,17 @@ pub(crate) trait ExtendScript: Sync {
     fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64);
 }
 
+/// A reference to a kind of grant extends as the kind does (so that a kind can hand itself, as
+/// `&dyn ExtendScript`, to one [`Extension`]).
+impl<T: ExtendScript + ?Sized> ExtendScript for &T {
+    fn script(&self) -> &'static redis::Script {
+        (**self).script()
+    }
+    fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
+        (**self).add_args(pipe, keys, token, lease_ms)
+    }
+}
+
 /// The exclusive lock's (and the write lock's) EXTEND: the lock key holds the token.
 pub(crate) struct ExclusiveExtend;
 

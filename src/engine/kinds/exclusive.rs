@@ -93,15 +93,14 @@ impl Rules for Exclusive {
         if let Some(m) = b.store.majority() {
             return m.release(keys, token);
         }
-        let released: i64 = b.store.run(keys, |c, _| {
+        super::done(&*b.store, keys, |c| {
             scripts::RELEASE
                 .key(keys.lock())
                 .key(keys.fence())
                 .key(keys.queue())
                 .arg(token.as_str())
                 .invoke(c)
-        })?;
-        Ok(released == 1)
+        })
     }
 
     fn extend(

@@ -23,6 +23,7 @@ use std::cell::OnceCell;
 use std::fmt;
 use std::time::Duration;
 
+use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
@@ -102,15 +103,18 @@ pub(crate) trait Rules: ExtendScript + Send + Sync + fmt::Debug {
     /// now proceed. Returns whether it was still ours.
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error>;
     /// Resets the lease of a grant of this kind (with `min_replicas`, once the replicas
-    /// acknowledge it). Returns whether it was still ours. Most kinds send their renewal's script
-    /// ([`extend_on_one_server`]).
+    /// acknowledge it). Returns whether it was still ours. By default its renewal's script, sent
+    /// alone to the server that holds the lock ([`extend_on_one_server`]).
     fn extend(
         &self,
         b: &Backend,
         keys: &LockKeys,
         token: &Token,
         lease: Duration,
-    ) -> Result<bool, Error>;
+    ) -> Result<bool, Error> {
+        let me = self;
+        extend_on_one_server(&*b.store, &me, keys, token, lease)
+    }
 
     /// Which fencing tokens a grant of this kind has: one (every kind of one name but
     /// permits), none (permits), or one per name of a set.
@@ -237,6 +241,16 @@ pub(crate) enum Signal {
 /// A grant signalled as a number: its fencing token.
 pub(crate) fn fence_of(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(value).ok()?.parse().ok()
+}
+
+/// Runs a kind's script that replies 1 when it did what it was asked (released the grant) on the
+/// server that holds the lock of `keys`: whether it did.
+pub(crate) fn done(
+    store: &dyn LockStore,
+    keys: &LockKeys,
+    mut call: impl FnMut(&mut Connection) -> redis::RedisResult<i64>,
+) -> Result<bool, Error> {
+    Ok(run_on(store, keys, |c, _| call(c))? == 1)
 }
 
 /// A reply that says the name is in use as another kind of lock (the scripts' `WRONGTYPE`, or

@@ -122,16 +122,6 @@ impl Rules for Set {
         Ok(held == keys.len() as i64)
     }
 
-    fn extend(
-        &self,
-        b: &Backend,
-        keys: &LockKeys,
-        token: &Token,
-        lease: Duration,
-    ) -> Result<bool, Error> {
-        super::extend_on_one_server(&*b.store, self, keys, token, lease)
-    }
-
     fn fences(&self) -> Fences {
         Fences::Set(self.names.len())
     }

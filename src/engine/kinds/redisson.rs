@@ -21,8 +21,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use std::time::Duration;
-
 use redis::RedisResult;
 
 use super::{Acquiring, Rules, Waits};
@@ -132,16 +130,6 @@ impl Rules for Redisson {
         })?;
         let _ = store.run(keys, |c, _| redis::cmd("DEL").arg(&latch).exec(c));
         Ok(released.is_some())
-    }
-
-    fn extend(
-        &self,
-        b: &Backend,
-        keys: &LockKeys,
-        token: &Token,
-        lease: Duration,
-    ) -> Result<bool, Error> {
-        super::extend_on_one_server(&*b.store, self, keys, token, lease)
     }
 }
 

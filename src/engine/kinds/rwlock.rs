@@ -69,7 +69,7 @@ impl Rules for Rw {
 
     /// RW_RELEASE: grants the waiters that can now proceed.
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        let released: i64 = b.store.run(keys, |c, _| {
+        super::done(&*b.store, keys, |c| {
             scripts::RW_RELEASE
                 .key(keys.lock())
                 .key(keys.fence())
@@ -78,18 +78,7 @@ impl Rules for Rw {
                 .arg(token.as_str())
                 .arg(kind_arg(self.write))
                 .invoke(c)
-        })?;
-        Ok(released == 1)
-    }
-
-    fn extend(
-        &self,
-        b: &Backend,
-        keys: &LockKeys,
-        token: &Token,
-        lease: Duration,
-    ) -> Result<bool, Error> {
-        super::extend_on_one_server(&*b.store, self, keys, token, lease)
+        })
     }
 }
 

@@ -108,25 +108,14 @@ impl Rules for Permits {
     /// SEM_RELEASE: gives the permits back, granting the waiting requests that now fit, in
     /// order.
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        let released: i64 = b.store.run(keys, |c, _| {
+        super::done(&*b.store, keys, |c| {
             scripts::SEM_RELEASE
                 .key(keys.lock())
                 .key(keys.sem_queue())
                 .arg(token.as_str())
                 .arg(self.k)
                 .invoke(c)
-        })?;
-        Ok(released == 1)
-    }
-
-    fn extend(
-        &self,
-        b: &Backend,
-        keys: &LockKeys,
-        token: &Token,
-        lease: Duration,
-    ) -> Result<bool, Error> {
-        super::extend_on_one_server(&*b.store, self, keys, token, lease)
+        })
     }
 
     fn fences(&self) -> Fences {

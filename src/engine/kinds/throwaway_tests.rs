@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use redis::RedisResult;
 use redislock_testkit::{RedisServer, pttl};
 
-use super::{Acquiring, Rules, Waits, extend_on_one_server};
+use super::{Acquiring, Rules, Waits, done};
 use crate::base::config::Config;
 use crate::base::connection::Connection;
 use crate::base::error::Error;
@@ -101,23 +101,12 @@ impl Rules for Posted {
     }
 
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
-        let given: i64 = b.store.run(keys, |c, _| {
+        done(&*b.store, keys, |c| {
             GIVE.key(keys.lock())
                 .key(channel(keys))
                 .arg(token.as_str())
                 .invoke(c)
-        })?;
-        Ok(given == 1)
-    }
-
-    fn extend(
-        &self,
-        b: &Backend,
-        keys: &LockKeys,
-        token: &Token,
-        lease: Duration,
-    ) -> Result<bool, Error> {
-        extend_on_one_server(&*b.store, self, keys, token, lease)
+        })
     }
 }
 
