@@ -969,6 +969,29 @@ redislock_result redislock_request_set_owner_token(redislock_request *request,
                                                    size_t owner_len);
 
 /**
+ * Holds each lock the request takes at least `at_least_ms` after it was granted (default: no
+ * minimum): a release (or free) before then leaves the key holding the owner token until then,
+ * its expiry set to the time left, so nobody takes the name before, even if the process exits;
+ * renewal stops at the release all the same. Waiters get the name at their next re-check after
+ * the key expires. A release after it frees the lock as usual. For jobs run on several hosts
+ * that must run once per interval. 1 ms to 30 days, no longer than the request's at_most and,
+ * without auto-renewal, than its lease: checked by the acquire (INVALID_ARGUMENT, nothing
+ * held). Exclusive locks only. Errors: INVALID_ARGUMENT (a request for another kind),
+ * NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_at_least_ms(redislock_request *request,
+                                                   uint64_t at_least_ms);
+
+/**
+ * Holds each lock the request takes at most `at_most_ms` after it was granted (default: no
+ * maximum): renewal never extends the lease past then (a longer lease, and an extend, are cut
+ * to it), and when that time comes the lock is reported lost (`redislock_lock_is_lost`, the
+ * lost-lock callback; the metrics' reason `at_most`). 1 ms to 30 days, checked by the acquire.
+ * Exclusive locks only. Errors: INVALID_ARGUMENT (a request for another kind), NULL_PARAMETER.
+ */
+redislock_result redislock_request_set_at_most_ms(redislock_request *request, uint64_t at_most_ms);
+
+/**
  * Lets `cancel` end the request's waiting acquires from another thread: they then fail with
  * REDISLOCK_CANCELLED, leaving no queue entry and no lock behind, and once it is cancelled
  * every acquire of the request fails so at once. The request keeps its own reference: the

@@ -264,6 +264,11 @@ redislock_result redislock_request_set_owner_token(redislock_request *request,
                                                    const char *owner,
                                                    size_t owner_len);
 
+redislock_result redislock_request_set_at_least_ms(redislock_request *request,
+                                                   uint64_t at_least_ms);
+
+redislock_result redislock_request_set_at_most_ms(redislock_request *request, uint64_t at_most_ms);
+
 redislock_result redislock_request_set_cancel(redislock_request *request,
                                               const redislock_cancel *cancel);
 

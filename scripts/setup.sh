@@ -33,7 +33,7 @@ command -v php >/dev/null || need+=(php-cli)
 if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)
 [ -f /usr/share/php/Symfony/Component/Semaphore/autoload.php ] || need+=(php-symfony-semaphore)
-for component in cache config container redis; do   # Laravel 8, for Redislock\Laravel and its tests
+for component in cache config console container redis; do   # Laravel 8, for Redislock\Laravel and its tests (console: the scheduler test)
   [ -f "/usr/share/php/Illuminate/${component^}/autoload.php" ] || need+=("php-illuminate-$component")
 done
 command -v phpunit >/dev/null || need+=(phpunit)

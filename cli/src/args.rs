@@ -95,7 +95,7 @@ pub enum Command {
     /// Acquire NAME, run COMMAND with the lock held (auto-renewed), release it, exit with
     /// COMMAND's status
     #[command(
-        after_help = "Examples:\n  redislock run nightly-backup -- /usr/local/bin/backup.sh\n  redislock run --no-wait --lease 1m report -- sh -c './a && ./b'"
+        after_help = "Examples:\n  redislock run nightly-backup -- /usr/local/bin/backup.sh\n  redislock run --no-wait --lease 1m report -- sh -c './a && ./b'\n  redislock run --no-wait --at-least 50s --at-most 10m every-minute -- ./job.sh"
     )]
     Run(RunArgs),
     /// Acquire NAME with a fixed lease (no renewal) and print its owner token
@@ -171,6 +171,15 @@ pub struct RunArgs {
     /// Give COMMAND a fencing token in REDISLOCK_FENCING_TOKEN
     #[arg(long)]
     pub fencing: bool,
+    /// Keep NAME held at least this long after it was acquired, even when COMMAND ends sooner
+    /// (the key keeps the lock until then; nothing stays running): a job on several hosts runs
+    /// once per interval. Exclusive locks only
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub at_least: Option<Duration>,
+    /// Hold NAME at most this long: renewal stops then, and COMMAND is treated as for a lost lock
+    /// (SIGTERM, then SIGKILL after --kill-after; redislock exits 76). Exclusive locks only
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub at_most: Option<Duration>,
     /// What COMMAND gets if the lock is lost while it runs (redislock then exits 76)
     #[arg(long, value_enum, default_value_t = OnLost::Term, value_name = "ACTION")]
     pub on_lost: OnLost,

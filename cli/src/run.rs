@@ -98,6 +98,15 @@ pub fn acquire<T>(
 fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> {
     let name = a.name.as_str();
     let k = &a.kind;
+    if (a.at_least.is_some() || a.at_most.is_some())
+        && (k.permits.is_some() || k.redisson || k.read || k.write)
+    {
+        return Err(Failure::new(
+            exit::USAGE,
+            "--at-least and --at-most apply to exclusive locks only (not with --read, --write, \
+             --permits or --redisson)",
+        ));
+    }
     let held = if let Some((take, total)) = k.permits {
         if a.fencing {
             return Err(Failure::new(
@@ -140,7 +149,13 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> 
             .map(Held::Write)
         }
     } else {
-        let lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
+        let mut lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
+        if let Some(d) = a.at_least {
+            lock = lock.at_least(d);
+        }
+        if let Some(d) = a.at_most {
+            lock = lock.at_most(d);
+        }
         acquire(&a.wait, |w| match w {
             Some(w) => lock.acquire(w),
             None => lock.try_acquire(),
@@ -214,7 +229,16 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
         (Err(_), Some(s)) => return Ok(128 + s as u8),
         (Err(e), None) => return Err(e),
     };
-    held.on_lost(|_| signals::report_lost());
+    let why = Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        let why = why.clone();
+        held.on_lost(move |e| {
+            if let Ok(mut w) = why.lock() {
+                *w = e.to_string();
+            }
+            signals::report_lost();
+        });
+    }
 
     let group = !in_terminal_foreground();
     let mut child = match spawn(&a, held.fencing_token(), group) {
@@ -245,13 +269,22 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
             return Ok(status);
         }
     }
+    let at_most = why.lock().is_ok_and(|w| w.contains("at_most"));
     Err(Failure::new(
         exit::LOST,
-        format!(
-            "lock {:?} was lost while the command ran (expired, deleted or taken over); \
-             the command's work may overlap another holder's",
-            a.name
-        ),
+        if at_most {
+            format!(
+                "lock {:?} was held for --at-most while the command ran: the command was \
+                 stopped, and its work may overlap the next holder's",
+                a.name
+            )
+        } else {
+            format!(
+                "lock {:?} was lost while the command ran (expired, deleted or taken over); \
+                 the command's work may overlap another holder's",
+                a.name
+            )
+        },
     ))
 }
 

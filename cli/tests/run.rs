@@ -272,6 +272,110 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
     }
 }
 
+/// `--at-least`: a command that ends at once leaves the lock held until then (a second run
+/// with `--no-wait` exits 75), and the name is free after it; the cron recipe of docs/cli.md.
+#[test]
+fn at_least_keeps_the_lock_after_a_quick_command() {
+    let server = RedisServer::start();
+    let name = unique_name("at-least");
+    let started = Instant::now();
+    let o = output(redislock(&server.url()).args(["run", "--at-least", "2s", &name, "--", "true"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let p = redislock_testkit::pttl(&mut server.conn(), &name);
+    assert!(p > 0 && p <= 2000, "PTTL {p}");
+    let o = output(redislock(&server.url()).args(["run", "--no-wait", &name, "--", "true"]));
+    assert_eq!(code(&o), 75, "{}", stderr(&o));
+    assert!(eventually(SURELY, || !exists(&server, &name)));
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    let o = output(redislock(&server.url()).args(["run", "--no-wait", &name, "--", "true"]));
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    // Bad input: another kind of lock (64), a minimum past the maximum (78); nothing held.
+    let o = output(redislock(&server.url()).args([
+        "run",
+        "--read",
+        "--at-least",
+        "1s",
+        &name,
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&o), 64, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exclusive locks only"),
+        "{}",
+        stderr(&o)
+    );
+    let o = output(redislock(&server.url()).args([
+        "run",
+        "--at-least",
+        "2s",
+        "--at-most",
+        "1s",
+        &name,
+        "--",
+        "true",
+    ]));
+    assert_eq!(code(&o), 78, "{}", stderr(&o));
+    assert!(stderr(&o).contains("at_least"), "{}", stderr(&o));
+    assert!(!exists(&server, &name));
+}
+
+/// `--at-most`: renewal stops then, the command gets SIGTERM and redislock exits 76.
+#[test]
+fn at_most_terminates_the_command_and_exits_76() {
+    let server = RedisServer::start();
+    let name = unique_name("at-most");
+    let dir = Dir::new();
+    let (started, termed) = (dir.path("started"), dir.path("termed"));
+    let script = format!(
+        "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; while :; do sleep 0.05; done",
+        termed.display(),
+        started.display()
+    );
+    let mut child = redislock(&server.url())
+        .args([
+            "run",
+            "--lease",
+            "600ms",
+            "--at-most",
+            "2s",
+            &name,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_file(&started, &mut child);
+    let t0 = Instant::now();
+    // Renewed past its first lease, then stopped at the 2 s.
+    thread::sleep(Duration::from_millis(1000));
+    assert!(!termed.exists(), "stopped before --at-most");
+    assert!(exists(&server, &name));
+    assert!(
+        eventually(SURELY, || termed.exists()),
+        "the command never got SIGTERM"
+    );
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let status = wait_timeout(&mut child, SURELY);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(76), "{err}");
+    assert!(err.contains("--at-most"), "{err}");
+    // The key expires on its own at the 2 s (the loss is reported a drift margin before).
+    assert!(eventually(Duration::from_secs(1), || !exists(
+        &server, &name
+    )));
+}
+
 /// `--on-lost kill` kills the command at once; `--on-lost ignore` lets it finish; both exit 76.
 #[test]
 fn on_lost_kill_and_ignore() {

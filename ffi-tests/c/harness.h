@@ -106,6 +106,7 @@ const char *h_code_name(redislock_result code);
     X(request_unset_settings_are_the_clients)                                                  \
     X(request_each_setter)                                                                     \
     X(request_reuse)                                                                           \
+    X(request_at_least_and_at_most)                                                            \
     X(key_prefix_and_binary_names)                                                             \
     X(acquire_waits_for_release)                                                               \
     X(acquire_wait_timeout)                                                                    \

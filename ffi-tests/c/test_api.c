@@ -462,6 +462,79 @@ void test_request_each_setter(void) {
     redislock_client_free(client);
 }
 
+/* At least: a release before it leaves the key ours with the time left; at most: the lease is
+ * cut at it and the lock is reported lost then. Bad bounds and other kinds are refused. */
+void test_request_at_least_and_at_most(void) {
+    redislock_client *client = h_client();
+    redislock_request *req = NULL, *other = NULL;
+    redislock_lock *lock = NULL, *next = NULL;
+    resp_conn c;
+    char name[128], value[128], token[300];
+    long long pttl;
+
+    if (client == NULL || h_resp(&c) != 0) return;
+    h_name(name, sizeof name, "at-least");
+    CHECK_RC(redislock_request_new(client, NAME(name), &req), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_lease_ms(req, 300), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(req, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_at_least_ms(req, 1500), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(req, &lock), REDISLOCK_OK);
+    CHECK(redislock_lock_owner_token(lock, token, sizeof token) > 0);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
+    redislock_lock_free(lock);
+    lock = NULL;
+    /* Released, but the key keeps our token for what is left of the 1.5 s. */
+    CHECK(key_value(&c, name, strlen(name), value, sizeof value));
+    CHECK(strcmp(value, token) == 0);
+    pttl = key_pttl(&c, name);
+    CHECK(pttl > 1000 && pttl <= 1500);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 1000, false, false, &next), REDISLOCK_HELD);
+    h_sleep_ms(1700);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 1000, false, false, &next), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_release(next), REDISLOCK_OK);
+    redislock_lock_free(next);
+
+    /* At most 1 s: renewed (lease 300 ms) until then, never past it, then lost. */
+    CHECK_RC(redislock_request_new(client, NAME(name), &other), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_lease_ms(other, 300), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_auto_renew(other, true), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_at_most_ms(other, 1000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(other, &lock), REDISLOCK_OK);
+    h_sleep_ms(600);
+    CHECK(redislock_lock_is_held(lock));
+    pttl = key_pttl(&c, name);
+    CHECK(pttl > 0 && pttl <= 450);
+    h_sleep_ms(900);
+    CHECK(!redislock_lock_is_held(lock));
+    CHECK(key_pttl(&c, name) == -2);
+    CHECK_RC(redislock_lock_release(lock), REDISLOCK_NOT_HELD);
+    redislock_lock_free(lock);
+    lock = NULL;
+
+    /* Bad bounds: refused by the acquire, nothing held. */
+    CHECK_RC(redislock_request_set_at_most_ms(other, 0), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(other, &lock), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(lock == NULL);
+    CHECK_RC(redislock_request_set_at_most_ms(other, 1000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_at_least_ms(other, 2000), REDISLOCK_OK);
+    CHECK_RC(redislock_request_try_acquire(other, &lock), REDISLOCK_INVALID_ARGUMENT);
+    CHECK(lock == NULL);
+    CHECK(key_pttl(&c, name) == -2);
+    /* Exclusive locks only: not for another side, nor switched to one once set. */
+    CHECK_RC(redislock_request_set_kind(other, REDISLOCK_KIND_READ), REDISLOCK_INVALID_ARGUMENT);
+    redislock_request_free(other);
+    CHECK_RC(redislock_request_new(client, NAME(name), &other), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_kind(other, REDISLOCK_KIND_WRITE), REDISLOCK_OK);
+    CHECK_RC(redislock_request_set_at_least_ms(other, 1000), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_request_set_at_most_ms(other, 1000), REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_request_set_at_least_ms(NULL, 1000), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_request_set_at_most_ms(NULL, 1000), REDISLOCK_NULL_PARAMETER);
+    redislock_request_free(other);
+    redislock_request_free(req);
+    resp_close(&c);
+    redislock_client_free(client);
+}
+
 struct reuse_shop {
     const redislock_request *req; /* shared by all threads */
     int stock;                    /* guarded by the lock */

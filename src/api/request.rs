@@ -78,6 +78,8 @@ impl<'a, K: RequestKind> Request<'a, K> {
                 lease: cfg.lease,
                 auto_renew: cfg.auto_renew,
                 fencing: cfg.fencing,
+                at_least: None,
+                at_most: None,
             },
             cancel: None,
             owner: None,
@@ -151,6 +153,36 @@ impl<'a> Request<'a, Exclusive> {
     /// whoever knows it can release the lock.
     pub fn owner_token(mut self, token: &'a str) -> Self {
         self.owner = Some(token);
+        self
+    }
+
+    /// Holds the lock at least `d` after it was granted (default: no minimum): a release (or
+    /// drop) before then leaves the key holding the owner token until then, its expiry set to
+    /// the time left, so that nobody takes the name before it even if this process exits at
+    /// once; renewal stops at the release all the same. Waiters get the name when the key
+    /// expires, at their next re-check (within the client's `recheck_interval`). A release after
+    /// `d` frees the lock as usual (handing it to the oldest waiter). For jobs that run on
+    /// several hosts and must run once per interval: a 50 ms job holds the name for `d`, so a
+    /// host whose clock is a little behind finds it held. While the lock is held its key's expiry
+    /// covers `d` once renewed, so a holder that dies keeps the name at least until then, or
+    /// for its lease if it dies before the first renewal.
+    ///
+    /// `d` must be between 1 ms and 30 days, no longer than [`at_most`](Self::at_most), and,
+    /// without auto-renewal, no longer than the lease (nothing would keep the key that long):
+    /// else the acquire fails with [`Error::is_invalid_argument`], holding nothing.
+    pub fn at_least(mut self, d: Duration) -> Self {
+        self.opts.at_least = Some(d);
+        self
+    }
+
+    /// Holds the lock at most `d` after it was granted (default: no maximum): renewal never
+    /// extends the lease past then (a lease longer than `d` is cut to it, and so is an
+    /// [`extend`](Lock::extend)), and when that time comes the lock is reported lost
+    /// ([`Lock::is_lost`], [`Lock::on_lost`], whose error says it reached its `at_most`; the
+    /// metrics' reason `at_most`). The key expires on its own then. `d` must be between 1 ms
+    /// and 30 days.
+    pub fn at_most(mut self, d: Duration) -> Self {
+        self.opts.at_most = Some(d);
         self
     }
 

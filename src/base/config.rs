@@ -342,6 +342,44 @@ pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error
     Ok(())
 }
 
+/// Checks an exclusive lock's `at_least` and `at_most` beside its lease: each between 1 ms and
+/// 30 days, `at_least` no longer than `at_most`, and without auto-renewal no longer than the
+/// lease (nothing would keep the key that long).
+pub(crate) fn check_bounds(
+    lease: Duration,
+    auto_renew: bool,
+    at_least: Option<Duration>,
+    at_most: Option<Duration>,
+) -> Result<(), Error> {
+    for (what, d) in [("at_least", at_least), ("at_most", at_most)] {
+        if let Some(d) = d
+            && (d < Duration::from_millis(1) || d > MAX_LEASE)
+        {
+            return Err(Error::invalid_argument(format!(
+                "{what} must be between 1 ms and 30 days, got {d:?}"
+            )));
+        }
+    }
+    if let (Some(least), Some(most)) = (at_least, at_most)
+        && least > most
+    {
+        return Err(Error::invalid_argument(format!(
+            "at_least ({least:?}) must not be longer than at_most ({most:?})"
+        )));
+    }
+    if let Some(least) = at_least
+        && !auto_renew
+        && least > lease
+    {
+        return Err(Error::invalid_argument(format!(
+            "at_least ({least:?}) is longer than the lease ({lease:?}) of a lock that is not \
+             auto-renewed: nothing would keep it held that long (lengthen the lease or turn \
+             auto-renewal on)"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks the wait bound of an acquire.
 pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
     if wait > MAX_WAIT {

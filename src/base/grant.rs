@@ -3,12 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-/// How one lock is taken: lease, auto-renewal and fencing.
+/// How one lock is taken: lease, auto-renewal and fencing; an exclusive lock's bounds on how
+/// long it is held.
 #[derive(Debug, Clone)]
 pub(crate) struct LockOptions {
     pub lease: Duration,
     pub auto_renew: bool,
     pub fencing: bool,
+    /// A release before this long after the grant leaves the key ours until then.
+    pub at_least: Option<Duration>,
+    /// Renewal never extends the lease past this long after the grant; the lock is lost then.
+    pub at_most: Option<Duration>,
 }
 
 /// A lock granted: its fencing counter (0 without fencing), the epoch of the master that granted

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::base::config::{check_lease, check_wait};
+use crate::base::config::{check_bounds, check_lease, check_wait};
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
@@ -17,7 +17,7 @@ use crate::engine::cancel::Cancel;
 use crate::engine::contended;
 use crate::engine::kinds::exclusive::Exclusive;
 use crate::engine::kinds::{Acquiring, Rules};
-use crate::engine::lock::{Held, LockState};
+use crate::engine::lock::{Bounds, Held, LockState};
 use crate::engine::renewal::Reservation;
 use crate::engine::trace;
 use crate::engine::wait;
@@ -31,6 +31,7 @@ pub(crate) fn check(
     shown: impl FnOnce() -> String,
 ) -> Result<(), Error> {
     check_lease(opts.lease, opts.auto_renew)?;
+    check_bounds(opts.lease, opts.auto_renew, opts.at_least, opts.at_most)?;
     if let Some(w) = wait {
         check_wait(w)?;
     }
@@ -65,6 +66,18 @@ pub(crate) fn acquire(
 ) -> Result<(Held, Grant), Error> {
     check(opts, wait, cancel, || kind.shown(&keys))?;
     kind.offered(&*owner.store, &keys)?;
+    // A lease longer than `at_most` is cut to it: the first lease is then the last.
+    let cut;
+    let opts = match opts.at_most {
+        Some(most) if most < opts.lease => {
+            cut = LockOptions {
+                lease: most,
+                ..opts.clone()
+            };
+            &cut
+        }
+        _ => opts,
+    };
     let token = match token {
         Some(token) => token,
         None => kind.token(owner)?,
@@ -221,6 +234,13 @@ pub(crate) fn restore(
     opts: &LockOptions,
 ) -> Result<Held, Error> {
     check_lease(opts.lease, opts.auto_renew)?;
+    if opts.at_least.is_some() || opts.at_most.is_some() {
+        return Err(Error::invalid_argument(format!(
+            "at_least and at_most count from the grant, which a restore of lock {} does not \
+             make: restore it without them",
+            keys.shown()
+        )));
+    }
     let place = reserve(owner, opts)?;
     let sent = Instant::now();
     if !Exclusive.extend(owner, &keys, &token, opts.lease)? {
@@ -279,6 +299,12 @@ pub(crate) fn hold(
     lease_from: Instant,
     kind: Box<dyn Rules>,
 ) -> Result<Held, Error> {
+    // `at_least` counts from the grant's answer (the later estimate: the key is kept at least
+    // that long), `at_most` from before its request was sent (the earlier one).
+    let bounds = Bounds {
+        keep_until: opts.at_least.map(|d| Instant::now() + d),
+        until: opts.at_most.map(|d| lease_from + d),
+    };
     let state = Arc::new(LockState::new(
         owner.backend().clone(),
         keys,
@@ -288,6 +314,7 @@ pub(crate) fn hold(
         opts.lease,
         lease_from,
         kind,
+        bounds,
     ));
     let lock = Held {
         state: state.clone(),

@@ -48,6 +48,59 @@ pub(crate) struct Status {
     /// A release of ours is on its way: a renewal that finds the key gone meanwhile has met
     /// that release, not a loss.
     pub releasing: bool,
+    /// The lease runs out at the lock's `at_most`: no renewal after it, and its end is a loss
+    /// for that reason.
+    pub last: bool,
+}
+
+/// An exclusive lock's bounds on how long it is held ([`LockOptions`]'s `at_least` and
+/// `at_most`, counted from its grant).
+///
+/// [`LockOptions`]: crate::base::grant::LockOptions
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Bounds {
+    /// A release before this leaves the key ours until then (`at_least`).
+    pub keep_until: Option<Instant>,
+    /// No lease reaches past this (`at_most`).
+    pub until: Option<Instant>,
+}
+
+impl Bounds {
+    /// What an extension by `lease` from `now` sets: the key's new expiry (long enough for
+    /// `at_least`, cut at `at_most`) and whether it is the last one (it ends at `at_most`).
+    pub(crate) fn extension(&self, lease: Duration, now: Instant) -> (Duration, bool) {
+        let mut px = lease;
+        if let Some(keep) = self.keep_until {
+            px = px.max(ceil_ms(keep.saturating_duration_since(now)));
+        }
+        match self.until {
+            Some(until) => {
+                let left = until.saturating_duration_since(now);
+                if left <= px {
+                    (Duration::from_millis(left.as_millis() as u64), true)
+                } else {
+                    (px, false)
+                }
+            }
+            None => (px, false),
+        }
+    }
+
+    /// How long a release at `now` must leave the key ours (`at_least`), if at all.
+    pub(crate) fn keep_for(&self, now: Instant) -> Option<Duration> {
+        let left = self.keep_until?.saturating_duration_since(now);
+        (!left.is_zero()).then(|| ceil_ms(left))
+    }
+}
+
+/// `d` rounded up to whole milliseconds (what the scripts take).
+fn ceil_ms(d: Duration) -> Duration {
+    let ms = d.as_millis() as u64;
+    Duration::from_millis(if Duration::from_millis(ms) < d {
+        ms + 1
+    } else {
+        ms
+    })
 }
 
 /// Everything about one held lock, shared by the guard and its renewal thread.
@@ -73,6 +126,8 @@ pub(crate) struct LockState {
     pub metric_kind: KindLabel,
     /// When the grant was made (for the hold-time histogram).
     pub granted_at: Instant,
+    /// `at_least` and `at_most` (exclusive locks).
+    pub bounds: Bounds,
 }
 
 /// What [`Lock::on_lost`] calls.
@@ -89,6 +144,7 @@ impl LockState {
         lease: Duration,
         granted_at: Instant,
         kind: Box<dyn Rules>,
+        bounds: Bounds,
     ) -> LockState {
         let metric_kind = kind.label();
         backend.metrics.holding(metric_kind, 1);
@@ -107,12 +163,14 @@ impl LockState {
                 next_renewal: granted_at + lease / 3,
                 reservation,
                 releasing: false,
+                last: bounds.until.is_some_and(|u| u <= granted_at + lease),
             }),
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
             kind,
             metric_kind,
             granted_at,
+            bounds,
         }
     }
 
@@ -172,9 +230,11 @@ impl LockState {
             st.reservation = None;
             st.releasing = true;
         }
+        // Before `at_least`, the key keeps our token until then (renewal stops all the same).
         let released = trace::release(self, || {
-            self.ride_out(patience, || {
-                self.kind.release(&self.backend, &self.keys, &self.token)
+            self.ride_out(patience, || match self.bounds.keep_for(Instant::now()) {
+                Some(left) => self.kind.keep(&self.backend, &self.keys, &self.token, left),
+                None => self.kind.release(&self.backend, &self.keys, &self.token),
             })
         });
         let released = match released {
@@ -392,10 +452,18 @@ impl Held {
         drop(s.held_status()?);
         let patience = s.backend.store.cfg().release_timeout;
         let mut sent = Instant::now();
+        // With `at_most`, the lease is cut at it (and renewal stops there); with `at_least`, it
+        // covers it.
+        let mut last = false;
+        let mut px = lease;
         let extended = trace::extend(s, lease, || {
             s.ride_out(patience, || {
                 sent = Instant::now();
-                s.kind.extend(&s.backend, &s.keys, &s.token, lease)
+                (px, last) = s.bounds.extension(lease, sent);
+                if px.is_zero() {
+                    return Ok(false);
+                }
+                s.kind.extend(&s.backend, &s.keys, &s.token, px)
             })
         })?;
         let mut st = s.status.lock();
@@ -408,8 +476,9 @@ impl Held {
                 return Err(s.not_held(phase));
             }
             st.lease = lease;
-            st.valid_until = sent + lease.saturating_sub(drift(lease));
+            st.valid_until = sent + px.saturating_sub(drift(px));
             st.next_renewal = sent + lease / 3;
+            st.last = last;
             let due = st.next_renewal;
             drop(st);
             if let Some(id) = s.renew_id {
@@ -418,11 +487,13 @@ impl Held {
             }
             Ok(())
         } else {
-            s.mark_lost(st, LostReason::FoundByExtend);
-            Err(Error::not_held(
-                &s.keys.shown(),
-                LostReason::FoundByExtend.why(),
-            ))
+            let reason = if px.is_zero() {
+                LostReason::AtMost
+            } else {
+                LostReason::FoundByExtend
+            };
+            s.mark_lost(st, reason);
+            Err(Error::not_held(&s.keys.shown(), reason.why()))
         }
     }
 

@@ -450,6 +450,8 @@ final class Library
     private const RANGES = [
         'lease_ms' => 'lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed)',
         'wait_ms' => 'wait bound must be between 0 ms and 30 days',
+        'at_least_ms' => 'at_least must be between 1 ms and 30 days',
+        'at_most_ms' => 'at_most must be between 1 ms and 30 days',
         'pool_size' => 'pool_size must be between 1 and 10000',
         'max_waiters' => 'max_waiters must be between 1 and 10000',
         'connect_timeout_ms' => 'connect_timeout must be between 1 ms and 30 days',

@@ -111,16 +111,19 @@ pub enum LostReason {
     FoundByRelease,
     /// An extend found the key gone or held by another owner.
     FoundByExtend,
+    /// Its `at_most` came: renewal stopped and the lease ran out.
+    AtMost,
 }
 
 impl LostReason {
     /// Every reason, in label order.
-    pub const ALL: [LostReason; 5] = [
+    pub const ALL: [LostReason; 6] = [
         LostReason::TakenOver,
         LostReason::Expired,
         LostReason::NoRenewalThread,
         LostReason::FoundByRelease,
         LostReason::FoundByExtend,
+        LostReason::AtMost,
     ];
 
     /// The `reason` label's value.
@@ -131,6 +134,7 @@ impl LostReason {
             LostReason::NoRenewalThread => "no_renewal_thread",
             LostReason::FoundByRelease => "found_by_release",
             LostReason::FoundByExtend => "found_by_extend",
+            LostReason::AtMost => "at_most",
         }
     }
 
@@ -143,6 +147,7 @@ impl LostReason {
             LostReason::FoundByRelease | LostReason::FoundByExtend => {
                 "its lease ran out or another owner took it over"
             }
+            LostReason::AtMost => "it was held for its at_most, the longest it may be held",
         }
     }
 
@@ -150,7 +155,10 @@ impl LostReason {
     pub(crate) fn by_renewal(self) -> bool {
         matches!(
             self,
-            LostReason::TakenOver | LostReason::Expired | LostReason::NoRenewalThread
+            LostReason::TakenOver
+                | LostReason::Expired
+                | LostReason::NoRenewalThread
+                | LostReason::AtMost
         )
     }
 }

@@ -115,6 +115,19 @@ impl Rules for Exclusive {
         }
         super::extend_on_one_server(&*b.store, self, keys, token, lease)
     }
+
+    /// The EXTEND script (compare and PEXPIRE) with what is left of `at_least`: the key keeps
+    /// our token until then and expires on its own; waiters find it free at their next re-check
+    /// (on Redlock's masters, by majority, as an extend).
+    fn keep(
+        &self,
+        b: &Backend,
+        keys: &LockKeys,
+        token: &Token,
+        left: Duration,
+    ) -> Result<bool, Error> {
+        self.extend(b, keys, token, left)
+    }
 }
 
 /// One attempt on one server: the classic `SET N token NX PX lease`, or the ACQUIRE script

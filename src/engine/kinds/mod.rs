@@ -116,6 +116,22 @@ pub(crate) trait Rules: ExtendScript + Send + Sync + fmt::Debug {
         extend_on_one_server(&*b.store, &me, keys, token, lease)
     }
 
+    /// Releases a grant held with `token` before its `at_least`: the grant stays held with the
+    /// token for `left` more (its expiry set to it), and nobody is handed it before. Returns
+    /// whether it was still ours. Only the exclusive lock offers `at_least`.
+    fn keep(
+        &self,
+        _b: &Backend,
+        _keys: &LockKeys,
+        _token: &Token,
+        _left: Duration,
+    ) -> Result<bool, Error> {
+        Err(Error::internal(format!(
+            "{} cannot be kept past its release (at_least)",
+            self.what()
+        )))
+    }
+
     /// Which fencing tokens a grant of this kind has: one (every kind of one name but
     /// permits), none (permits), or one per name of a set.
     fn fences(&self) -> Fences {

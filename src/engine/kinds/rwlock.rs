@@ -253,6 +253,8 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
         lease,
         auto_renew: s.auto_renews(),
         fencing: s.fence.is_some(),
+        at_least: None,
+        at_most: None,
     };
     acquire::hold(
         &lock._owner,

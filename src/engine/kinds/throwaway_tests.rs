@@ -166,6 +166,8 @@ fn a_kind_added_by_the_guide_is_acquired_waited_for_renewed_extended_and_release
         lease: Duration::from_millis(lease_ms),
         auto_renew,
         fencing: false,
+        at_least: None,
+        at_most: None,
     };
     let take = |opts: &LockOptions, wait| {
         acquire::acquire(

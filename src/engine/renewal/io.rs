@@ -26,6 +26,10 @@ pub(super) struct IoQueue {
 pub(super) struct PendingExtend {
     pub(super) lock: Arc<LockState>,
     pub(super) lease: Duration,
+    /// The key's new expiry: the lease, or longer to cover `at_least`, or cut at `at_most`.
+    pub(super) px: Duration,
+    /// The expiry reaches `at_most`: the last renewal.
+    pub(super) last: bool,
     /// When the renewal was handed over: the new lease counts from here.
     pub(super) sent: Instant,
     pub(super) state: Mutex<PendingState>,
@@ -53,11 +57,15 @@ pub(super) fn submit(
     inner: &Arc<Inner>,
     lock: &Arc<LockState>,
     lease: Duration,
+    px: Duration,
+    last: bool,
     sent: Instant,
 ) -> Result<Arc<PendingExtend>, Error> {
     let request = Arc::new(PendingExtend {
         lock: lock.clone(),
         lease,
+        px,
+        last,
         sent,
         state: Mutex::new(PendingState::default()),
     });
@@ -110,8 +118,9 @@ fn apply(r: &PendingExtend, outcome: Result<bool, Error>) {
     let wake = match outcome {
         Ok(true) => {
             if st.phase == Phase::Held {
-                st.valid_until = r.sent + r.lease.saturating_sub(drift(r.lease));
+                st.valid_until = r.sent + r.px.saturating_sub(drift(r.px));
                 st.next_renewal = r.sent + r.lease / 3;
+                st.last = r.last;
                 lock.backend.metrics.renewals.inc();
             }
             rs.outcome = Some(Outcome::Extended);
@@ -137,7 +146,7 @@ fn send_batch(batch: &[Arc<PendingExtend>]) -> Vec<Result<bool, Error>> {
         .map(|r| Extension {
             keys: &r.lock.keys,
             token: &r.lock.token,
-            lease: r.lease,
+            lease: r.px,
             script: &*r.lock.kind,
         })
         .collect();

@@ -75,10 +75,20 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             }
             let now = Instant::now();
             if now >= st.valid_until {
-                lock.mark_lost(st, LostReason::Expired);
+                // The last lease (cut at `at_most`) ran out as planned, or renewal came too late.
+                let reason = if st.last {
+                    LostReason::AtMost
+                } else {
+                    LostReason::Expired
+                };
+                lock.mark_lost(st, reason);
                 return;
             }
-            let due = st.next_renewal.min(st.valid_until);
+            let due = if st.last {
+                st.valid_until
+            } else {
+                st.next_renewal.min(st.valid_until)
+            };
             if now >= due {
                 break;
             }
@@ -88,6 +98,12 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
         drop(st);
 
         let sent = Instant::now();
+        // The key's new expiry: the lease, or longer to cover `at_least`, cut at `at_most`.
+        let (px, last) = lock.bounds.extension(lease, sent);
+        if px.is_zero() {
+            lock.mark_lost(lock.status.lock(), LostReason::AtMost);
+            return;
+        }
         let late = sent.saturating_duration_since(due);
         if late > lease / 6 {
             lock.backend.metrics.renewals_late.inc();
@@ -99,7 +115,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             );
         }
         let submitted = match renewer.upgrade() {
-            Some(inner) => submit(&inner, lock, lease, sent),
+            Some(inner) => submit(&inner, lock, lease, px, last, sent),
             None => return,
         };
         let result = match submitted {

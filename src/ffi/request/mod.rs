@@ -271,6 +271,12 @@ pub extern "C" fn redislock_request_set_kind(
         if !request.kind.is_one_name() {
             return last_error::fail(&request.does_not_apply("a lock kind"));
         }
+        if (request.at_least.is_some() || request.at_most.is_some()) && new_kind != Kind::Exclusive
+        {
+            return last_error::fail(&Error::invalid_argument(
+                "at_least and at_most apply to exclusive locks only",
+            ));
+        }
         if request.owner.is_some() && new_kind != Kind::Exclusive {
             return last_error::fail(&Error::invalid_argument(
                 "an owner token applies to exclusive locks only: read, write and Redisson locks \
@@ -327,6 +333,50 @@ pub extern "C" fn redislock_request_set_owner_token(
             return last_error::fail(&request.does_not_apply("an owner token"));
         }
         request.owner = Some(owner);
+        REDISLOCK_OK
+    }
+}
+
+/// Holds each lock the request takes at least `at_least_ms` after it was granted (default: no
+/// minimum): a release (or free) before then leaves the key holding the owner token until then,
+/// its expiry set to the time left, so nobody takes the name before, even if the process exits;
+/// renewal stops at the release all the same. Waiters get the name at their next re-check after
+/// the key expires. A release after it frees the lock as usual. For jobs run on several hosts
+/// that must run once per interval. 1 ms to 30 days, no longer than the request's at_most and,
+/// without auto-renewal, than its lease: checked by the acquire (INVALID_ARGUMENT, nothing
+/// held). Exclusive locks only. Errors: INVALID_ARGUMENT (a request for another kind),
+/// NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_request_set_at_least_ms(
+    request: *mut redislock_request,
+    at_least_ms: u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let request = try_mut!(request);
+        if request.kind != Kind::Exclusive {
+            return last_error::fail(&request.does_not_apply("at_least"));
+        }
+        request.at_least = Some(Duration::from_millis(at_least_ms));
+        REDISLOCK_OK
+    }
+}
+
+/// Holds each lock the request takes at most `at_most_ms` after it was granted (default: no
+/// maximum): renewal never extends the lease past then (a longer lease, and an extend, are cut
+/// to it), and when that time comes the lock is reported lost (`redislock_lock_is_lost`, the
+/// lost-lock callback; the metrics' reason `at_most`). 1 ms to 30 days, checked by the acquire.
+/// Exclusive locks only. Errors: INVALID_ARGUMENT (a request for another kind), NULL_PARAMETER.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_request_set_at_most_ms(
+    request: *mut redislock_request,
+    at_most_ms: u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let request = try_mut!(request);
+        if request.kind != Kind::Exclusive {
+            return last_error::fail(&request.does_not_apply("at_most"));
+        }
+        request.at_most = Some(Duration::from_millis(at_most_ms));
         REDISLOCK_OK
     }
 }

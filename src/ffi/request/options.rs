@@ -83,6 +83,9 @@ pub(crate) struct CRequest {
     pub(super) fencing: Option<bool>,
     pub(super) owner: Option<String>,
     pub(super) cancel: Option<Cancel>,
+    /// An exclusive lock's `at_least` and `at_most`.
+    pub(super) at_least: Option<Duration>,
+    pub(super) at_most: Option<Duration>,
 }
 
 /// What a run of a request does: the three calls that take a lock with it.
@@ -110,6 +113,8 @@ impl CRequest {
             fencing: None,
             owner: None,
             cancel: None,
+            at_least: None,
+            at_most: None,
         }
     }
 
@@ -157,6 +162,14 @@ impl CRequest {
                 let request = self.with_fencing(c.lock(name));
                 let request = match &self.owner {
                     Some(owner) => request.owner_token(owner),
+                    None => request,
+                };
+                let request = match self.at_least {
+                    Some(d) => request.at_least(d),
+                    None => request,
+                };
+                let request = match self.at_most {
+                    Some(d) => request.at_most(d),
                     None => request,
                 };
                 match call {

@@ -29,6 +29,13 @@ trait ExclusiveLocks
      * @param bool|null $fencing   whether the grant gets a fencing token
      * @param string|null $owner   the owner token to acquire with (16 to 256 printable ASCII
      *                             characters, a bearer secret) instead of a random one
+     * @param int|null  $atLeastMs hold the lock at least this long after it was granted: a
+     *                             release (or the end of the request) before then leaves the key
+     *                             holding it until then (1 ms to 30 days, no longer than
+     *                             `$atMostMs` nor, without auto-renewal, than the lease)
+     * @param int|null  $atMostMs  hold it at most this long: renewal stops then and the lock is
+     *                             lost (isHeld() false; the metrics' reason `at_most`); a longer
+     *                             lease is cut to it
      *
      * @throws LockException
      */
@@ -37,8 +44,13 @@ trait ExclusiveLocks
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
         ?bool $fencing = null,
-        #[\SensitiveParameter] ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null,
+        ?int $atLeastMs = null,
+        ?int $atMostMs = null
     ): Lock {
+        if ($atLeastMs !== null || $atMostMs !== null) {
+            return $this->takeOne(Lock::EXCLUSIVE, $name, null, $leaseMs, $autoRenew, $fencing, $owner, $atLeastMs, $atMostMs);
+        }
         if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
             // With options, the kept request for them, called inline as on the hot path (the
             // first call with these options, or one with an owner token, goes the long way).
@@ -81,7 +93,8 @@ trait ExclusiveLocks
      * Acquires the lock, waiting up to `$waitMs` milliseconds for it; fails with
      * {@see Exception\WaitTimeoutException}. The wait does not poll: the holder's release wakes
      * the oldest waiter and hands the lock to it. The PHP process is blocked in the call
-     * meanwhile (signals are handled when it returns). `$waitMs` 0 makes one attempt.
+     * meanwhile (signals are handled when it returns). `$waitMs` 0 makes one attempt. The
+     * options are tryAcquire()'s.
      *
      * @throws LockException
      */
@@ -91,10 +104,15 @@ trait ExclusiveLocks
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
         ?bool $fencing = null,
-        #[\SensitiveParameter] ?string $owner = null
+        #[\SensitiveParameter] ?string $owner = null,
+        ?int $atLeastMs = null,
+        ?int $atMostMs = null
     ): Lock {
         if ($waitMs < 0) {
             Library::unsigned($waitMs, 'wait_ms');
+        }
+        if ($atLeastMs !== null || $atMostMs !== null) {
+            return $this->takeOne(Lock::EXCLUSIVE, $name, $waitMs, $leaseMs, $autoRenew, $fencing, $owner, $atLeastMs, $atMostMs);
         }
         if ($leaseMs !== null || $autoRenew !== null || $fencing !== null || $owner !== null) {
             // As tryAcquire(): the kept request for these options, called inline.
@@ -187,9 +205,11 @@ trait ExclusiveLocks
         callable $fn,
         ?int $leaseMs = null,
         ?bool $autoRenew = null,
-        ?bool $fencing = null
+        ?bool $fencing = null,
+        ?int $atLeastMs = null,
+        ?int $atMostMs = null
     ) {
-        $lock = $this->acquire($name, $waitMs, $leaseMs, $autoRenew, $fencing);
+        $lock = $this->acquire($name, $waitMs, $leaseMs, $autoRenew, $fencing, null, $atLeastMs, $atMostMs);
         try {
             $result = $fn($lock);
         } catch (\Throwable $e) {

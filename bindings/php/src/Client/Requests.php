@@ -33,16 +33,26 @@ trait Requests
         ?int $leaseMs,
         ?bool $autoRenew,
         ?bool $fencing,
-        #[\SensitiveParameter] ?string $owner
+        #[\SensitiveParameter] ?string $owner,
+        ?int $atLeastMs = null,
+        ?int $atMostMs = null
     ): Lock {
         $call = $this->acquireCall($waitMs);
         if ($leaseMs !== null) {
             Library::unsigned($leaseMs, 'lease_ms');
         }
+        if ($atLeastMs !== null) {
+            Library::unsigned($atLeastMs, 'at_least_ms');
+        }
+        if ($atMostMs !== null) {
+            Library::unsigned($atMostMs, 'at_most_ms');
+        }
+        // Bounds go into the key's first part, where no lease (digits) can be.
+        $bounds = $atLeastMs === null && $atMostMs === null ? '' : "\0at:$atLeastMs:$atMostMs";
         $handle = $this->withRequest(
             // A request with an owner token is not kept: the token is a secret, and per owner.
-            $owner === null ? self::cacheKey($kind, $name, $leaseMs, $autoRenew, $fencing) : null,
-            fn (): CData => $this->newRequest($name, $kind, $leaseMs, $autoRenew, $fencing, $owner),
+            $owner === null ? self::cacheKey($kind . $bounds, $name, $leaseMs, $autoRenew, $fencing) : null,
+            fn (): CData => $this->newRequest($name, $kind, $leaseMs, $autoRenew, $fencing, $owner, $atLeastMs, $atMostMs),
             $call
         );
 
@@ -138,7 +148,9 @@ trait Requests
         ?int $leaseMs,
         ?bool $autoRenew,
         ?bool $fencing,
-        #[\SensitiveParameter] ?string $owner
+        #[\SensitiveParameter] ?string $owner,
+        ?int $atLeastMs = null,
+        ?int $atMostMs = null
     ): CData {
         return $this->configure(
             fn (CData $out): int => $this->ffi->redislock_request_new($this->handle(), $name, strlen($name), $out),
@@ -147,7 +159,9 @@ trait Requests
             $leaseMs,
             $autoRenew,
             $fencing,
-            $owner
+            $owner,
+            $atLeastMs,
+            $atMostMs
         );
     }
 
@@ -189,7 +203,9 @@ trait Requests
         ?int $leaseMs,
         ?bool $autoRenew,
         ?bool $fencing,
-        #[\SensitiveParameter] ?string $owner
+        #[\SensitiveParameter] ?string $owner,
+        ?int $atLeastMs = null,
+        ?int $atMostMs = null
     ): CData {
         $ffi = $this->ffi;
         $request = $ffi->new('redislock_request*');
@@ -213,6 +229,12 @@ trait Requests
             if ($owner !== null) {
                 // `const char *` + length in the PHP header: the string is passed as is.
                 Library::check($ffi->redislock_request_set_owner_token($request, $owner, strlen($owner)));
+            }
+            if ($atLeastMs !== null) {
+                Library::check($ffi->redislock_request_set_at_least_ms($request, $atLeastMs));
+            }
+            if ($atMostMs !== null) {
+                Library::check($ffi->redislock_request_set_at_most_ms($request, $atMostMs));
             }
         } catch (\Throwable $e) {
             $ffi->redislock_request_free($request);
