@@ -36,6 +36,8 @@ if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 :
 for component in cache config console container redis; do   # Laravel 8, for Redislock\Laravel and its tests (console: the scheduler test)
   [ -f "/usr/share/php/Illuminate/${component^}/autoload.php" ] || need+=("php-illuminate-$component")
 done
+# The scheduler's cron expressions (only suggested by php-illuminate-console).
+[ -f /usr/share/php/Cron/autoload.php ] || need+=(php-dragonmantank-cron-expression)
 command -v phpunit >/dev/null || need+=(phpunit)
 { command -v php-fpm8.2 || [ -x /usr/sbin/php-fpm8.2 ]; } >/dev/null || need+=(php8.2-fpm)
 { command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null || need+=(nginx)
