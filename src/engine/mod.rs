@@ -3,6 +3,7 @@
 
 pub(crate) mod acquire;
 pub(crate) mod backend;
+pub(crate) mod bounds;
 pub(crate) mod cancel;
 pub(crate) mod contended;
 pub(crate) mod kinds;
