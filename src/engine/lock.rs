@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -51,6 +52,12 @@ pub(crate) struct Status {
 }
 
 /// Everything about one held lock, shared by the guard and its renewal thread.
+///
+/// In a forked child the handle is inert, and it never takes `status` or `on_lost` there: a
+/// thread of the parent (a renewal thread applying a reply, a release going on in the
+/// background, another thread of the program) may have held either at the `fork()`, and no
+/// thread of the child would ever unlock it. Every call that can reach a forked child checks
+/// the process first (`check_process`).
 pub(crate) struct LockState {
     pub backend: Arc<Backend>,
     pub keys: LockKeys,
@@ -62,6 +69,9 @@ pub(crate) struct LockState {
     /// The process that acquired the lock; in any other (a forked child) the handle is inert.
     pub pid: u32,
     pub status: Mutex<Status>,
+    /// `Status::lease` in nanoseconds, written together with it (under `status`) and read
+    /// without it, so that a forked child can read a handle's lease too.
+    lease_nanos: AtomicU64,
     /// Wakes the renewal thread when the lock is released or extended.
     pub wake: Condvar,
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
@@ -114,6 +124,7 @@ impl LockState {
                 reservation,
                 releasing: false,
             }),
+            lease_nanos: AtomicU64::new(nanos(lease)),
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
             kind,
@@ -134,6 +145,8 @@ impl LockState {
         );
     }
 
+    /// `Ok` in the process that acquired the lock, [`Error::is_forked`] in a forked child,
+    /// where the handle must not take its locks (see the type's documentation).
     fn check_process(&self) -> Result<(), Error> {
         if self.pid == std::process::id() {
             Ok(())
@@ -341,16 +354,20 @@ impl Held {
     /// not released, not found lost by renewal, lease not run out, and this is the process
     /// that acquired it.
     pub(crate) fn is_held(&self) -> bool {
+        // The process first: a forked child must not take the status (see `LockState`).
+        if self.state.check_process().is_err() {
+            return false;
+        }
         let st = self.state.status.lock();
-        st.phase == Phase::Held
-            && Instant::now() < st.valid_until
-            && self.state.check_process().is_ok()
+        st.phase == Phase::Held && Instant::now() < st.valid_until
     }
 
     /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
     /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
+    /// Never in a forked child: the grant is the parent's, and nothing there watches it.
     pub(crate) fn is_lost(&self) -> bool {
-        matches!(self.state.status.lock().phase, Phase::Lost(_))
+        self.state.check_process().is_ok()
+            && matches!(self.state.status.lock().phase, Phase::Lost(_))
     }
 
     /// How long the lock is surely still ours (zero when it is not held). Counted from before
@@ -374,9 +391,9 @@ impl Held {
         self.state.fence
     }
 
-    /// The current lease.
+    /// The current lease (in a forked child, the lease the grant had at the fork).
     pub(crate) fn lease(&self) -> Duration {
-        self.state.status.lock().lease
+        Duration::from_nanos(self.state.lease_nanos.load(Ordering::Relaxed))
     }
 
     /// Whether a renewal thread keeps this lock alive.
@@ -409,6 +426,7 @@ impl Held {
                 return Err(s.not_held(phase));
             }
             st.lease = lease;
+            s.lease_nanos.store(nanos(lease), Ordering::Relaxed);
             st.valid_until = sent + lease.saturating_sub(drift(lease));
             st.next_renewal = sent + lease / 3;
             let due = st.next_renewal;
@@ -457,9 +475,13 @@ impl Held {
     /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
     /// thread that found it, usually a renewal thread: it must not block, and must not release
     /// or extend this lock. A release or detach never calls it. When the lock is lost already,
-    /// `f` runs at once on this thread. A second call replaces the first callback.
+    /// `f` runs at once on this thread. A second call replaces the first callback. In a forked
+    /// child, where the grant is the parent's and is never found lost, `f` is dropped uncalled.
     pub(crate) fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
         let s = &self.state;
+        if s.check_process().is_err() {
+            return;
+        }
         let st = s.status.lock();
         if let Phase::Lost(why) = st.phase {
             drop(st);
@@ -513,8 +535,9 @@ impl Drop for Held {
     /// ([`Held::release_or_hand_over`]).
     fn drop(&mut self) {
         let s = &self.state;
-        let held = s.status.lock().phase == Phase::Held;
-        if held && s.check_process().is_ok() {
+        // The process first: in a forked child the handle is dropped without a look at its
+        // status, which a thread of the parent may have held at the fork (see `LockState`).
+        if s.check_process().is_ok() && s.status.lock().phase == Phase::Held {
             let _ = self.release_or_hand_over();
         }
     }
@@ -563,5 +586,110 @@ impl fmt::Debug for Held {
             .field("fencing_token", &self.state.fence)
             .field("auto_renew", &self.state.auto_renew)
             .finish()
+    }
+}
+
+/// A lease in nanoseconds (at most 30 days: `MAX_LEASE`, far below `u64::MAX`).
+fn nanos(lease: Duration) -> u64 {
+    u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(unsafe_code)] // fork(2), waitpid(2) and _exit(2): std makes no forked child
+
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::engine::kinds::Holding;
+
+    /// A thread of the parent inside a handle's status at the `fork()` (as a renewal thread is
+    /// for a moment at every renewal) must not hang the child: there the handle's calls, and
+    /// its drop, look at the process before they take anything.
+    #[test]
+    fn a_forked_child_never_waits_for_the_status_a_parent_thread_held() {
+        // Nothing here reaches a server: the client connects lazily, and the grant is made
+        // here, without a round trip.
+        let client = crate::Client::open("redis://127.0.0.1:1/").unwrap();
+        let owner = client.backend().unwrap();
+        let lease = Duration::from_secs(30);
+        let state = LockState::new(
+            owner.backend().clone(),
+            LockKeys::new(b"", b"forked").unwrap(),
+            Token::new(std::process::id()).unwrap(),
+            Some(7),
+            None,
+            lease,
+            Instant::now(),
+            Holding::Exclusive,
+        );
+        let held = Held {
+            state: Arc::new(state),
+            _owner: owner,
+        };
+        let (inside_tx, inside_rx) = mpsc::channel();
+        let (forked_tx, forked_rx) = mpsc::channel::<()>();
+        let child_ok = thread::scope(|s| {
+            let state = &held.state;
+            s.spawn(move || {
+                let _status = state.status.lock();
+                inside_tx.send(()).unwrap();
+                let _ = forked_rx.recv();
+            });
+            inside_rx.recv().unwrap();
+            // SAFETY: the child only runs the calls below on its copy of the handle and leaves
+            // with _exit, without running any destructor of the parent's.
+            let pid = unsafe { libc::fork() };
+            assert!(pid >= 0, "fork failed");
+            if pid == 0 {
+                let forked = |r: Result<(), Error>| r.is_err_and(|e| e.is_forked());
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let checks = !held.is_held()
+                        && !held.is_lost()
+                        && held.remaining() == Duration::ZERO
+                        && held.lease() == lease
+                        && held.fencing_token() == Some(7)
+                        && forked(held.extend(lease))
+                        && forked(held.state.release(Duration::ZERO))
+                        && forked(held.state.detach());
+                    held.on_lost(|_| {});
+                    let _ = format!("{held:?}");
+                    // SAFETY: this process's copy of the handle, dropped once, as a program
+                    // drops what it inherited; the process ends right after.
+                    drop(unsafe { std::ptr::read(&held) });
+                    checks
+                }))
+                .unwrap_or(false);
+                // SAFETY: ends the forked child at once (see above).
+                unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let status = loop {
+                let mut status = 0;
+                // SAFETY: polls our own child.
+                let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+                assert!(r >= 0, "waitpid failed");
+                if r == pid {
+                    break Some(status);
+                }
+                if Instant::now() >= deadline {
+                    // SAFETY: kills and reaps our own child.
+                    unsafe {
+                        libc::kill(pid, libc::SIGKILL);
+                        libc::waitpid(pid, &mut status, 0);
+                    }
+                    break None;
+                }
+                thread::sleep(Duration::from_millis(5));
+            };
+            forked_tx.send(()).unwrap();
+            let status = status.expect("the forked child hung on the handle's status");
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+        });
+        assert!(child_ok, "the forked child found something wrong");
+        // Still the parent's: held here, and left to its lease (no server to release it on).
+        assert!(held.is_held());
+        assert_eq!(held.lease(), lease);
+        held.detach().unwrap();
     }
 }
