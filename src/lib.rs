@@ -171,7 +171,9 @@
 //! A client used in a child process after `fork()` notices the new pid and builds fresh pools and
 //! renewal threads; it never touches the parent's sockets. A lock handle inherited across fork is
 //! not the child's: it does not renew, `release`/`extend` fail with [`Forked`](ErrorKind::Forked),
-//! and dropping it does nothing (the parent's lock stays held).
+//! and dropping it does nothing (the parent's lock stays held). Its calls in the child look at the
+//! process before anything else, so none waits for what a thread of the parent (its renewal
+//! thread, say) held at the fork.
 //!
 //! **Forking Rust programs** need nothing of their own: no `[patch]`, no feature, no call. The
 //! library's locks and condition variables are the standard library's (on Linux a futex word

@@ -12,8 +12,8 @@ use std::time::Duration;
 use crate::api::kind::{Exclusive, Kind, OneName, Read, Redisson, Semaphore, Set, SetParts, Write};
 use crate::base::error::Error;
 use crate::base::metrics::KindLabel;
+use crate::engine::held::Held;
 use crate::engine::kinds::{Fences, rwlock};
-use crate::engine::lock::Held;
 
 /// A held lock of kind `K`. Dropping it releases the lock (best effort; errors are ignored), so
 /// keep it alive for as long as the protected work runs, and call [`release`](Guard::release)
@@ -287,7 +287,11 @@ impl AnyLock {
 
     /// Drops the lost-lock callback, if one was set.
     pub(crate) fn forget_on_lost(&self) {
-        *self.held.state.on_lost.lock() = None;
+        // In a forked child the mutex may have been held by a parent thread at the fork: the
+        // child's copy is inert, and its callback never runs anyway.
+        if self.held.state.pid == std::process::id() {
+            *self.held.state.on_lost.lock() = None;
+        }
     }
 
     /// The lock as shown in messages.

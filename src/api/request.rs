@@ -19,13 +19,13 @@ use crate::base::keys::LockKeys;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::cancel::Cancel;
+use crate::engine::held::Held;
 use crate::engine::kinds::Rules;
 use crate::engine::kinds::exclusive::Exclusive as ExclusiveRules;
 use crate::engine::kinds::multi::{self, Set as SetRules};
 use crate::engine::kinds::redisson::Redisson as RedissonRules;
 use crate::engine::kinds::rwlock::Rw;
 use crate::engine::kinds::semaphore::Permits as PermitsRules;
-use crate::engine::lock::Held;
 
 /// A request for a lock of kind `K`: its name(s) and how to take it. Made by
 /// [`Client::lock`], [`Client::rw_lock`], [`Client::semaphore`] and [`Client::lock_all`], with

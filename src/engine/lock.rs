@@ -1,20 +1,20 @@
-//! The lock guard: release, extend, and the holder's local view of the lock.
+//! The state of a held grant, shared by its handle (`held.rs`) and its renewal: its phase,
+//! lease and validity; release, detach and lost-lock reports.
 
-use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::base::sync::{Condvar, Mutex, MutexGuard};
 
 use crate::base::backoff::Backoff;
-use crate::base::config::check_lease;
 use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::{KindLabel, LostReason};
 use crate::base::token::Token;
-use crate::engine::backend::{Backend, Owner};
+use crate::engine::backend::Backend;
 use crate::engine::bounds::Bounds;
 use crate::engine::kinds::Rules;
 use crate::engine::renewal::Reservation;
@@ -55,6 +55,12 @@ pub(crate) struct Status {
 }
 
 /// Everything about one held lock, shared by the guard and its renewal thread.
+///
+/// In a forked child the handle is inert, and it never takes `status` or `on_lost` there: a
+/// thread of the parent (a renewal thread applying a reply, a release going on in the
+/// background, another thread of the program) may have held either at the `fork()`, and no
+/// thread of the child would ever unlock it. Every call that can reach a forked child checks
+/// the process first (`check_process`).
 pub(crate) struct LockState {
     pub backend: Arc<Backend>,
     pub keys: LockKeys,
@@ -66,6 +72,9 @@ pub(crate) struct LockState {
     /// The process that acquired the lock; in any other (a forked child) the handle is inert.
     pub pid: u32,
     pub status: Mutex<Status>,
+    /// `Status::lease` in nanoseconds, written together with it (under `status`) and read
+    /// without it, so that a forked child can read a handle's lease too.
+    pub lease_nanos: AtomicU64,
     /// Wakes the renewal thread when the lock is released or extended.
     pub wake: Condvar,
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
@@ -116,6 +125,7 @@ impl LockState {
                 releasing: false,
                 last: bounds.until.is_some_and(|u| u <= granted_at + lease),
             }),
+            lease_nanos: AtomicU64::new(nanos(lease)),
             wake: Condvar::new(),
             on_lost: Mutex::new(None),
             kind,
@@ -137,7 +147,9 @@ impl LockState {
         );
     }
 
-    fn check_process(&self) -> Result<(), Error> {
+    /// `Ok` in the process that acquired the lock, [`Error::is_forked`] in a forked child,
+    /// where the handle must not take its locks (see the type's documentation).
+    pub(crate) fn check_process(&self) -> Result<(), Error> {
         if self.pid == std::process::id() {
             Ok(())
         } else {
@@ -146,7 +158,7 @@ impl LockState {
     }
 
     /// Why a lock that is not [`Phase::Held`] cannot be used.
-    fn not_held(&self, phase: Phase) -> Error {
+    pub(crate) fn not_held(&self, phase: Phase) -> Error {
         let why = match phase {
             Phase::Held => "it is held",
             Phase::Released => "it was released already",
@@ -157,7 +169,7 @@ impl LockState {
     }
 
     /// The status, locked, while the lock is held; else why it is not.
-    fn held_status(&self) -> Result<MutexGuard<'_, Status>, Error> {
+    pub(crate) fn held_status(&self) -> Result<MutexGuard<'_, Status>, Error> {
         let st = self.status.lock();
         if st.phase == Phase::Held {
             return Ok(st);
@@ -240,7 +252,7 @@ impl LockState {
     /// Each try asks the deployment for the lock's server anew (the sentinels, the cluster's
     /// slot table), so it lands on the new master once there is one. The scripts act only on a
     /// key that holds our token, so a repeat can never touch another owner's lock.
-    fn ride_out<T>(
+    pub(crate) fn ride_out<T>(
         &self,
         patience: Duration,
         mut call: impl FnMut() -> Result<T, Error>,
@@ -330,259 +342,7 @@ impl LockState {
     }
 }
 
-/// A held grant of any kind, as the engine hands it to the API's guards: its state (shared with
-/// its renewal) and the backend it runs on. Dropping it releases the grant (best effort).
-#[must_use = "dropping the handle releases the grant at once"]
-#[clippy::has_significant_drop]
-pub(crate) struct Held {
-    pub(crate) state: Arc<LockState>,
-    /// Keeps the client's connections and renewal threads running while the lock lives, also
-    /// after the client itself is dropped.
-    pub(crate) _owner: Arc<Owner>,
-}
-
-impl Held {
-    /// The lock's name (without the client's key prefix).
-    pub(crate) fn name(&self) -> &[u8] {
-        self.state.keys.name()
-    }
-
-    /// Whether the lock is still ours, as far as this process knows, without a round trip:
-    /// not released, not found lost by renewal, lease not run out, and this is the process
-    /// that acquired it.
-    pub(crate) fn is_held(&self) -> bool {
-        let st = self.state.status.lock();
-        st.phase == Phase::Held
-            && Instant::now() < st.valid_until
-            && self.state.check_process().is_ok()
-    }
-
-    /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
-    /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
-    pub(crate) fn is_lost(&self) -> bool {
-        matches!(self.state.status.lock().phase, Phase::Lost(_))
-    }
-
-    /// How long the lock is surely still ours (zero when it is not held). Counted from before
-    /// the acquiring request was sent, less a clock-drift margin.
-    pub(crate) fn remaining(&self) -> Duration {
-        if !self.is_held() {
-            return Duration::ZERO;
-        }
-        self.state
-            .status
-            .lock()
-            .valid_until
-            .saturating_duration_since(Instant::now())
-    }
-
-    /// The fencing token of this grant, when the lock was acquired with fencing: strictly
-    /// larger than that of every earlier fenced grant of the same name (on a Sentinel group or
-    /// a Cluster, ordered first by the failover epoch of the master that granted it). Pass it to the
-    /// protected resource, which should refuse writes carrying a smaller token than it has seen.
-    pub(crate) fn fencing_token(&self) -> Option<u64> {
-        self.state.fence
-    }
-
-    /// The current lease.
-    pub(crate) fn lease(&self) -> Duration {
-        self.state.status.lock().lease
-    }
-
-    /// Whether a renewal thread keeps this lock alive.
-    pub(crate) fn auto_renews(&self) -> bool {
-        self.state.auto_renews()
-    }
-
-    /// Resets the lease to `lease` from now, if the key still holds our token. Auto-renewal
-    /// continues with the new lease. Fails with [`Error::is_not_held`] when the lock is gone.
-    pub(crate) fn extend(&self, lease: Duration) -> Result<(), Error> {
-        let s = &self.state;
-        check_lease(lease, s.auto_renews())?;
-        s.check_process()?;
-        drop(s.held_status()?);
-        let patience = s.backend.store.cfg().release_timeout;
-        let mut sent = Instant::now();
-        // With `at_most`, the lease is cut at it (and renewal stops there); with `at_least`, it
-        // covers it.
-        let mut last = false;
-        let mut px = lease;
-        let extended = trace::extend(s, lease, || {
-            s.ride_out(patience, || {
-                sent = Instant::now();
-                (px, last) = s.bounds.extension(lease, sent);
-                if px.is_zero() {
-                    return Ok(false);
-                }
-                s.kind.extend(&s.backend, &s.keys, &s.token, px)
-            })
-        })?;
-        let mut st = s.status.lock();
-        if extended {
-            if st.phase != Phase::Held {
-                // Released, detached or found lost by another thread while the call was on its
-                // way: the handle's verdict stands (a lost lock stays lost).
-                let phase = st.phase;
-                drop(st);
-                return Err(s.not_held(phase));
-            }
-            st.lease = lease;
-            st.valid_until = sent + px.saturating_sub(drift(px));
-            st.next_renewal = sent + lease / 3;
-            st.last = last;
-            let due = st.next_renewal;
-            drop(st);
-            if let Some(id) = s.renew_id {
-                s.backend.renewer.reschedule(id, due);
-                s.wake.notify_all();
-            }
-            Ok(())
-        } else {
-            let reason = if px.is_zero() {
-                LostReason::AtMost
-            } else {
-                LostReason::FoundByExtend
-            };
-            s.mark_lost(st, reason);
-            Err(Error::not_held(&s.keys.shown(), reason.why()))
-        }
-    }
-
-    /// Releases the lock. `Ok` means it was still ours and is now free (or handed to the next
-    /// waiter); [`Error::is_not_held`] means it had already expired, been lost or taken over,
-    /// so the protected work may have overlapped with another holder's.
-    ///
-    /// While the server cannot be reached (a failover) the release is tried again for up to
-    /// the client's `release_timeout`. When it still has no answer then, the error is
-    /// returned and the release goes on on a thread of the library until it is answered or
-    /// the lease has run out, so the name is free again soon after the failover, not only at
-    /// the end of the lease.
-    pub(crate) fn release(self) -> Result<(), Error> {
-        let patience = self.state.backend.store.cfg().release_timeout;
-        let result = self.state.release(patience);
-        match &result {
-            Err(e) if e.is_transient() && self.state.check_process().is_ok() => {
-                release_later(self);
-            }
-            // This handle is gone with the call: leave the key to its lease.
-            Err(_) if self.state.check_process().is_ok() => {
-                let _ = self.state.detach();
-            }
-            _ => {}
-        }
-        result
-    }
-
-    /// Calls `f` once if the lock is found lost: renewal found its key gone or held by another
-    /// owner, or could not reach Redis before the lease ran out (also when an extend or release
-    /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
-    /// thread that found it, usually a renewal thread: it must not block, and must not release
-    /// or extend this lock. A release or detach never calls it. When the lock is lost already,
-    /// `f` runs at once on this thread. A second call replaces the first callback.
-    pub(crate) fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
-        let s = &self.state;
-        let st = s.status.lock();
-        if let Phase::Lost(why) = st.phase {
-            drop(st);
-            f(&Error::not_held(&s.keys.shown(), why));
-            return;
-        }
-        // Stored with the status locked: a loss found after this sees the callback.
-        *s.on_lost.lock() = Some(Box::new(f));
-    }
-
-    /// The lock's owner token: the random value its Redis key holds while the lock is ours.
-    /// It is a bearer secret (whoever knows it can release or extend the lock): hand it only to
-    /// the code that is to take the lock over, for example a queued job that
-    /// [restores](crate::LockRequest::restore) it, and never log it.
-    pub(crate) fn owner_token(&self) -> &str {
-        self.state.token.as_str()
-    }
-
-    /// Lets the lock outlive this handle: it is no longer renewed, and dropping the handle does
-    /// not release it, so it ends with its lease unless someone holding its
-    /// [owner token](Self::owner_token) releases or extends it first. Returns that token.
-    pub(crate) fn detach(self) -> Result<String, Error> {
-        self.state.detach()?;
-        Ok(self.state.token.as_str().to_owned())
-    }
-}
-
-impl Held {
-    /// Releases the lock without blocking on a server that cannot be reached: one try on this
-    /// thread; if the server cannot be reached (a failover), the error is returned and the
-    /// release goes on on a thread of the library ([`release_later`]), so that the caller (a
-    /// scope's end, a PHP request's) is not held up.
-    pub(crate) fn release_or_hand_over(&self) -> Result<(), Error> {
-        let s = &self.state;
-        let result = s.release(Duration::ZERO);
-        if let Err(e) = &result
-            && e.is_transient()
-            && s.check_process().is_ok()
-        {
-            release_later(Held {
-                state: s.clone(),
-                _owner: self._owner.clone(),
-            });
-        }
-        result
-    }
-}
-
-impl Drop for Held {
-    /// Releases a lock still held, without blocking on a server that cannot be reached
-    /// ([`Held::release_or_hand_over`]).
-    fn drop(&mut self) {
-        let s = &self.state;
-        let held = s.status.lock().phase == Phase::Held;
-        if held && s.check_process().is_ok() {
-            let _ = self.release_or_hand_over();
-        }
-    }
-}
-
-/// Goes on with the release of `held`, which found no server to answer it, on a thread of its
-/// own (`redislock-release`): tried again with back-off until it is answered or the lease has
-/// run out (then the key is gone anyway and the handle is left detached). The thread keeps the
-/// client's connections alive until then, and ends with it. If no thread can be started, the
-/// lock is left to its lease, as before a release at all.
-fn release_later(held: Held) {
-    let state = held.state.clone();
-    let started = thread::Builder::new()
-        .name("redislock-release".to_owned())
-        .spawn(move || {
-            let s = &held.state;
-            let result = s.release(Duration::MAX);
-            match result {
-                Ok(()) => log::info!("lock {} released once its server answered", s.keys.shown()),
-                Err(e) if !e.is_not_held() => {
-                    log::warn!(
-                        "release of lock {} not confirmed: it ends with its lease ({e})",
-                        s.keys.shown()
-                    );
-                    let _ = s.detach();
-                }
-                Err(_) => {}
-            }
-            drop(held);
-        });
-    if let Err(e) = started {
-        log::warn!(
-            "release of lock {} left to its lease: no thread to retry it ({e})",
-            state.keys.shown()
-        );
-        let _ = state.detach();
-    }
-}
-
-impl fmt::Debug for Held {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lock")
-            .field("name", &self.state.keys.shown())
-            .field("token", &self.state.token)
-            .field("held", &self.is_held())
-            .field("fencing_token", &self.state.fence)
-            .field("auto_renew", &self.state.auto_renews())
-            .finish()
-    }
+/// A lease in nanoseconds (at most 30 days: `MAX_LEASE`, far below `u64::MAX`).
+pub(crate) fn nanos(lease: Duration) -> u64 {
+    u64::try_from(lease.as_nanos()).unwrap_or(u64::MAX)
 }

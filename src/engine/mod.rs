@@ -6,6 +6,7 @@ pub(crate) mod backend;
 pub(crate) mod bounds;
 pub(crate) mod cancel;
 pub(crate) mod contended;
+pub(crate) mod held;
 pub(crate) mod kinds;
 pub(crate) mod lock;
 pub(crate) mod renewal;

@@ -25,7 +25,8 @@ use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::backend::Backend;
-use crate::engine::lock::{Held, Phase};
+use crate::engine::held::Held;
+use crate::engine::lock::Phase;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
 
