@@ -339,6 +339,15 @@ impl AnyLock {
         self.held.state.kind.what()
     }
 
+    /// The epoch of a leadership; for any other kind, the error of a call that applies to
+    /// leaderships only.
+    pub(crate) fn epoch(&self) -> Result<u64, Error> {
+        match self.held.state.kind.label() {
+            KindLabel::Leader => Ok(self.held.fencing_token().unwrap_or(0)),
+            _ => Err(self.does_not_apply("an epoch")),
+        }
+    }
+
     /// Ok for an exclusive lock; for any other kind, the error of a call (`what`) that applies
     /// to exclusive locks only.
     pub(crate) fn only_exclusive(&self, what: &str) -> Result<(), Error> {
