@@ -351,6 +351,14 @@ typedef struct redislock_config redislock_config;
 typedef struct redislock_inspect redislock_inspect;
 
 /**
+ * Who led an election at one moment (`redislock_client_leader`,
+ * `redislock_client_wait_leader_change`): its identity, epoch and remaining lease; never its
+ * token. Read it with the `redislock_leader_info_*` getters; free it with
+ * `redislock_leader_info_free`.
+ */
+typedef struct redislock_leader_info redislock_leader_info;
+
+/**
  * A lock acquired through a client or a request: an exclusive lock, a read or write lock,
  * permits of a semaphore, or a set of locks; the functions below work on each (those that do
  * not apply to a kind say so). Thread-safe: any thread may query, extend or release it, but it
@@ -679,6 +687,85 @@ void redislock_inspect_free(redislock_inspect *inspect);
  * of the whole text without the NUL: a value `>= buf_len` means the text was cut.
  */
 size_t redislock_last_error_message(char *buf, size_t buf_len);
+
+/**
+ * A campaign for the leadership of the election `name` (`name_len` bytes, as for
+ * `redislock_request_new`) under the identity `identity` (`identity_len` bytes, copied: UTF-8,
+ * 1 to 256 bytes, no control characters, checked when it campaigns), which observers see; the
+ * leader's token is never shown. Campaign with `redislock_request_try_acquire` (one attempt:
+ * HELD when another leads) or `redislock_request_acquire` (waits up to its bound, woken by a
+ * resign on the election's channel, or when the leader's lease runs out). The leadership is a
+ * `redislock_lock`: `redislock_lock_is_held` says whether this process still leads (false once
+ * its lease may have run out), `redislock_lock_epoch` gives its epoch, `redislock_lock_release`
+ * resigns, `redislock_lock_on_lost` reports a loss. Lease, auto-renewal and cancel apply as to
+ * a lock; the epoch is always fenced (`redislock_request_set_fencing` does not apply), and
+ * Redlock URLs refuse elections. On success `*request_out` is a new request to free with
+ * `redislock_request_free`. Errors: NULL_PARAMETER.
+ */
+redislock_result redislock_request_new_leader(const redislock_client *client,
+                                              const uint8_t *name,
+                                              size_t name_len,
+                                              const uint8_t *identity,
+                                              size_t identity_len,
+                                              redislock_request **request_out);
+
+/**
+ * Writes the epoch of a leadership to `*epoch_out`: its fencing token, strictly larger than
+ * every earlier leader's of the election (see `redislock_lock_fencing_token`). Pass it to the
+ * resources the leader writes, which refuse an epoch smaller than one they saw.
+ * Errors: INVALID_ARGUMENT (not a leadership), NULL_PARAMETER.
+ */
+redislock_result redislock_lock_epoch(const redislock_lock *lock, uint64_t *epoch_out);
+
+/**
+ * Who leads the election `name` (`name_len` bytes) now, without campaigning: one round trip.
+ * On success `*info_out` is a new handle to free with `redislock_leader_info_free`, or NULL
+ * when nobody leads. Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; the name held as a plain
+ * lock; a Redlock URL), CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_client_leader(const redislock_client *client,
+                                         const uint8_t *name,
+                                         size_t name_len,
+                                         redislock_leader_info **info_out);
+
+/**
+ * Waits up to `timeout_ms` milliseconds (at most 30 days) until the election `name` is led by
+ * another epoch than `since_epoch` (0: nobody led; else the epoch of the last
+ * `redislock_leader_info`), woken by the change published on the election's channel, or when
+ * the leader's lease runs out (a killed leader publishes nothing): no polling. On success
+ * `*info_out` is who leads then (a new handle to free with `redislock_leader_info_free`), or
+ * NULL when nobody does. Errors: WAIT_TIMEOUT (nothing changed in time), and those of
+ * `redislock_client_leader`.
+ */
+redislock_result redislock_client_wait_leader_change(const redislock_client *client,
+                                                     const uint8_t *name,
+                                                     size_t name_len,
+                                                     uint64_t since_epoch,
+                                                     uint64_t timeout_ms,
+                                                     redislock_leader_info **info_out);
+
+/**
+ * Writes the leader's identity (UTF-8) into `buf`, with the buffer convention of
+ * `redislock_last_error_message`: at most `buf_len` bytes, NUL-terminated, `buf` may be NULL
+ * when `buf_len` is 0. Returns the identity's length in bytes (0 for NULL `info`).
+ */
+size_t redislock_leader_info_identity(const redislock_leader_info *info, char *buf, size_t buf_len);
+
+/**
+ * The leader's epoch (see `redislock_lock_epoch`); 0 for NULL.
+ */
+uint64_t redislock_leader_info_epoch(const redislock_leader_info *info);
+
+/**
+ * Milliseconds left of the leader's lease when it was read (the leader renews it while it
+ * leads); 0 for NULL.
+ */
+uint64_t redislock_leader_info_remaining_ms(const redislock_leader_info *info);
+
+/**
+ * Frees the handle. NULL is a no-op.
+ */
+void redislock_leader_info_free(redislock_leader_info *info);
 
 /**
  * One attempt to acquire the lock `name` (`name_len` bytes at `name`; any bytes, 1 to 4096 of

@@ -70,6 +70,8 @@ typedef struct redislock_config redislock_config;
 
 typedef struct redislock_inspect redislock_inspect;
 
+typedef struct redislock_leader_info redislock_leader_info;
+
 typedef struct redislock_lock redislock_lock;
 
 typedef struct redislock_request redislock_request;
@@ -178,6 +180,35 @@ redislock_result redislock_inspect_fencing_counter(const redislock_inspect *insp
 void redislock_inspect_free(redislock_inspect *inspect);
 
 size_t redislock_last_error_message(char *buf, size_t buf_len);
+
+redislock_result redislock_request_new_leader(const redislock_client *client,
+                                              const char *name,
+                                              size_t name_len,
+                                              const char *identity,
+                                              size_t identity_len,
+                                              redislock_request **request_out);
+
+redislock_result redislock_lock_epoch(const redislock_lock *lock, uint64_t *epoch_out);
+
+redislock_result redislock_client_leader(const redislock_client *client,
+                                         const char *name,
+                                         size_t name_len,
+                                         redislock_leader_info **info_out);
+
+redislock_result redislock_client_wait_leader_change(const redislock_client *client,
+                                                     const char *name,
+                                                     size_t name_len,
+                                                     uint64_t since_epoch,
+                                                     uint64_t timeout_ms,
+                                                     redislock_leader_info **info_out);
+
+size_t redislock_leader_info_identity(const redislock_leader_info *info, char *buf, size_t buf_len);
+
+uint64_t redislock_leader_info_epoch(const redislock_leader_info *info);
+
+uint64_t redislock_leader_info_remaining_ms(const redislock_leader_info *info);
+
+void redislock_leader_info_free(redislock_leader_info *info);
 
 redislock_result redislock_lock_try_acquire(const redislock_client *client,
                                             const char *name,

@@ -401,10 +401,13 @@ pub mod fuzzing {
 
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
-pub use api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};
+pub use api::guard::{
+    Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
+};
 pub use api::kind;
 pub use api::request::{
-    LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest, SemaphoreRequest,
+    LeaderRequest, LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest,
+    SemaphoreRequest,
 };
 pub use base::config::{MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use base::error::{Error, ErrorKind};
@@ -413,6 +416,7 @@ pub use base::keys::MAX_NAME_LEN;
 pub use base::token::{MAX_OWNER_LEN, MIN_OWNER_LEN};
 pub use engine::backend::MAX_PERSISTENT_BACKENDS;
 pub use engine::cancel::Cancel;
+pub use engine::kinds::leader::{LeaderInfo, MAX_IDENTITY_LEN};
 pub use engine::kinds::{MAX_PERMITS, MAX_SET_NAMES};
 pub use engine::renewal::{IDLE_EXIT, Stats};
 

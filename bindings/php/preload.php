@@ -74,6 +74,7 @@ $classes = [
     Redislock\Client::class, // with its traits, in src/Client/
     Redislock\Client\Options::class,
     Redislock\Lock::class,
+    Redislock\LeaderInfo::class,
     Redislock\Semaphore::class,
     Redislock\RequestEnd::class,
 ];

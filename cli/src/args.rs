@@ -37,18 +37,20 @@ pub const AFTER_LONG_HELP: &str = concat!(
     "  export REDISLOCK_OWNER_TOKEN=$(redislock acquire --lease 10m migrate)\n",
     "  redislock extend migrate 10m; redislock release migrate\n",
     "  redislock status nightly-backup\n",
+    "  redislock elect scheduler --id \"$(hostname)\" -- ./scheduler   # one leader at a time\n",
+    "  redislock leader --watch scheduler\n",
     "\n",
     "Exit statuses:\n",
     "  (the command's)  run: the command's own exit status\n",
     "  128+N            run: the command was killed by signal N (130: SIGINT while waiting)\n",
-    "  0                success; status: the lock is held\n",
-    "  1                status: the lock is free\n",
+    "  0                success; status: the lock is held; leader: someone leads\n",
+    "  1                status: the lock is free; leader: nobody leads\n",
     "  64               bad usage (EX_USAGE)\n",
     "  69               Redis unreachable, not Redis, or failing (EX_UNAVAILABLE)\n",
     "  70               internal error (EX_SOFTWARE)\n",
     "  75               not acquired within --wait, or held with --no-wait (EX_TEMPFAIL)\n",
-    "  76               run: the lock was lost while the command ran; extend, release: the\n",
-    "                   lock is not held with this token any more\n",
+    "  76               run, elect: the lock (leadership) was lost while the command ran;\n",
+    "                   extend, release: the lock is not held with this token any more\n",
     "  78               bad URL, option or password; the name is in use as another kind\n",
     "                   of lock (EX_CONFIG)\n",
     "  126              run: the command cannot be run\n",
@@ -110,12 +112,21 @@ pub enum Command {
     /// Show whether NAME is held, as what, by how many, for how long yet, and its waiters
     /// (exit 0 held, 1 free)
     Status(StatusArgs),
+    /// Campaign to lead the election NAME under --id, run COMMAND while leader (its epoch in
+    /// REDISLOCK_EPOCH), resign when COMMAND ends, exit with COMMAND's status
+    #[command(
+        after_help = "Example:\n  redislock elect scheduler --id \"$(hostname)\" -- ./scheduler"
+    )]
+    Elect(ElectArgs),
+    /// Show who leads the election NAME: identity, epoch, remaining lease (exit 0 led, 1
+    /// nobody); with --watch, print each change
+    Leader(LeaderArgs),
     /// Print the man page (roff) of redislock, or of one of its commands, on standard output
     #[command(
         after_help = "Example:\n  redislock man > redislock.1; redislock man run > redislock-run.1"
     )]
     Man {
-        /// The command whose page to print (run, acquire, extend, release, status)
+        /// The command whose page to print (run, acquire, extend, release, status, elect, leader)
         command: Option<String>,
     },
     /// Print the completion script of SHELL on standard output
@@ -180,18 +191,84 @@ pub struct RunArgs {
     /// (SIGTERM, then SIGKILL after --kill-after; redislock exits 76). Exclusive locks only
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub at_most: Option<Duration>,
-    /// What COMMAND gets if the lock is lost while it runs (redislock then exits 76)
+    #[command(flatten)]
+    pub supervise: Supervise,
+    /// The lock's name
+    pub name: String,
+    /// The command and its arguments (after --)
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
+    /// `elect`: the identity to campaign with (the lock is then the election's leadership)
+    #[arg(skip)]
+    pub identity: Option<String>,
+}
+
+/// How `run` and `elect` stop COMMAND.
+#[derive(Debug, Args)]
+pub struct Supervise {
+    /// What COMMAND gets if the lock (for `elect`, the leadership) is lost while it runs
+    /// (redislock then exits 76)
     #[arg(long, value_enum, default_value_t = OnLost::Term, value_name = "ACTION")]
     pub on_lost: OnLost,
     /// After forwarding SIGINT, SIGTERM or SIGHUP (or SIGTERM for a lost lock), send SIGKILL
     /// if COMMAND still runs this long after
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub kill_after: Duration,
-    /// The lock's name
+}
+
+#[derive(Debug, Args)]
+pub struct ElectArgs {
+    #[command(flatten)]
+    pub wait: Wait,
+    /// The identity observers see (`redislock leader NAME`): UTF-8, 1 to 256 bytes
+    #[arg(long, value_name = "ID")]
+    pub id: String,
+    /// The lease, renewed every third of it while COMMAND runs: how long a leader that dies
+    /// keeps the others waiting
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub lease: Duration,
+    #[command(flatten)]
+    pub supervise: Supervise,
+    /// The election's name
     pub name: String,
     /// The command and its arguments (after --)
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+impl ElectArgs {
+    /// `run`'s arguments for the leadership of the election.
+    pub fn into_run(self) -> RunArgs {
+        RunArgs {
+            wait: self.wait,
+            kind: Kind {
+                read: false,
+                write: false,
+                permits: None,
+                redisson: false,
+            },
+            lease: self.lease,
+            fencing: false,
+            at_least: None,
+            at_most: None,
+            supervise: self.supervise,
+            name: self.name,
+            command: self.command,
+            identity: Some(self.id),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    /// Print JSON objects (one per line with --watch) instead of lines
+    #[arg(long)]
+    pub json: bool,
+    /// Print who leads now, then each change, until interrupted
+    #[arg(long)]
+    pub watch: bool,
+    /// The election's name
+    pub name: String,
 }
 
 /// What a command gets when its lock is lost.

@@ -5,9 +5,11 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::time::Duration;
 
-use redislock::{HeldAs, LockInfo, LockKind};
+use redislock::{HeldAs, LeaderInfo, LockInfo, LockKind};
 
-use crate::args::{AcquireArgs, Connection, ExtendArgs, ReleaseArgs, StatusArgs, StatusKind};
+use crate::args::{
+    AcquireArgs, Connection, ExtendArgs, LeaderArgs, ReleaseArgs, StatusArgs, StatusKind,
+};
 use crate::connect;
 use crate::exit::{self, Failure};
 use crate::run::acquire as acquire_waiting;
@@ -71,6 +73,70 @@ pub fn status(conn: &Connection, a: StatusArgs) -> Result<u8, Failure> {
     let mut out = io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     Ok(if info.held { 0 } else { 1 })
+}
+
+/// How long one wait of `leader --watch` for a change lasts before it waits again.
+const WATCH_ROUND: Duration = Duration::from_secs(60);
+
+/// `redislock leader`: who leads the election (exit 0), or nobody (exit 1); with `--watch`,
+/// then each change, until interrupted (woken by the election's channel, not by polling).
+pub fn leader(conn: &Connection, a: LeaderArgs) -> Result<u8, Failure> {
+    let client = connect::client(conn, Duration::from_secs(30), false)?;
+    let mut now = client.leader_info(&a.name)?;
+    let show = |info: &Option<LeaderInfo>| {
+        let text = if a.json {
+            leader_json(&a.name, info)
+        } else {
+            leader_lines(&a.name, info)
+        };
+        let mut out = io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    };
+    if !a.watch {
+        let _ = show(&now);
+        return Ok(if now.is_some() { 0 } else { 1 });
+    }
+    loop {
+        if show(&now).is_err() {
+            // Standard output closed (a pipe's reader ended): nothing more to watch for.
+            return Ok(0);
+        }
+        let since = now.as_ref().map(|l| l.epoch);
+        now = loop {
+            match client.wait_for_leader_change(&a.name, since, WATCH_ROUND) {
+                Err(e) if e.is_wait_timeout() => continue,
+                other => break other?,
+            }
+        };
+    }
+}
+
+fn leader_lines(name: &str, info: &Option<LeaderInfo>) -> String {
+    match info {
+        None => format!("election: {name}\nleader: none\n"),
+        Some(l) => format!(
+            "election: {name}\nleader: {}\nepoch: {}\nremaining lease: {:.3}s\n",
+            l.identity,
+            l.epoch,
+            l.remaining.as_secs_f64()
+        ),
+    }
+}
+
+fn leader_json(name: &str, info: &Option<LeaderInfo>) -> String {
+    match info {
+        None => format!(
+            "{{\"election\":{},\"leader\":null,\"epoch\":null,\"remaining_ms\":null}}\n",
+            json_string(name)
+        ),
+        Some(l) => format!(
+            "{{\"election\":{},\"leader\":{},\"epoch\":{},\"remaining_ms\":{}}}\n",
+            json_string(name),
+            json_string(&l.identity),
+            l.epoch,
+            l.remaining.as_millis()
+        ),
+    }
 }
 
 fn held_as(h: Option<HeldAs>) -> &'static str {

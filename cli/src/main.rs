@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         Command::Extend(a) => commands::extend(&cli.conn, a),
         Command::Release(a) => commands::release(&cli.conn, a),
         Command::Status(a) => commands::status(&cli.conn, a),
+        Command::Elect(a) => run::run(&cli.conn, a.into_run()),
+        Command::Leader(a) => commands::leader(&cli.conn, a),
         Command::Man { command } => man(command.as_deref()),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "redislock", &mut io::stdout());

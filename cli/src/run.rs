@@ -19,7 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redislock::{
-    Cancel, Client, Error, Lock, MAX_WAIT, Permits, ReadLock, RedissonLock, WriteLock,
+    Cancel, Client, Error, Leadership, Lock, MAX_WAIT, Permits, ReadLock, RedissonLock, WriteLock,
 };
 
 use crate::args::{Connection, OnLost, RunArgs, Wait};
@@ -38,6 +38,8 @@ enum Held {
     Write(WriteLock),
     Permits(Permits),
     Redisson(RedissonLock),
+    /// `elect`: the leadership of the election.
+    Leader(Leadership),
 }
 
 macro_rules! each {
@@ -48,6 +50,7 @@ macro_rules! each {
             Held::Write($g) => $e,
             Held::Permits($g) => $e,
             Held::Redisson($g) => $e,
+            Held::Leader($g) => $e,
         }
     };
 }
@@ -58,6 +61,7 @@ impl Held {
             Held::Lock(g) => g.fencing_token(),
             Held::Read(g) => g.fencing_token(),
             Held::Write(g) => g.fencing_token(),
+            Held::Leader(g) => Some(g.epoch()),
             Held::Permits(_) | Held::Redisson(_) => None,
         }
     }
@@ -107,7 +111,14 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> 
              --permits or --redisson)",
         ));
     }
-    let held = if let Some((take, total)) = k.permits {
+    let held = if let Some(id) = &a.identity {
+        let leader = client.leader(name).identity(id).cancel_on(cancel);
+        acquire(&a.wait, |w| match w {
+            Some(w) => leader.campaign(w),
+            None => leader.try_campaign(),
+        })
+        .map(Held::Leader)
+    } else if let Some((take, total)) = k.permits {
         if a.fencing {
             return Err(Failure::new(
                 exit::USAGE,
@@ -256,6 +267,11 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
     };
     let (status, lost) = supervise(&mut child, &held, &a, group);
     let status = status_code(status);
+    let what = if a.identity.is_some() {
+        "the leadership of election"
+    } else {
+        "lock"
+    };
     match held.release() {
         _ if lost => {}
         Ok(()) => return Ok(status),
@@ -280,7 +296,7 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
             )
         } else {
             format!(
-                "lock {:?} was lost while the command ran (expired, deleted or taken over); \
+                "{what} {:?} was lost while the command ran (expired, deleted or taken over); \
                  the command's work may overlap another holder's",
                 a.name
             )
@@ -293,9 +309,15 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
 fn spawn(a: &RunArgs, fence: Option<u64>, group: bool) -> io::Result<Child> {
     let mut cmd = std::process::Command::new(&a.command[0]);
     cmd.args(&a.command[1..]).env("REDISLOCK_NAME", &a.name);
+    // A leader's fencing token is its epoch.
+    let (var, other) = match a.identity {
+        Some(_) => ("REDISLOCK_EPOCH", "REDISLOCK_FENCING_TOKEN"),
+        None => ("REDISLOCK_FENCING_TOKEN", "REDISLOCK_EPOCH"),
+    };
+    cmd.env_remove(other);
     match fence {
-        Some(f) => cmd.env("REDISLOCK_FENCING_TOKEN", f.to_string()),
-        None => cmd.env_remove("REDISLOCK_FENCING_TOKEN"),
+        Some(f) => cmd.env(var, f.to_string()),
+        None => cmd.env_remove(var),
     };
     // SAFETY: getpid has no preconditions.
     let parent = unsafe { libc::getpid() };
@@ -353,20 +375,25 @@ fn supervise(child: &mut Child, held: &Held, a: &RunArgs, group: bool) -> (ExitS
             if group || !t.from_terminal {
                 signals::send(pid, t.signo);
             }
-            kill_at.get_or_insert(Instant::now() + a.kill_after);
+            kill_at.get_or_insert(Instant::now() + a.supervise.kill_after);
         }
         if !lost && (held.is_lost() || taken.is_some_and(|t| t.signo == signals::LOST)) {
             lost = true;
-            let what = match a.on_lost {
+            let what = match a.supervise.on_lost {
                 OnLost::Term => "sending the command SIGTERM",
                 OnLost::Kill => "sending the command SIGKILL",
                 OnLost::Ignore => "leaving the command running (--on-lost ignore)",
             };
-            eprintln!("redislock: lock {:?} was lost; {what}", a.name);
-            match a.on_lost {
+            let lock = if a.identity.is_some() {
+                "the leadership of election"
+            } else {
+                "lock"
+            };
+            eprintln!("redislock: {lock} {:?} was lost; {what}", a.name);
+            match a.supervise.on_lost {
                 OnLost::Term => {
                     signals::send(pid, libc::SIGTERM);
-                    kill_at.get_or_insert(Instant::now() + a.kill_after);
+                    kill_at.get_or_insert(Instant::now() + a.supervise.kill_after);
                 }
                 OnLost::Kill => signals::send(pid, libc::SIGKILL),
                 OnLost::Ignore => {}
@@ -375,7 +402,7 @@ fn supervise(child: &mut Child, held: &Held, a: &RunArgs, group: bool) -> (ExitS
         if !killed && kill_at.is_some_and(|t| Instant::now() >= t) {
             eprintln!(
                 "redislock: the command still runs {} ms after the signal; sending SIGKILL",
-                a.kill_after.as_millis()
+                a.supervise.kill_after.as_millis()
             );
             signals::send(pid, libc::SIGKILL);
             killed = true;

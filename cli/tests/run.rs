@@ -12,20 +12,11 @@ use std::time::{Duration, Instant};
 
 use redislock_testkit::{RedisServer, Shared, Topology, eventually, free_port, unique_name};
 
+mod common;
+
+use common::{Dir, SURELY, redislock, wait_timeout};
+
 redislock_testkit::shared_keeper!();
-
-/// A bound for what must happen on a loaded machine; never a speed claim.
-const SURELY: Duration = Duration::from_secs(20);
-
-/// `redislock` with `url` in `REDIS_URL` and nothing else of the caller's redislock variables.
-fn redislock(url: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_redislock"));
-    c.env("REDIS_URL", url)
-        .env_remove("REDISLOCK_PASSWORD")
-        .env_remove("REDISLOCK_OWNER_TOKEN")
-        .stdin(Stdio::null());
-    c
-}
 
 fn output(c: &mut Command) -> Output {
     c.output().expect("redislock runs")
@@ -37,26 +28,6 @@ fn stderr(o: &Output) -> String {
 
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or_else(|| panic!("killed: {o:?}"))
-}
-
-/// A directory of the test's own, removed at the end.
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new() -> Dir {
-        let d = std::env::temp_dir().join(unique_name("redislock-cli"));
-        fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn path(&self, f: &str) -> PathBuf {
-        self.0.join(f)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
 }
 
 fn exists(server: &RedisServer, key: &str) -> bool {
@@ -102,20 +73,6 @@ fn process_gone(pid: u32) -> bool {
         Ok(stat) => stat
             .rsplit_once(") ")
             .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-    }
-}
-
-fn wait_timeout(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "redislock still runs after {limit:?}"
-        );
-        thread::sleep(Duration::from_millis(10));
     }
 }
 

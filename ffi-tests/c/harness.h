@@ -143,7 +143,9 @@ const char *h_code_name(redislock_result code);
     X(set_all_or_none)                                                                         \
     X(set_invalid_input)                                                                       \
     X(kind_setters_that_do_not_apply)                                                          \
-    X(inspect_a_lock_without_holding_it)
+    X(inspect_a_lock_without_holding_it)                                                       \
+    X(leader_campaign_observe_resign)                                                          \
+    X(leader_bad_input_and_null)
 
 #define H_DECLARE(name) void test_##name(void);
 H_TESTS(H_DECLARE)

@@ -15,9 +15,10 @@ use crate::base::sync::RwLock;
 use crate::api::builder::ClientBuilder;
 use crate::api::guard::Lock;
 use crate::api::request::{
-    LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest, SemaphoreRequest,
+    LeaderRequest, LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest,
+    SemaphoreRequest,
 };
-use crate::base::config::Config;
+use crate::base::config::{Config, check_wait};
 use crate::base::error::Error;
 use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
@@ -27,6 +28,7 @@ use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
 use crate::engine::kinds::Rules;
 use crate::engine::kinds::exclusive::{self, Exclusive};
+use crate::engine::kinds::leader::{self, LeaderInfo};
 use crate::engine::renewal::Stats;
 use crate::stores::Check;
 
@@ -151,6 +153,76 @@ impl Client {
         name: &'a N,
     ) -> RedissonLockRequest<'a> {
         Request::new(self, vec![name.as_ref()], 0).without_fencing()
+    }
+
+    /// A campaign for the leadership of the election `name` (docs/leaders.md): give it an
+    /// [`identity`](LeaderRequest::identity), then [`campaign`](LeaderRequest::campaign) (wait
+    /// to lead) or [`try_campaign`](LeaderRequest::try_campaign). The leadership is an
+    /// exclusive lock on `name` with a fencing token, its [`epoch`](crate::Leadership::epoch);
+    /// lease, auto-renewal and cancel default to the client's. Refused with a `redlock://` URL,
+    /// which has no fencing tokens.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let leadership = client
+    ///     .leader("scheduler")
+    ///     .identity("host-a:4242")
+    ///     .campaign(Duration::from_secs(60))?;
+    /// while leadership.is_leader() {
+    ///     // ... one step of the leader's work, fenced with leadership.epoch() ...
+    /// #   break;
+    /// }
+    /// leadership.resign()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn leader<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LeaderRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0).with_fencing()
+    }
+
+    /// Who leads the election `name` now, without campaigning: its identity, epoch and
+    /// remaining lease, or `None` when nobody leads. Fails with an invalid-argument error when
+    /// the name is held as a plain lock.
+    pub fn leader_info(&self, name: impl AsRef<[u8]>) -> Result<Option<LeaderInfo>, Error> {
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        offers_elections(&*b.store, &keys)?;
+        leader::read(&*b.store, &keys)
+    }
+
+    /// Waits up to `timeout` until the election `name` is led by another epoch than `since`
+    /// (`None`: nobody led; pass the epoch of the last [`leader_info`](Self::leader_info)), and
+    /// returns who leads then (`None`: nobody, after a resign or a leader's lease ran out).
+    /// Woken by the change published on the election's channel, or at the leader's remaining
+    /// lease (a killed leader publishes nothing): no polling. Fails with
+    /// [`Error::is_wait_timeout`] when nothing changed within `timeout`.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let mut now = client.leader_info("scheduler")?;
+    /// loop {
+    ///     match client.wait_for_leader_change("scheduler", now.as_ref().map(|l| l.epoch), Duration::from_secs(60)) {
+    ///         Ok(next) => now = next,
+    ///         Err(e) if e.is_wait_timeout() => continue,
+    ///         Err(e) => return Err(e),
+    ///     }
+    ///     println!("leader: {:?}", now.as_ref().map(|l| &l.identity));
+    /// #   break;
+    /// }
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn wait_for_leader_change(
+        &self,
+        name: impl AsRef<[u8]>,
+        since: Option<u64>,
+        timeout: Duration,
+    ) -> Result<Option<LeaderInfo>, Error> {
+        check_wait(timeout)?;
+        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let b = self.backend()?;
+        offers_elections(&*b.store, &keys)?;
+        leader::wait_change(&*b.store, &keys, since, timeout)
     }
 
     /// The read/write lock `name`: many readers or one writer at a time, each holding its own
@@ -375,6 +447,14 @@ impl Client {
         *current = Some(fresh.clone());
         Ok(fresh)
     }
+}
+
+/// Whether `store` offers leader elections (all but Redlock's masters).
+fn offers_elections(store: &dyn crate::stores::LockStore, keys: &LockKeys) -> Result<(), Error> {
+    store.check(Check::Kind {
+        what: "a leader election",
+        shown: &keys.shown(),
+    })
 }
 
 /// The renewal machinery's gauges in the metrics.

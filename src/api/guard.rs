@@ -9,7 +9,9 @@ use std::fmt;
 use std::ops::Deref;
 use std::time::Duration;
 
-use crate::api::kind::{Exclusive, Kind, OneName, Read, Redisson, Semaphore, Set, SetParts, Write};
+use crate::api::kind::{
+    Exclusive, Kind, Leader, OneName, Read, Redisson, Semaphore, Set, SetParts, Write,
+};
 use crate::base::error::Error;
 use crate::base::metrics::KindLabel;
 use crate::engine::held::Held;
@@ -49,6 +51,10 @@ pub type MultiLock = Guard<Set>;
 /// A held Redisson lock (one hold of it: the same thread may hold it again; see
 /// [`Client::redisson_lock`](crate::Client::redisson_lock)).
 pub type RedissonLock = Guard<Redisson>;
+
+/// The leadership of an election, held (see [`Client::leader`](crate::Client::leader)).
+/// Dropping it resigns.
+pub type Leadership = Guard<Leader>;
 
 impl<K: Kind> Guard<K> {
     pub(crate) fn new(held: Held, parts: K::Parts) -> Guard<K> {
@@ -170,6 +176,35 @@ impl Guard<Exclusive> {
     /// ```
     pub fn detach(self) -> Result<String, Error> {
         self.held.detach()
+    }
+}
+
+impl Guard<Leader> {
+    /// The epoch of this leadership: a fencing token, strictly larger than every earlier
+    /// leader's of the election (on a Sentinel group or a Cluster ordered first by the
+    /// failover epoch of the master that elected it). Pass it to the resources the leader
+    /// writes, and have them refuse an epoch smaller than one they saw (docs/leaders.md).
+    pub fn epoch(&self) -> u64 {
+        self.held.fencing_token().unwrap_or(0)
+    }
+
+    /// Whether this process still leads, as far as it knows, without a round trip: not
+    /// resigned, not found lost, and the lease not run out by this process's clock. A leader
+    /// paused past its lease (a stop, a long pause) sees `false` before it acts again; check
+    /// it before each step that must be the leader's alone.
+    pub fn is_leader(&self) -> bool {
+        self.held.is_held()
+    }
+
+    /// The identity this leader campaigned with.
+    pub fn identity(&self) -> &str {
+        &self.parts
+    }
+
+    /// Steps down: deletes the leadership and wakes the campaigners and observers. `Ok` means
+    /// it was still ours; [`Error::is_not_held`] means it was lost before.
+    pub fn resign(self) -> Result<(), Error> {
+        self.held.release()
     }
 }
 
@@ -302,6 +337,15 @@ impl AnyLock {
     /// What kind of lock it is, for messages: "a read lock"...
     fn what(&self) -> &'static str {
         self.held.state.kind.what()
+    }
+
+    /// The epoch of a leadership; for any other kind, the error of a call that applies to
+    /// leaderships only.
+    pub(crate) fn epoch(&self) -> Result<u64, Error> {
+        match self.held.state.kind.label() {
+            KindLabel::Leader => Ok(self.held.fencing_token().unwrap_or(0)),
+            _ => Err(self.does_not_apply("an epoch")),
+        }
     }
 
     /// Ok for an exclusive lock; for any other kind, the error of a call (`what`) that applies

@@ -77,7 +77,14 @@ pub struct SetParts {
 #[derive(Debug)]
 pub enum Redisson {}
 
+/// The leadership of an election: one leader at a time, with an epoch
+/// ([`Leadership`](crate::Leadership), [`LeaderRequest`](crate::LeaderRequest);
+/// docs/leaders.md).
+#[derive(Debug)]
+pub enum Leader {}
+
 impl sealed::Sealed for Exclusive {}
+impl sealed::Sealed for Leader {}
 impl sealed::Sealed for Redisson {}
 impl sealed::Sealed for Read {}
 impl sealed::Sealed for Write {}
@@ -90,6 +97,10 @@ impl Kind for Exclusive {
 }
 impl Kind for Redisson {
     type Parts = ();
+}
+impl Kind for Leader {
+    /// The identity the leader campaigned with.
+    type Parts = Box<str>;
 }
 impl Kind for Read {
     type Parts = ();
@@ -114,12 +125,14 @@ impl OneName for Read {}
 impl OneName for Write {}
 impl OneName for Semaphore {}
 impl OneName for Redisson {}
+impl OneName for Leader {}
 
 impl RequestKind for Exclusive {}
 impl RequestKind for ReadWrite {}
 impl RequestKind for Semaphore {}
 impl RequestKind for Set {}
 impl RequestKind for Redisson {}
+impl RequestKind for Leader {}
 
 impl Fenced for Exclusive {}
 impl Fenced for ReadWrite {}

@@ -11,8 +11,13 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::api::client::Client;
-use crate::api::guard::{Guard, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock};
-use crate::api::kind::{Exclusive, Fenced, ReadWrite, Redisson, RequestKind, Semaphore, Set};
+use crate::api::guard::{
+    Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
+};
+use crate::api::kind::{
+    Exclusive, Fenced, Leader, ReadWrite, Redisson, RequestKind, Semaphore, Set,
+};
+use crate::base::config::Deployment;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
@@ -22,6 +27,7 @@ use crate::engine::cancel::Cancel;
 use crate::engine::held::Held;
 use crate::engine::kinds::Rules;
 use crate::engine::kinds::exclusive::Exclusive as ExclusiveRules;
+use crate::engine::kinds::leader::Leader as LeaderRules;
 use crate::engine::kinds::multi::{self, Set as SetRules};
 use crate::engine::kinds::redisson::Redisson as RedissonRules;
 use crate::engine::kinds::rwlock::Rw;
@@ -42,6 +48,8 @@ pub struct Request<'a, K: RequestKind> {
     owner: Option<&'a str>,
     /// A semaphore's number of permits.
     permits: u32,
+    /// A campaign's identity, shown to observers.
+    identity: Option<&'a str>,
     kind: PhantomData<K>,
 }
 
@@ -66,6 +74,8 @@ pub type SemaphoreRequest<'a> = Request<'a, Semaphore>;
 pub type MultiLockRequest<'a> = Request<'a, Set>;
 /// A request for Redisson's RLock.
 pub type RedissonLockRequest<'a> = Request<'a, Redisson>;
+/// A campaign for the leadership of an election.
+pub type LeaderRequest<'a> = Request<'a, Leader>;
 
 impl<'a, K: RequestKind> Request<'a, K> {
     /// A request with the client's defaults (fencing off for semaphores, which have none).
@@ -84,8 +94,15 @@ impl<'a, K: RequestKind> Request<'a, K> {
             cancel: None,
             owner: None,
             permits,
+            identity: None,
             kind: PhantomData,
         }
+    }
+
+    /// The request with fencing tokens (a leadership's epoch is one).
+    pub(crate) fn with_fencing(mut self) -> Self {
+        self.opts.fencing = true;
+        self
     }
 
     /// The request without fencing tokens (a semaphore's grants have none).
@@ -224,6 +241,43 @@ impl<'a> Request<'a, Exclusive> {
         let keys = self.keys()?;
         let (held, _) = self.take_as(Box::new(ExclusiveRules), keys, owner, wait)?;
         Ok(Guard::new(held, ()))
+    }
+}
+
+impl<'a> Request<'a, Leader> {
+    /// The identity the leader is known by to observers ([`Client::leader_info`]): not
+    /// empty, at most [`MAX_IDENTITY_LEN`](crate::MAX_IDENTITY_LEN) bytes, no control
+    /// characters. Never the token. Required: a campaign without one fails with an
+    /// invalid-argument error.
+    pub fn identity(mut self, identity: &'a str) -> Self {
+        self.identity = Some(identity);
+        self
+    }
+
+    /// One attempt: leads at once if nobody leads, else fails with [`Error::is_held`].
+    pub fn try_campaign(&self) -> Result<Leadership, Error> {
+        self.campaign_for(None)
+    }
+
+    /// Waits up to `wait` to lead (fails with [`Error::is_wait_timeout`]; with
+    /// [`cancel_on`](Self::cancel_on), a cancel ends it). Woken by a change published on the
+    /// election's channel (a resign), and at the leader's remaining lease (a leader that died
+    /// publishes nothing): no polling.
+    pub fn campaign(&self, wait: Duration) -> Result<Leadership, Error> {
+        self.campaign_for(Some(wait))
+    }
+
+    fn campaign_for(&self, wait: Option<Duration>) -> Result<Leadership, Error> {
+        let Some(identity) = self.identity else {
+            return Err(Error::invalid_argument(
+                "a campaign needs the leader's identity (LeaderRequest::identity)",
+            ));
+        };
+        let cluster = matches!(self.client.config().deployment, Deployment::Cluster(_));
+        let kind = LeaderRules::new(identity.as_bytes(), cluster)?;
+        let keys = self.keys()?;
+        let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
+        Ok(Guard::new(held, identity.into()))
     }
 }
 

@@ -103,6 +103,17 @@ impl Error {
         )
     }
 
+    /// An observer's wait that saw no change of the leader of the election `name`.
+    pub(crate) fn no_leader_change(name: &str, waited: std::time::Duration) -> Error {
+        Error::new(
+            ErrorKind::WaitTimeout,
+            format!(
+                "the leader of election {name} did not change within {} ms",
+                waited.as_millis()
+            ),
+        )
+    }
+
     /// The same error with `note` added to its message (after a colon).
     pub(crate) fn with_note(mut self, note: &str) -> Error {
         self.message = format!("{}: {note}", self.message).into();

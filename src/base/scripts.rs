@@ -141,6 +141,18 @@ scripts! {
     /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
     pub(crate) static SET_EXTEND = ["set_extend.lua"];
 
+    // ---- Leader election (`engine/kinds/leader.rs`) ----
+
+    /// LEADER_CAMPAIGN: take the leadership if nobody leads, write who leads, publish:
+    /// `leader_campaign.lua`.
+    pub(crate) static LEADER_CAMPAIGN = ["lib/fence.lua", "leader_campaign.lua"];
+    /// LEADER_RESIGN: the leader steps down and publishes: `leader_resign.lua`.
+    pub(crate) static LEADER_RESIGN = ["leader_resign.lua"];
+    /// LEADER_EXTEND: reset the lease of a leadership and its leader key: `leader_extend.lua`.
+    pub(crate) static LEADER_EXTEND = ["leader_extend.lua"];
+    /// LEADER_INFO: who leads an election now; reads only: `leader_info.lua`.
+    pub(crate) static LEADER_INFO = ["leader_info.lua"];
+
     // ---- A look at a lock ----
 
     /// INSPECT: what holds a lock and who waits, for every kind; reads only: `inspect.lua`.

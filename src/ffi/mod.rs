@@ -31,6 +31,7 @@ pub mod client;
 pub mod config;
 pub mod inspect;
 pub mod last_error;
+pub mod leader;
 pub mod lock;
 pub mod log;
 pub mod metrics;

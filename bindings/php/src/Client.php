@@ -6,6 +6,7 @@ namespace Redislock;
 
 use FFI;
 use FFI\CData;
+use Redislock\Client\Elections;
 use Redislock\Client\ExclusiveLocks;
 use Redislock\Client\Inspection;
 use Redislock\Client\LockKinds;
@@ -42,10 +43,12 @@ final class Client
     // This file holds the client's state, its construction and its end; its methods are in
     // Client/, by concern: ExclusiveLocks.php (tryAcquire, acquire, restore, withLock,
     // forceRelease, isOwnedBy), LockKinds.php (read/write locks, Redisson's lock, semaphores,
-    // sets of locks), Inspection.php (inspect, metrics) and Requests.php (the kept requests
+    // sets of locks), Elections.php (campaign, leader, waitForLeaderChange), Inspection.php
+    // (inspect, metrics) and Requests.php (the kept requests
     // behind the calls with options); Options.php checks and applies fromOptions()' options.
     use ExclusiveLocks;
     use LockKinds;
+    use Elections;
     use Inspection;
     use Requests;
 

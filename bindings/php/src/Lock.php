@@ -46,6 +46,8 @@ final class Lock
     public const SET = 'set';
     /** Redisson's RLock ({@see Client::redissonLock()}). */
     public const REDISSON = 'redisson';
+    /** The leadership of an election ({@see Client::campaign()}): release() resigns. */
+    public const LEADER = 'leader';
 
     /** Keeps the client alive at least as long as its locks. */
     private Client $client;
@@ -111,7 +113,10 @@ final class Lock
         return $this->names;
     }
 
-    /** What kind of lock it is: {@see Lock::EXCLUSIVE}, READ, WRITE, PERMITS, SET or REDISSON. */
+    /**
+     * What kind of lock it is: {@see Lock::EXCLUSIVE}, READ, WRITE, PERMITS, SET, REDISSON or
+     * LEADER.
+     */
     public function kind(): string
     {
         return $this->kind;
@@ -236,6 +241,21 @@ final class Lock
     public function remainingMs(): int
     {
         return (int) $this->ffi->redislock_lock_remaining_ms($this->handle());
+    }
+
+    /**
+     * The epoch of a leadership ({@see Client::campaign()}): its fencing token, strictly larger
+     * than every earlier leader's of the election. Pass it to what the leader writes, which
+     * should refuse an epoch smaller than one it has seen.
+     *
+     * @throws Exception\InvalidArgumentException when this is not a leadership
+     */
+    public function epoch(): int
+    {
+        $out = $this->ffi->new('uint64_t');
+        Library::check($this->ffi->redislock_lock_epoch($this->handle(), FFI::addr($out)));
+
+        return (int) $out->cdata;
     }
 
     /**

@@ -18,17 +18,20 @@ pub enum KindLabel {
     Set,
     /// Redisson's RLock, as Java services take it.
     Redisson,
+    /// The leadership of an election.
+    Leader,
 }
 
 impl KindLabel {
     /// Every kind, in label order.
-    pub const ALL: [KindLabel; 6] = [
+    pub const ALL: [KindLabel; 7] = [
         KindLabel::Exclusive,
         KindLabel::Read,
         KindLabel::Write,
         KindLabel::Semaphore,
         KindLabel::Set,
         KindLabel::Redisson,
+        KindLabel::Leader,
     ];
 
     /// The `kind` label's value.
@@ -40,6 +43,7 @@ impl KindLabel {
             KindLabel::Semaphore => "semaphore",
             KindLabel::Set => "set",
             KindLabel::Redisson => "redisson",
+            KindLabel::Leader => "leader",
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The kinds of lock: exclusive locks (`exclusive.rs`), read/write locks (`rwlock.rs`),
-//! semaphores (`semaphore.rs`), sets of exclusive locks taken at once (`multi.rs`) and
-//! Redisson's RLock (`redisson.rs`).
+//! semaphores (`semaphore.rs`), sets of exclusive locks taken at once (`multi.rs`),
+//! Redisson's RLock (`redisson.rs`) and the leadership of an election (`leader.rs`).
 //!
 //! A kind is one type in one file (plus its `.lua` scripts) that implements one trait,
 //! [`Rules`]: what the stores must offer for it, its one attempt, its waiter (a queue entry or
@@ -12,6 +12,7 @@
 //! are written once for all of them. ARCHITECTURE.md, "Adding a kind", says how to add one.
 
 pub(crate) mod exclusive;
+pub(crate) mod leader;
 pub(crate) mod multi;
 pub(crate) mod redisson;
 pub(crate) mod rwlock;

@@ -30,7 +30,8 @@ use crate::{Error, MAX_SET_NAMES};
 
 mod options;
 
-use options::{CRequest, Call, Kind};
+use options::Call;
+pub(crate) use options::{CRequest, Kind};
 
 /// How one lock is to be taken: what it takes (one lock name: an exclusive lock, or a read or
 /// write lock; permits of a semaphore; a set of names), and whichever of its lease,

@@ -12,7 +12,7 @@ use crate::{Cancel, Client, Error, Request as ApiRequest};
 /// `redislock_request_set_kind`. The setters ask it whether they apply; only the acquire, in
 /// [`CRequest::run`], turns it into a call of the Rust API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(crate) enum Kind {
     /// The exclusive lock of one name.
     Exclusive,
     /// A read lock of one name's read/write lock.
@@ -25,6 +25,8 @@ pub(super) enum Kind {
     Semaphore,
     /// The exclusive locks of a set of names, at once.
     Set,
+    /// The leadership of one election (`redislock_request_new_leader`).
+    Leader,
 }
 
 impl Kind {
@@ -51,17 +53,18 @@ impl Kind {
             Kind::Redisson => "a Redisson lock",
             Kind::Semaphore => "a semaphore",
             Kind::Set => "a set of locks",
+            Kind::Leader => "a leader election (its epoch is always fenced)",
         }
     }
 
     /// Whether it takes one lock name, whose side `redislock_request_set_kind` may choose.
     pub(super) fn is_one_name(self) -> bool {
-        !matches!(self, Kind::Semaphore | Kind::Set)
+        !matches!(self, Kind::Semaphore | Kind::Set | Kind::Leader)
     }
 
     /// Whether its grants may get fencing tokens: semaphores' and Redisson's have none.
     pub(super) fn has_fencing(self) -> bool {
-        !matches!(self, Kind::Semaphore | Kind::Redisson)
+        !matches!(self, Kind::Semaphore | Kind::Redisson | Kind::Leader)
     }
 }
 
@@ -86,6 +89,8 @@ pub(crate) struct CRequest {
     /// An exclusive lock's `at_least` and `at_most`.
     pub(super) at_least: Option<Duration>,
     pub(super) at_most: Option<Duration>,
+    /// A leader's identity, as given (checked when it campaigns).
+    pub(crate) identity: Vec<u8>,
 }
 
 /// What a run of a request does: the three calls that take a lock with it.
@@ -101,7 +106,7 @@ pub(super) enum Call<'o> {
 
 impl CRequest {
     /// A request of `client` for `kind` of `names`, with every option at the client's default.
-    pub(super) fn new(client: &Client, kind: Kind, names: Vec<Vec<u8>>, permits: u32) -> CRequest {
+    pub(crate) fn new(client: &Client, kind: Kind, names: Vec<Vec<u8>>, permits: u32) -> CRequest {
         CRequest {
             client: client.clone(),
             kind,
@@ -115,6 +120,7 @@ impl CRequest {
             cancel: None,
             at_least: None,
             at_most: None,
+            identity: Vec::new(),
         }
     }
 
@@ -197,6 +203,16 @@ impl CRequest {
             (Kind::Semaphore, Call::Wait(w)) => {
                 let request = self.with_options(c.semaphore(name, self.permits));
                 request.acquire(self.take, w)?.into()
+            }
+            (Kind::Leader, call) => {
+                // The Rust API checks the rest (empty, too long, control characters).
+                let identity = std::str::from_utf8(&self.identity)
+                    .map_err(|_| Error::invalid_argument("the leader's identity is not UTF-8"))?;
+                let request = self.with_options(c.leader(name)).identity(identity);
+                match call {
+                    Call::Wait(w) => request.campaign(w)?.into(),
+                    _ => request.try_campaign()?.into(),
+                }
             }
             (Kind::Set, Call::Try) => self
                 .with_fencing(c.lock_all(&self.names))
