@@ -19,6 +19,7 @@ The servers are private: a redis-server and an etcd on free loopback ports, remo
 import argparse
 import os
 import queue
+import random
 import shutil
 import signal
 import socket
@@ -31,9 +32,17 @@ import time
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below 32768: the kernel hands out those above to client
+    connections."""
+    for _ in range(500):
+        port = random.randint(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise SystemExit("no free loopback port below 32768")
 
 
 def wait_port(port, limit=20.0):
@@ -114,8 +123,9 @@ def main():
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="elect-bench-")
     rport, eport, epeer = free_port(), free_port(), free_port()
-    servers = [subprocess.Popen(["redis-server", "--port", str(rport), "--save", "",
-                                 "--appendonly", "no"], stdout=subprocess.DEVNULL)]
+    servers = [subprocess.Popen(["redis-server", "--bind", "127.0.0.1", "--port", str(rport),
+                                 "--save", "", "--appendonly", "no"],
+                                stdout=subprocess.DEVNULL)]
     with_etcd = bool(shutil.which("etcd") and shutil.which("etcdctl"))
     ep = f"http://127.0.0.1:{eport}"
     if with_etcd:
