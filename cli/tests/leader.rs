@@ -4,7 +4,7 @@
 //! (SIGTERM, exit 76), `leader --watch` woken by a change, bad input.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::sync::mpsc;
@@ -15,7 +15,7 @@ use redislock_testkit::{RedisServer, eventually, unique_name};
 
 mod common;
 
-use common::{Dir, SURELY, redislock, wait_timeout};
+use common::{Dir, SURELY, exit_and_stderr, redislock, wait_timeout};
 
 /// A child process killed and reaped when dropped, also when a test fails half way.
 struct Proc(Child);
@@ -162,14 +162,7 @@ fn a_lost_leadership_terminates_the_command_and_exits_76() {
         eventually(SURELY, || dir.path("a.termed").exists()),
         "the command never got SIGTERM"
     );
-    let status = wait_timeout(&mut child, SURELY);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, err) = exit_and_stderr(&mut child);
     assert_eq!(status.code(), Some(76), "{err}");
     assert!(err.contains("leadership"), "{err}");
 }

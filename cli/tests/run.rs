@@ -3,7 +3,7 @@
 //! servers, and the same `run` on every topology.
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -14,7 +14,7 @@ use redislock_testkit::{RedisServer, Shared, Topology, eventually, free_port, un
 
 mod common;
 
-use common::{Dir, SURELY, redislock, wait_timeout};
+use common::{Dir, SURELY, exit_and_stderr, redislock, wait_timeout};
 
 redislock_testkit::shared_keeper!();
 
@@ -206,14 +206,7 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
         // Renewal runs every lease/3; the margin is for a loaded machine, and stays well below
         // the time the command would otherwise run (forever).
         assert!(took < lease / 3 + Duration::from_secs(5), "{took:?}");
-        let status = wait_timeout(&mut child, SURELY);
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let (status, err) = exit_and_stderr(&mut child);
         assert_eq!(status.code(), Some(76), "{err}");
         // Lock names are quoted as the library's messages quote them: "name".
         assert!(err.contains(r#"lock "lost" was lost"#), "{err}");
@@ -317,14 +310,7 @@ fn at_most_terminates_the_command_and_exits_76() {
     );
     let took = t0.elapsed();
     assert!(took < Duration::from_secs(4), "{took:?}");
-    let status = wait_timeout(&mut child, SURELY);
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let (status, err) = exit_and_stderr(&mut child);
     assert_eq!(status.code(), Some(76), "{err}");
     assert!(err.contains("--at-most"), "{err}");
     // The key expires on its own at the 2 s (the loss is reported a drift margin before).

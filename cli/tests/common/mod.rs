@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::fs;
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
@@ -56,4 +57,15 @@ pub fn wait_timeout(child: &mut Child, limit: Duration) -> ExitStatus {
         );
         thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Waits (up to [`SURELY`]) until `child`, started with its stderr piped, exits: its status and
+/// what it wrote to stderr.
+pub fn exit_and_stderr(child: &mut Child) -> (ExitStatus, String) {
+    let status = wait_timeout(child, SURELY);
+    let mut err = String::new();
+    if let Some(mut stderr) = child.stderr.take() {
+        stderr.read_to_string(&mut err).unwrap();
+    }
+    (status, err)
 }
