@@ -14,7 +14,7 @@ use redislock_testkit::{RedisServer, Shared, Topology, eventually, free_port, un
 
 mod common;
 
-use common::{Dir, SURELY, exit_and_stderr, redislock, wait_timeout};
+use common::{Dir, SURELY, exit_and_stderr, redislock, until_term, wait_timeout};
 
 redislock_testkit::shared_keeper!();
 
@@ -176,11 +176,7 @@ fn a_lost_lock_terminates_the_command_and_exits_76() {
     for takeover in [false, true] {
         let dir = Dir::new();
         let (started, termed) = (dir.path("started"), dir.path("termed"));
-        let script = format!(
-            "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; while :; do sleep 0.05; done",
-            termed.display(),
-            started.display()
-        );
+        let script = until_term(&started, &termed);
         let mut child = redislock(&server.url())
             .args(["run", "--lease", "3s", "lost", "--", "sh", "-c", &script])
             .stderr(Stdio::piped())
@@ -277,11 +273,7 @@ fn at_most_terminates_the_command_and_exits_76() {
     let name = unique_name("at-most");
     let dir = Dir::new();
     let (started, termed) = (dir.path("started"), dir.path("termed"));
-    let script = format!(
-        "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; while :; do sleep 0.05; done",
-        termed.display(),
-        started.display()
-    );
+    let script = until_term(&started, &termed);
     let mut child = redislock(&server.url())
         .args([
             "run",

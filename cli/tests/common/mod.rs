@@ -59,6 +59,16 @@ pub fn wait_timeout(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
+/// A shell command, for `sh -c`, that touches `started` at once, then runs until SIGTERM, which
+/// it answers by touching `termed` and exiting 0.
+pub fn until_term(started: &std::path::Path, termed: &std::path::Path) -> String {
+    format!(
+        "trap 'touch \"{}\"; exit 0' TERM; touch '{}'; while :; do sleep 0.05; done",
+        termed.display(),
+        started.display()
+    )
+}
+
 /// Waits (up to [`SURELY`]) until `child`, started with its stderr piped, exits: its status and
 /// what it wrote to stderr.
 pub fn exit_and_stderr(child: &mut Child) -> (ExitStatus, String) {
