@@ -279,7 +279,8 @@ const UNSUBSCRIBED_READS: Duration = Duration::from_millis(250);
 
 /// Waits up to `timeout` until the election of `keys` is led by another epoch than `since`
 /// (`None`: nobody led), and returns who leads then. Subscribed to the election's channel
-/// before each read, so that no change after the read goes unheard; woken by the channel, and
+/// before it reads (again after a subscription failed), so that no change after a read goes
+/// unheard; woken by the channel, and
 /// at the leader's remaining lease (a killed leader's key expires without a message), when it
 /// reads again. A server that cannot serve (down, a failover) is ridden out with back-off until
 /// the bound, whose end then returns its error. Fails with [`Error::is_wait_timeout`] when
