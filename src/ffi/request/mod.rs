@@ -352,14 +352,9 @@ pub extern "C" fn redislock_request_set_at_least_ms(
     request: *mut redislock_request,
     at_least_ms: u64,
 ) -> redislock_result {
-    ffi_panic_boundary! {
-        let request = try_mut!(request);
-        if request.kind != Kind::Exclusive {
-            return last_error::fail(&request.does_not_apply("at_least"));
-        }
-        request.at_least = Some(Duration::from_millis(at_least_ms));
-        REDISLOCK_OK
-    }
+    set_exclusive_bound(request, "at_least", |r| {
+        r.at_least = Some(Duration::from_millis(at_least_ms))
+    })
 }
 
 /// Holds each lock the request takes at most `at_most_ms` after it was granted (default: no
@@ -372,12 +367,23 @@ pub extern "C" fn redislock_request_set_at_most_ms(
     request: *mut redislock_request,
     at_most_ms: u64,
 ) -> redislock_result {
+    set_exclusive_bound(request, "at_most", |r| {
+        r.at_most = Some(Duration::from_millis(at_most_ms))
+    })
+}
+
+/// Sets a bound that exclusive requests alone have (`what` names it in the error).
+fn set_exclusive_bound(
+    request: *mut redislock_request,
+    what: &str,
+    set: impl FnOnce(&mut CRequest),
+) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
         if request.kind != Kind::Exclusive {
-            return last_error::fail(&request.does_not_apply("at_most"));
+            return last_error::fail(&request.does_not_apply(what));
         }
-        request.at_most = Some(Duration::from_millis(at_most_ms));
+        set(request);
         REDISLOCK_OK
     }
 }
