@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use support::{
     CHILD_ROLE_ENV, ChildProcess, RedisServer, Shared, Topology, child_env, child_role,
-    fork_and_check, get, spawn_self, unique_name, wait_child, wait_child_ok,
+    fork_and_check, fork_and_check_within, get, spawn_self, unique_name, wait_child, wait_child_ok,
 };
 
 redislock_testkit::shared_keeper!();
@@ -337,6 +337,45 @@ fn fork_and_check_runs_the_check_on_the_childs_copy() {
     assert!(!held);
     let ((), held) = fork_and_check((), |()| panic!("a check that panics fails"));
     assert!(!held);
+}
+
+/// A forked child that hangs is a failure with its threads' stacks within the bound, not a
+/// test that waits for it forever; and it is killed.
+#[test]
+fn fork_and_check_reports_a_hung_child_and_kills_it() {
+    let started = Instant::now();
+    let hung = std::panic::catch_unwind(|| {
+        fork_and_check_within(Duration::from_secs(2), (), |()| {
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    });
+    let message = match hung {
+        Ok(_) => panic!("a hung forked child was reported as ended"),
+        Err(e) => e.downcast_ref::<String>().cloned().unwrap_or_default(),
+    };
+    assert!(
+        message.contains("still ran after 2s (killed)"),
+        "unexpected report: {message}"
+    );
+    assert!(
+        message.lines().count() > 1,
+        "no thread in the report: {message}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the report took {:?}",
+        started.elapsed()
+    );
+    let pid: i32 = message
+        .split_whitespace()
+        .nth(3)
+        .and_then(|p| p.parse().ok())
+        .expect("the report names the child");
+    // SAFETY: kill(2) with signal 0 only asks whether the process exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    assert!(!alive, "the hung child {pid} was left running");
 }
 
 #[test]

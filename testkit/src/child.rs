@@ -9,7 +9,8 @@
 //! its handle is dropped (a failed test) is killed and reaped.
 //!
 //! [`fork_and_check`] is for what a forked child inherits: it forks the calling process, runs a
-//! check in the child and reports whether it held.
+//! check in the child and reports whether it held; a child that hangs is killed after a bound and
+//! reported with its threads' stacks.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -271,7 +272,23 @@ impl Role {
 ///
 /// Only the calling thread exists in the forked child: `check` must not wait for anything the
 /// other threads of the test would do. Using the library under test there is the point.
+///
+/// A forked child still running after [`FORK_CHECK_LIMIT`] is a hang (a lock a thread of the
+/// parent held at the fork, say): its threads' stacks are taken (gdb, else what `/proc` tells),
+/// it is killed, and this panics with them, before the test's own bound runs out.
 pub fn fork_and_check<T>(inherited: T, check: impl FnOnce(T) -> bool) -> (T, bool) {
+    fork_and_check_within(FORK_CHECK_LIMIT, inherited, check)
+}
+
+/// How long [`fork_and_check`] waits for its forked child.
+pub const FORK_CHECK_LIMIT: Duration = Duration::from_secs(60);
+
+/// [`fork_and_check`] with a bound of `limit` on the forked child.
+pub fn fork_and_check_within<T>(
+    limit: Duration,
+    inherited: T,
+    check: impl FnOnce(T) -> bool,
+) -> (T, bool) {
     let mut inherited = std::mem::ManuallyDrop::new(inherited);
     // SAFETY: fork(2) has no memory-safety preconditions; in the child only this thread runs
     // `check` and then `_exit`s, so nothing of the parent's other threads is waited for, and
@@ -288,9 +305,76 @@ pub fn fork_and_check<T>(inherited: T, check: impl FnOnce(T) -> bool) -> (T, boo
         unsafe { libc::_exit(if held { 0 } else { 1 }) };
     }
     let mut status = 0;
-    // SAFETY: waits for the process forked above, which only this call reaps.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(waited, pid, "waitpid: {}", std::io::Error::last_os_error());
+    let deadline = Instant::now() + limit;
+    loop {
+        // SAFETY: waits for the process forked above, which only this call reaps.
+        let waited = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+        if waited == pid {
+            break;
+        }
+        assert_eq!(waited, 0, "waitpid: {}", std::io::Error::last_os_error());
+        if Instant::now() >= deadline {
+            let stacks = stacks_of(pid as u32);
+            signal(pid as u32, libc::SIGKILL);
+            // SAFETY: reaps the process forked above, killed just now.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            panic!(
+                "the forked child {pid} still ran after {limit:?} (killed); its threads:\n{stacks}"
+            );
+        }
+        thread::sleep(POLL);
+    }
     let held = libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
     (std::mem::ManuallyDrop::into_inner(inherited), held)
+}
+
+/// The stacks of every thread of `pid`, for a report: gdb's backtraces when gdb is there and
+/// answers within [`REAP_LIMIT`], else each thread's name, state, kernel wait channel and system
+/// call from `/proc`.
+fn stacks_of(pid: u32) -> String {
+    let gdb = std::process::Command::new("timeout")
+        .arg(REAP_LIMIT.as_secs().to_string())
+        .args([
+            "gdb",
+            "-p",
+            &pid.to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output();
+    if let Ok(out) = gdb {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let frames: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with('#') || l.starts_with("Thread "))
+            .collect();
+        if !frames.is_empty() {
+            return frames.join("\n");
+        }
+    }
+    let read = |path: String| fs::read_to_string(path).unwrap_or_default();
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return "(no /proc entry)".into();
+    };
+    tasks
+        .flatten()
+        .map(|t| {
+            let at = t.path().display().to_string();
+            format!(
+                "thread {}: {} state {} wchan {} syscall {}",
+                t.file_name().to_string_lossy(),
+                read(format!("{at}/comm")).trim(),
+                read(format!("{at}/stat"))
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim(),
+                read(format!("{at}/wchan")).trim(),
+                read(format!("{at}/syscall")).trim(),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -56,7 +56,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use child::{CHILD_DIR_ENV, ChildProcess, Role, child_role, fork_and_check, output_text};
+pub use child::{
+    CHILD_DIR_ENV, ChildProcess, FORK_CHECK_LIMIT, Role, child_role, fork_and_check,
+    fork_and_check_within, output_text,
+};
 pub use cluster::{Cluster, ISOLATED_SOURCE, slot_master_at};
 pub use history::{
     Event, FencedResource, History, Holding, Op, Recorder, Report, check, first_grant_after,
