@@ -39,6 +39,8 @@ done
 # The scheduler's cron expressions (only suggested by php-illuminate-console).
 [ -f /usr/share/php/Cron/autoload.php ] || need+=(php-dragonmantank-cron-expression)
 command -v phpunit >/dev/null || need+=(phpunit)
+# The stacks of a forked check that hangs in a test (testkit/src/child.rs).
+command -v gdb >/dev/null || need+=(gdb)
 { command -v php-fpm8.2 || [ -x /usr/sbin/php-fpm8.2 ]; } >/dev/null || need+=(php8.2-fpm)
 { command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null || need+=(nginx)
 command -v wrk >/dev/null || need+=(wrk)
