@@ -31,6 +31,17 @@ pub(crate) fn sharded(store: &dyn LockStore) -> bool {
     matches!(store.cfg().deployment, Deployment::Cluster(_))
 }
 
+/// The command that publishes on a lock's channel through `c`, as its subscribers subscribe:
+/// SPUBLISH where they subscribe sharded (`sharded`: a Cluster; from Redis 7 on, see
+/// `Connection::has_sharded_pubsub`), else PUBLISH (as Redisson falls back to before Redis 7).
+pub(crate) fn publish_command(sharded: bool, c: &Connection) -> &'static str {
+    if sharded && c.has_sharded_pubsub() {
+        "spublish"
+    } else {
+        "publish"
+    }
+}
+
 /// One waiter's subscription to one channel.
 pub(crate) struct Subscription<'a> {
     node: NodeRef<'a>,

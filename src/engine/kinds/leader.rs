@@ -36,7 +36,7 @@ use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
-use crate::stores::pubsub::{Subscriber, Subscription, sharded};
+use crate::stores::pubsub::{Subscriber, Subscription, publish_command, sharded};
 use crate::stores::wait::Step;
 
 /// The longest identity a leader may give, in bytes.
@@ -86,16 +86,6 @@ pub(crate) fn check_identity(identity: &[u8]) -> Result<&str, Error> {
     Ok(id)
 }
 
-/// The PUBLISH command on `c` (SPUBLISH on a Cluster of Redis 7 and later), as a subscriber
-/// there subscribes (`stores/pubsub.rs`).
-fn publish(cluster: bool, c: &Connection) -> &'static str {
-    if cluster && c.has_sharded_pubsub() {
-        "spublish"
-    } else {
-        "publish"
-    }
-}
-
 /// One campaign attempt on `c`: LEADER_CAMPAIGN.
 fn campaign(
     cluster: bool,
@@ -114,7 +104,7 @@ fn campaign(
         .arg(lease_ms)
         .arg(identity)
         .arg(c.epoch())
-        .arg(publish(cluster, c))
+        .arg(publish_command(cluster, c))
         .invoke(c)?;
     Ok(if ours == 1 {
         Step::granted(fence.max(0) as u64, pttl)
@@ -169,7 +159,7 @@ impl Rules for Leader {
                 .key(keys.leader())
                 .key(keys.leader_channel())
                 .arg(token.as_str())
-                .arg(publish(self.cluster, c))
+                .arg(publish_command(self.cluster, c))
                 .invoke(c)
         })
     }

@@ -34,7 +34,7 @@ use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
-use crate::stores::pubsub::{Subscriber, sharded};
+use crate::stores::pubsub::{Subscriber, publish_command, sharded};
 use crate::stores::wait::Step;
 
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
@@ -110,13 +110,7 @@ impl Rules for Redisson {
             .as_millis()
             .max(1) as u64;
         let released: Option<i64> = store.run(keys, |c, _| {
-            // Before Redis 7 a Cluster has no sharded pub/sub: PUBLISH, as Redisson falls back
-            // to.
-            let publish = if sharded(store) && c.has_sharded_pubsub() {
-                "spublish"
-            } else {
-                "publish"
-            };
+            let publish = publish_command(sharded(store), c);
             scripts::REDISSON_UNLOCK
                 .key(keys.lock())
                 .key(channel(keys))
