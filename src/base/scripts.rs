@@ -41,9 +41,9 @@
 //! `set_acquire.lua` and of Redlock in `quorum_acquire.lua`. `scripts/test.sh` runs luacheck
 //! (`.luacheckrc`) on the files and on each script as Redis receives it.
 
-use std::sync::LazyLock;
-
 use redis::Script;
+
+use crate::base::sync::Lazy;
 
 /// The text of a script: its files under `src/base/scripts/`, concatenated in that order.
 macro_rules! lua {
@@ -52,13 +52,14 @@ macro_rules! lua {
     };
 }
 
-/// Declares each script as a `redis::Script` made from its files (`lua!`) on first use, and,
+/// Declares each script as a `redis::Script` made from its files (`lua!`) on first use (a
+/// [`Lazy`]: fork-safe), and,
 /// for the tests below, lists them all in `ALL`.
 macro_rules! scripts {
     ($($(#[$doc:meta])* $vis:vis static $name:ident = [$($file:literal),+];)+) => {
         $(
             $(#[$doc])*
-            $vis static $name: LazyLock<Script> = LazyLock::new(|| Script::new(lua!($($file),+)));
+            $vis static $name: Lazy<Script> = Lazy::new(|| Script::new(lua!($($file),+)));
         )+
 
         /// Every script: its name, its files in order, and its text as Redis receives it.

@@ -20,7 +20,8 @@
 //! the crate is in a loop that checks its condition again.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{self, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -248,10 +249,127 @@ impl<T: ?Sized> RwLock<T> {
     }
 }
 
+/// A value made on first use, as `std::sync::LazyLock` makes it, but without a lock: threads
+/// that find it not made yet each make one, the first to finish puts its own in place, the
+/// others drop theirs and use it. `LazyLock` and `OnceLock` park a thread that finds another one
+/// making the value until the maker is done; in a child forked while a thread of the parent was
+/// making it, no thread ever is, and the child would wait for good. Here it makes its own.
+/// For values that are cheap to make twice and the same whoever makes them (the scripts, a
+/// clock's epoch).
+pub(crate) struct Lazy<T> {
+    value: AtomicPtr<T>,
+    make: fn() -> T,
+}
+
+impl<T> Lazy<T> {
+    /// A value that `make` makes on first use.
+    pub(crate) const fn new(make: fn() -> T) -> Lazy<T> {
+        Lazy {
+            value: AtomicPtr::new(ptr::null_mut()),
+            make,
+        }
+    }
+}
+
+#[allow(unsafe_code)] // a leaked Box behind an atomic pointer: std has no lock-free lazy value
+impl<T> Deref for Lazy<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        let made = self.value.load(Ordering::Acquire);
+        if !made.is_null() {
+            // SAFETY: a pointer put in place is a leaked Box, freed only by Drop (&mut self).
+            return unsafe { &*made };
+        }
+        let mine = Box::into_raw(Box::new((self.make)()));
+        match self.value.compare_exchange(
+            ptr::null_mut(),
+            mine,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: ours, now in place (see above).
+            Ok(_) => unsafe { &*mine },
+            Err(theirs) => {
+                // SAFETY: ours, never shared; theirs is in place (see above).
+                drop(unsafe { Box::from_raw(mine) });
+                unsafe { &*theirs }
+            }
+        }
+    }
+}
+
+#[allow(unsafe_code)] // frees the Box that Deref leaked
+impl<T> Drop for Lazy<T> {
+    fn drop(&mut self) {
+        let made = *self.value.get_mut();
+        if !made.is_null() {
+            // SAFETY: the Box put in place, no longer borrowed (we have &mut self).
+            drop(unsafe { Box::from_raw(made) });
+        }
+    }
+}
+
+// SAFETY: as `LazyLock`: the value is shared by reference between threads (Sync) and may be
+// made on one thread and dropped on another (Send).
+#[allow(unsafe_code)]
+unsafe impl<T: Send + Sync> Sync for Lazy<T> {}
+// SAFETY: see above.
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Send for Lazy<T> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A child forked while a thread of the parent is making a lazy value (as a thread is for a
+    /// moment when it first sends a script) makes its own instead of waiting for that thread.
+    #[test]
+    fn a_forked_child_never_waits_for_a_value_a_parent_thread_was_making() {
+        use std::sync::atomic::AtomicBool;
+        static INSIDE: AtomicBool = AtomicBool::new(false);
+        static LET_GO: AtomicBool = AtomicBool::new(false);
+        fn slow_the_first_time() -> u32 {
+            if !INSIDE.swap(true, Ordering::SeqCst) {
+                while !LET_GO.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            7
+        }
+        static VALUE: Lazy<u32> = Lazy::new(slow_the_first_time);
+
+        let maker = std::thread::spawn(|| *VALUE);
+        while !INSIDE.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let ((), child_ok) =
+            redislock_testkit::fork_and_check_within(Duration::from_secs(10), (), |()| *VALUE == 7);
+        LET_GO.store(true, Ordering::SeqCst);
+        assert_eq!(maker.join().unwrap(), 7);
+        assert!(child_ok, "the forked child found a wrong value");
+        assert_eq!(*VALUE, 7);
+    }
+
+    #[test]
+    fn a_lazy_value_is_made_once_seen_by_all_and_dropped() {
+        use std::sync::atomic::AtomicUsize;
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        fn make() -> Vec<u8> {
+            MADE.fetch_add(1, Ordering::SeqCst);
+            vec![1, 2, 3]
+        }
+        let lazy = Lazy::new(make);
+        let first = &*lazy as *const Vec<u8> as usize;
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| assert_eq!(&*lazy as *const Vec<u8> as usize, first));
+            }
+        });
+        assert_eq!(*lazy, vec![1, 2, 3]);
+        assert_eq!(MADE.load(Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn a_wait_releases_the_lock_and_takes_it_back() {

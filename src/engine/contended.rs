@@ -7,16 +7,18 @@
 //! script: names that share an entry evict each other, and a name found free by a waiter's first
 //! round is cleared, so an uncontended name soon goes back to the plain attempt.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::base::sync::Lazy;
 
 const ENTRIES: usize = 256;
 /// How long a name counts as contended after it was last found held.
 const FOR: Duration = Duration::from_secs(5);
 
 static TABLE: [AtomicU64; ENTRIES] = [const { AtomicU64::new(0) }; ENTRIES];
-static EPOCH: OnceLock<Instant> = OnceLock::new();
+/// The first use (a [`Lazy`]: a child forked while a thread of the parent reads it never waits).
+static EPOCH: Lazy<Instant> = Lazy::new(Instant::now);
 
 /// FNV-1a, 64 bits.
 fn hash(key: &[u8]) -> u64 {
@@ -30,7 +32,7 @@ fn hash(key: &[u8]) -> u64 {
 
 /// Milliseconds since the first use, never 0 (0 marks an empty entry), wrapping after 49 days.
 fn now_ms() -> u32 {
-    let ms = EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u32;
+    let ms = EPOCH.elapsed().as_millis() as u32;
     ms.max(1)
 }
 

@@ -2,9 +2,10 @@
 //! function.
 
 use std::ffi::{CString, c_char, c_void};
-use std::sync::{OnceLock, RwLock};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
-use super::result::redislock_result::{self, REDISLOCK_INTERNAL, REDISLOCK_OK};
+use super::result::redislock_result::{self, REDISLOCK_OK};
 
 /// How important a log record is. Lost locks, late or failing renewals: WARN; reconnects:
 /// INFO; handoffs and failed connects: DEBUG. No record holds a lock token or a password.
@@ -48,9 +49,17 @@ unsafe impl Send for Sink {}
 // SAFETY: as above; the sink itself is never changed in place.
 unsafe impl Sync for Sink {}
 
-static SINK: RwLock<Option<Sink>> = RwLock::new(None);
-/// Whether the library's logger got installed (the `log` facade takes one per process).
-static INSTALLED: OnceLock<bool> = OnceLock::new();
+/// The sink in use, or null when logging is off. Taken without a lock, so that a child forked
+/// while a thread of the parent was inside a callback (or replacing the sink) logs and replaces
+/// it without waiting for that thread. A replaced sink is never freed, since another thread may
+/// be calling it still: one small allocation per `redislock_set_log_callback` with a callback.
+static SINK: AtomicPtr<Sink> = AtomicPtr::new(ptr::null_mut());
+
+/// The sink in use, if any.
+fn sink() -> Option<&'static Sink> {
+    // SAFETY: a non-null pointer here is a leaked Box (see SINK), never freed.
+    unsafe { SINK.load(Ordering::Acquire).as_ref() }
+}
 
 struct CLogger;
 
@@ -68,19 +77,14 @@ fn level_of(level: log::Level) -> redislock_log_level {
 impl log::Log for CLogger {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
         metadata.target().starts_with("redislock")
-            && SINK
-                .read()
-                .ok()
-                .and_then(|s| s.as_ref().map(|s| level_of(metadata.level()) <= s.max))
-                .unwrap_or(false)
+            && sink().is_some_and(|s| level_of(metadata.level()) <= s.max)
     }
 
     fn log(&self, record: &log::Record<'_>) {
         if !self.enabled(record.metadata()) {
             return;
         }
-        let Ok(sink) = SINK.read() else { return };
-        let Some(sink) = sink.as_ref() else { return };
+        let Some(sink) = sink() else { return };
         let text = record.args().to_string().replace('\0', " ");
         let Ok(text) = CString::new(text) else { return };
         // SAFETY: the callback and its user data were given by the C caller, who promised they
@@ -104,15 +108,13 @@ pub extern "C" fn redislock_set_log_callback(
     max_level: redislock_log_level,
 ) -> redislock_result {
     ffi_panic_boundary! {
-        let installed = *INSTALLED.get_or_init(|| {
-            static LOGGER: CLogger = CLogger;
-            let ok = log::set_logger(&LOGGER).is_ok();
-            if ok {
-                log::set_max_level(log::LevelFilter::Trace);
-            }
-            ok
-        });
-        if !installed {
+        // Installed at the first call; a later call (or a racing one) finds it in place.
+        static LOGGER: CLogger = CLogger;
+        if log::set_logger(&LOGGER).is_ok() {
+            log::set_max_level(log::LevelFilter::Trace);
+        }
+        let installed: *const dyn log::Log = log::logger();
+        if !ptr::addr_eq(installed, &LOGGER as *const CLogger) {
             return super::last_error::fail(&crate::Error::internal(
                 "another logger of the Rust log facade is installed in this process",
             ));
@@ -120,12 +122,8 @@ pub extern "C" fn redislock_set_log_callback(
         let sink = callback
             .filter(|_| max_level != redislock_log_level::REDISLOCK_LOG_OFF)
             .map(|callback| Sink { callback, user_data, max: max_level });
-        match SINK.write() {
-            Ok(mut cell) => {
-                *cell = sink;
-                REDISLOCK_OK
-            }
-            Err(_) => REDISLOCK_INTERNAL,
-        }
+        let sink = sink.map_or(ptr::null_mut(), |s| Box::into_raw(Box::new(s)));
+        SINK.store(sink, Ordering::Release);
+        REDISLOCK_OK
     }
 }

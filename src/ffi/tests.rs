@@ -686,3 +686,50 @@ fn lock_functions_of_other_kinds_refuse_null() {
     );
     assert!(out.is_null());
 }
+
+/// A child forked while a thread of the parent is inside the log callback logs, and replaces
+/// the callback, without waiting for that thread.
+#[test]
+fn a_forked_child_never_waits_for_a_log_callback_a_parent_thread_is_in() {
+    use super::log::{redislock_log_level, redislock_set_log_callback};
+    use std::ffi::c_void;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static INSIDE: AtomicBool = AtomicBool::new(false);
+    static LET_GO: AtomicBool = AtomicBool::new(false);
+    unsafe extern "C" fn slow(_: *mut c_void, _: redislock_log_level, _: *const c_char) {
+        INSIDE.store(true, Ordering::SeqCst);
+        while !LET_GO.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    unsafe extern "C" fn quiet(_: *mut c_void, _: redislock_log_level, _: *const c_char) {}
+    let trace = redislock_log_level::REDISLOCK_LOG_TRACE;
+    let off = redislock_log_level::REDISLOCK_LOG_OFF;
+
+    assert_eq!(
+        redislock_set_log_callback(Some(slow), ptr::null_mut(), trace),
+        REDISLOCK_OK
+    );
+    let logger = std::thread::spawn(|| log::warn!(target: "redislock", "inside the callback"));
+    while !INSIDE.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let ((), child_ok) =
+        redislock_testkit::fork_and_check_within(Duration::from_secs(10), (), |()| {
+            let replaced = redislock_set_log_callback(Some(quiet), ptr::null_mut(), trace);
+            log::warn!(target: "redislock", "in the forked child");
+            let off = redislock_set_log_callback(None, ptr::null_mut(), off);
+            replaced == REDISLOCK_OK && off == REDISLOCK_OK
+        });
+    LET_GO.store(true, Ordering::SeqCst);
+    logger.join().unwrap();
+    assert_eq!(
+        redislock_set_log_callback(None, ptr::null_mut(), off),
+        REDISLOCK_OK
+    );
+    assert!(
+        child_ok,
+        "the forked child could not replace the log callback"
+    );
+}
