@@ -218,7 +218,11 @@ impl Renewer {
             let _q = inner.io.lock();
             inner.io_wake.notify_all();
         }
-        for worker in inner.idle.lock().iter() {
+        // The idle list is let go before any mailbox is taken: a parked thread that wakes (or
+        // joins the list) holds its mailbox and then takes the list (worker.rs), so holding
+        // the list here while taking a mailbox could wait for good on both sides.
+        let idle = inner.idle.lock().clone();
+        for worker in idle {
             let _job = worker.job.lock();
             worker.cv.notify_all();
         }
@@ -365,5 +369,50 @@ impl Renewer {
             late_renewals: metrics.renewals_late.get(),
             lost_locks: metrics.lost_by_renewal(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::base::sync::Condvar;
+    use std::sync::mpsc;
+    use worker::Worker;
+
+    /// A parked renewal thread that wakes as the client shuts down holds its mailbox and then
+    /// takes the idle list (worker.rs). Shutdown must not hold the list while it takes that
+    /// mailbox: it did once, and both waited for good (a hang of `redislock_client_free` about
+    /// once in a hundred C test runs). Here the thread's side is played step by step, each wait
+    /// bounded, so the old order fails instead of hanging.
+    #[test]
+    fn shutdown_never_holds_the_idle_list_while_it_takes_a_mailbox() {
+        let renewer = Renewer::new(10);
+        let worker = Arc::new(Worker {
+            job: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        renewer.inner.idle.lock().push(worker.clone());
+
+        // The parked thread, awake: its mailbox held.
+        let mailbox = worker.job.lock();
+        let (done_tx, done_rx) = mpsc::channel();
+        let inner = renewer.inner.clone();
+        let shutting_down = thread::spawn(move || {
+            Renewer { inner }.shutdown(Duration::from_secs(1));
+            let _ = done_tx.send(());
+        });
+        // Shutdown is waiting for the mailbox by now; the thread takes the list next.
+        thread::sleep(Duration::from_millis(200));
+        let list = renewer.inner.idle.try_lock_for(Duration::from_secs(2));
+        let took_the_list = list.is_some();
+        drop(list);
+        drop(mailbox);
+        let ended = done_rx.recv_timeout(Duration::from_secs(5)).is_ok();
+        assert!(
+            took_the_list,
+            "shutdown held the idle list while it waited for a parked thread's mailbox"
+        );
+        assert!(ended, "shutdown did not end");
+        shutting_down.join().unwrap();
     }
 }
