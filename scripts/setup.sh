@@ -147,4 +147,9 @@ if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen $CBINDGEN_VERSION" ]; then
   echo "setup: installing cbindgen $CBINDGEN_VERSION"
   cargo install --quiet --locked cbindgen --version "$CBINDGEN_VERSION"
 fi
+# The test runner of scripts/test.sh (.config/nextest.toml).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-nextest"
+  cargo install --quiet --locked cargo-nextest
+fi
 echo "setup: ok ($(redis-server --version | cut -d' ' -f3), valkey $(valkey-server --version | cut -d' ' -f3) $(valkey-server-9.0 --version | cut -d' ' -f3), redis $(redis-server-6.2 --version | cut -d' ' -f3) $(redis-server-7.4 --version | cut -d' ' -f3) $(redis-server-6.0 --version | cut -d' ' -f3), PHP $(php -r 'echo PHP_VERSION;'), $(cbindgen --version))"

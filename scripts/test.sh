@@ -11,17 +11,56 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  -h | --help) sed -n '2,/^set -euo pipefail$/{/^set /d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+  *) echo "test.sh: unknown argument $1 (--quick, or nothing for the whole suite)" >&2; exit 2 ;;
+esac
+
+# Each step's time, printed as a table at the end (and when a step fails).
+steps=()
+step_name=""
+step_start=$SECONDS
+suite_start=$SECONDS
+step_end() {
+  [ -n "$step_name" ] && steps+=("$(printf '%5d s  %s' $((SECONDS - step_start)) "$step_name")")
+  step_name=""
+}
+step() {
+  step_end
+  step_name="$*"
+  step_start=$SECONDS
+  printf '\n== %s\n' "$*"
+}
+summary() {
+  local rc=$?
+  step_end
+  printf '\n== time per step\n'
+  printf '%s\n' "${steps[@]}"
+  printf '%5d s  in all (exit %d)\n' $((SECONDS - suite_start)) "$rc"
+}
+trap summary EXIT
+
+step "set-up (scripts/setup.sh: what is missing)"
 bash scripts/setup.sh
-step() { printf '\n== %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+if [ $quick -eq 1 ]; then
+  # The inner loop (CONTRIBUTING.md): the library's lints, its unit tests, and the behaviour
+  # suite on one server (Redis; the rows whose name starts with single::).
+  step "cargo clippy --lib -- -D warnings"
+  cargo clippy --lib -- -D warnings
+  step "unit tests and the behaviour suite on one server (cargo nextest run --lib --test topologies 'single::')"
+  cargo nextest run --lib --test topologies -E 'kind(lib) | (binary(topologies) & test(/^single::/))'
+  exit 0
+fi
 step "cargo clippy --all-targets --workspace -- -D warnings"
 cargo clippy --all-targets --workspace -- -D warnings
-step "cargo clippy with the metrics facade (--features metrics)"
-cargo clippy --lib --tests --features metrics -- -D warnings
-step "cargo clippy with the spans (--features tracing)"
-cargo clippy --lib --tests --features tracing -- -D warnings
+step "cargo clippy with the metrics facade and the spans (--features metrics,tracing)"
+cargo clippy --lib --tests --features metrics,tracing -- -D warnings
 step "luacheck (src/base/scripts/, and each Lua script as Redis receives it: .luacheckrc)"
 rm -rf target/luacheck
 LUACHECK_DIR="$PWD/target/luacheck" cargo test --quiet --lib base::scripts::tests::write_for_luacheck \
@@ -31,20 +70,12 @@ if [ -x scripts/ci/gen-headers.sh ] || [ -f scripts/ci/gen-headers.sh ]; then
   step "header drift check"
   bash scripts/ci/gen-headers.sh --check
 fi
-step "tests"
-if cargo nextest --version >/dev/null 2>&1; then
-  # One retry: on a 2-core machine shared with builds, a timing-bound test can miss its bound
-  # once; nextest reports every test that passed only on its retry as FLAKY, so none is hidden.
-  cargo nextest run --workspace --no-fail-fast --retries 1
-  # The metrics through the `metrics` crate's facade: a test that needs the feature.
-  cargo nextest run --features metrics --test metrics_facade
-  # The spans through the `tracing` crate: a test that needs the feature.
-  cargo nextest run --features tracing --test tracing_spans
-else
-  cargo test --workspace --no-fail-fast
-  cargo test --features metrics --test metrics_facade
-  cargo test --features tracing --test tracing_spans
-fi
+step "tests (cargo nextest run --workspace: .config/nextest.toml sets how many at once)"
+# One retry: on a 2-core machine shared with builds, a timing-bound test can miss its bound
+# once; nextest reports every test that passed only on its retry as FLAKY, so none is hidden.
+cargo nextest run --workspace --no-fail-fast --retries 1
+step "the tests that need the features: the metrics facade and the spans (--features metrics,tracing)"
+cargo nextest run --features metrics,tracing --test metrics_facade --test tracing_spans
 step "doc tests"
 cargo test --doc
 step "the crates as crates.io gets them: cargo publish --dry-run --locked (packaged and built)"
