@@ -45,10 +45,11 @@ fn run(client: &Client) -> Res<()> {
     Ok(())
 }
 
-/// Deletes a lock key and its companions (fencing counter, waiter queue and entries).
+/// Deletes a lock key and its companions (fencing counter, waiter queue; a waiter's own keys
+/// expire by themselves: src/base/keys.rs).
 fn delete_lock_keys(url: &str, key: &str) -> Res<()> {
     let data = redis::Client::open(url)?;
     let mut conn = data.get_connection_with_timeout(Duration::from_secs(2))?;
-    let keys = [":fence", ":q", ":w"].map(|suffix| format!("{{{key}}}{suffix}"));
+    let keys = [":fence", ":q"].map(|suffix| format!("{{{key}}}{suffix}"));
     Ok(redis::cmd("DEL").arg(key).arg(&keys).exec(&mut conn)?)
 }

@@ -89,11 +89,10 @@ fn run(url: &str, data_url: &str, prefix: &str) -> Res<()> {
     let (stock_key, lock_name) = (format!("{prefix}stock"), format!("{prefix}lock"));
     let data = redis::Client::open(data_url)?;
     // Dropped when run returns, also on errors: deletes the stock, the lock key and the lock's
-    // companion keys (fencing counter, waiter queue and entries, Redlock's waiter marks), by
-    // exact name. The lock name has the prefix's hash tag, so its companions are the name and a
-    // suffix (src/keys.rs).
-    let companions =
-        [":fence", ":q", ":w", ":wanted", ":wake"].map(|suffix| format!("{lock_name}{suffix}"));
+    // companion keys (fencing counter, waiter queue, Redlock's waiter queue; a waiter's own keys
+    // expire by themselves), by exact name. The lock name has the prefix's hash tag, so its
+    // companions are the name and a suffix (src/base/keys.rs).
+    let companions = [":fence", ":q", ":rq"].map(|suffix| format!("{lock_name}{suffix}"));
     let mut keys = vec![stock_key.clone(), lock_name.clone()];
     keys.extend(companions);
     let _cleanup = Cleanup(data.clone(), keys);

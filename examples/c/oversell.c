@@ -449,7 +449,7 @@ static long run_race(struct race *race, conn *data) {
 
 int main(void) {
     const char *url = getenv("REDIS_URL");
-    char prefix[96], stock_key[128], lock_name[128], keys[7][160], reply[64];
+    char prefix[96], stock_key[128], lock_name[128], keys[5][160], reply[64];
     redislock_config *config = NULL;
     redislock_client *client = NULL;
     struct race race;
@@ -529,16 +529,15 @@ int main(void) {
     }
 
     /* Delete what the demo created, by exact name: the stock, the lock key and the lock's
-     * companion keys (fencing counter, waiter queue and entries, Redlock waiters' marks; the
-     * lock name has the prefix's hash tag, so they are the name and a suffix, see src/keys.rs). */
+     * companion keys (fencing counter, waiter queue, Redlock's waiter queue; a waiter's own keys
+     * expire by themselves; the lock name has the prefix's hash tag, so they are the name and a
+     * suffix, see src/base/keys.rs). */
     snprintf(keys[0], sizeof keys[0], "%s", stock_key);
     snprintf(keys[1], sizeof keys[1], "%s", lock_name);
     snprintf(keys[2], sizeof keys[2], "%s:fence", lock_name);
     snprintf(keys[3], sizeof keys[3], "%s:q", lock_name);
-    snprintf(keys[4], sizeof keys[4], "%s:w", lock_name);
-    snprintf(keys[5], sizeof keys[5], "%s:wanted", lock_name);
-    snprintf(keys[6], sizeof keys[6], "%s:wake", lock_name);
-    for (i = 0; i < 7; i++) {
+    snprintf(keys[4], sizeof keys[4], "%s:rq", lock_name);
+    for (i = 0; i < 5; i++) {
         const char *del[2];
         del[0] = "DEL";
         del[1] = keys[i];

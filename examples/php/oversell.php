@@ -67,13 +67,10 @@ $stockKey = $prefix . 'stock';
 $soldKey = $prefix . 'sold';
 $lockName = 'stock-lock';
 $lockKey = $prefix . $lockName;
-// The lock's companion keys (fencing counter, waiter queue and entries, Redlock waiters'
-// marks): the lock key has the prefix's hash tag, so they are the key and a suffix (see
-// src/keys.rs).
-$keys = [
-    $stockKey, $soldKey, $lockKey,
-    "$lockKey:fence", "$lockKey:q", "$lockKey:w", "$lockKey:wanted", "$lockKey:wake",
-];
+// The lock's companion keys (fencing counter, waiter queue, Redlock's waiter queue; a waiter's
+// own keys expire by themselves): the lock key has the prefix's hash tag, so they are the key
+// and a suffix (see src/base/keys.rs).
+$keys = [$stockKey, $soldKey, $lockKey, "$lockKey:fence", "$lockKey:q", "$lockKey:rq"];
 
 /** A phpredis connection to $url, with 2 s timeouts. */
 function connect(string $url): Redis
