@@ -289,11 +289,17 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
         .set_redis_settings(settings)
         .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
     let is_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    // The TLS client holds the transport alone: redis-rs then sends nothing on connect, and the
+    // endpoint authenticates and selects the database itself, within its connect timeout, on
+    // plain and TLS connections alike (`base/connection/endpoint.rs`).
+    let transport = info
+        .clone()
+        .set_redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name());
     let tls = match &cfg.tls_ca_pem {
         None if !is_tls => None,
-        None => Some(
-            redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e))?,
-        ),
+        None => {
+            Some(redis::Client::open(transport).map_err(|e| Error::from_redis(&cfg.server, &e))?)
+        }
         #[cfg(feature = "tls")]
         Some(pem) => {
             if !is_tls {
@@ -311,7 +317,7 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
                 root_cert: Some(pem.clone()),
             };
             Some(
-                redis::Client::build_with_tls(info.clone(), certs)
+                redis::Client::build_with_tls(transport, certs)
                     .map_err(|e| Error::invalid_argument(format!("TLS root certificate: {e}")))?,
             )
         }

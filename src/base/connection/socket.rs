@@ -7,12 +7,9 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 use super::resp::reply;
-
-/// How long a new connection waits for the reply to its `HELLO` (see `Own::set_up`).
-const HELLO_WAIT: Duration = Duration::from_millis(200);
 
 /// How large a connection's read buffer starts (it grows for a larger reply).
 const BUFFER: usize = 4096;
@@ -42,72 +39,6 @@ impl Own {
             open: true,
             db,
         }
-    }
-
-    /// Authenticates and selects the database, as redis-rs does on connect, and when `info`
-    /// sends `HELLO 2` (its reply returned, an error reply included), which tells the server's
-    /// version and keeps the connection on RESP2.
-    pub(super) fn set_up(
-        &mut self,
-        username: Option<&str>,
-        password: Option<&str>,
-        db: i64,
-        info: bool,
-    ) -> RedisResult<Option<Value>> {
-        let mut pipe = redis::pipe();
-        if let Some(password) = password {
-            let auth = pipe.cmd("AUTH");
-            if let Some(username) = username {
-                auth.arg(username);
-            }
-            auth.arg(password);
-        }
-        if db != 0 {
-            pipe.cmd("SELECT").arg(db);
-        }
-        if info {
-            pipe.cmd("HELLO").arg(2);
-        }
-        if pipe.is_empty() {
-            return Ok(None);
-        }
-        self.send(&pipe.get_packed_pipeline())?;
-        if password.is_some() {
-            match self.recv()? {
-                Value::Okay => {}
-                _ => {
-                    return Err(RedisError::from((
-                        ErrorKind::AuthenticationFailed,
-                        "Password authentication failed",
-                    )));
-                }
-            }
-        }
-        if db != 0
-            && let Value::ServerError(e) = self.recv()?
-        {
-            let detail = e.details().unwrap_or("").to_owned();
-            return Err(RedisError::from((
-                ServerErrorKind::ResponseError.into(),
-                "Redis server refused to switch database",
-                detail,
-            )));
-        }
-        if !info {
-            return Ok(None);
-        }
-        // A server that accepted the connection but does not answer (stopped, overloaded) holds
-        // the caller up no longer than this: its reply is skipped when it comes, and the next
-        // connection asks again. (A command sent now is answered or timed out as before.)
-        let left = self.sock.read_timeout()?.unwrap_or(HELLO_WAIT);
-        self.sock.set_read_timeout(Some(left.min(HELLO_WAIT)))?;
-        let reply = match self.recv() {
-            Ok(v) => Some(v),
-            Err(e) if e.is_timeout() => None,
-            Err(e) => return Err(e),
-        };
-        self.sock.set_read_timeout(Some(left))?;
-        Ok(reply)
     }
 
     #[inline]
@@ -233,12 +164,6 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.set_read_timeout(dur),
             Sock::Unix(s) => s.set_read_timeout(dur),
-        }
-    }
-    pub(super) fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        match self {
-            Sock::Tcp(s) => s.read_timeout(),
-            Sock::Unix(s) => s.read_timeout(),
         }
     }
     pub(super) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {
