@@ -62,7 +62,9 @@ impl From<Error> for Failure {
             ErrorKind::NotHeld => (LOST, "the lock is not held with this owner token"),
             _ => (SOFTWARE, "please report this"),
         };
-        Failure::new(status, format!("{}: {hint}", one_line(&e.to_string())))
+        let text = one_line(&e.to_string());
+        // The server's words may end a sentence ("... or user is disabled.").
+        Failure::new(status, format!("{}: {hint}", text.trim_end_matches('.')))
     }
 }
 

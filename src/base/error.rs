@@ -114,6 +114,16 @@ impl Error {
         )
     }
 
+    /// The same error (kind, timeout, code) with its message's `from` prefix put as `to`: a
+    /// kind's own words for a refusal ("lock \"x\"" → "election \"x\""). Unchanged when the
+    /// message does not start so.
+    pub(crate) fn reworded(mut self, from: &str, to: &str) -> Error {
+        if let Some(rest) = self.message.strip_prefix(from) {
+            self.message = format!("{to}{rest}").into();
+        }
+        self
+    }
+
     /// The same error with `note` added to its message (after a colon).
     pub(crate) fn with_note(mut self, note: &str) -> Error {
         self.message = format!("{}: {note}", self.message).into();

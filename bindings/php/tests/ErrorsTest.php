@@ -138,6 +138,11 @@ final class ErrorsTest extends RedislockTestCase
         $lock->release();
         $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: -5));
         $this->assertStringEndsWith('got -5 ms', $e->getMessage());
+        // Refused by the library, in the same unit.
+        $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: 0, autoRenew: false));
+        $this->assertStringEndsWith('got 0 ms', $e->getMessage());
+        $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: 99, autoRenew: true));
+        $this->assertStringEndsWith('got 99 ms', $e->getMessage());
 
         // Wait bound: zero is valid.
         $wait = 'wait bound must be between 0 ms and 30 days';
