@@ -215,6 +215,15 @@ impl Error {
                 err.code = Some(code.into());
                 err
             }
+            // The OS's words for a timed-out read (EAGAIN) do not say it was one.
+            K::Io if e.is_timeout() && e.to_string().contains("os error") => Error::connection(
+                server,
+                format!(
+                    "no reply in time ({e}): the server does not answer (stopped, overloaded, \
+                     or not a Redis server)"
+                ),
+                true,
+            ),
             K::Io => Error::connection(server, e, e.is_timeout()),
             // redis-rs reports both a reply stream it cannot parse and a well-formed reply of
             // an unexpected type as `Parse`; only the parser's errors read "Parse error at".

@@ -382,7 +382,11 @@ impl Connect for Sentinel {
             let known = self.master.lock().named.clone();
             let named = match known {
                 Some(named) => named,
-                None => self.resolve(deadline)?,
+                // After a master that failed, its failure says more than "out of time".
+                None => match self.resolve(deadline) {
+                    Ok(named) => named,
+                    Err(e) => return Err(last.unwrap_or(e)),
+                },
             };
             match self.connect_master(&named.addr, deadline) {
                 Ok(mut conn) => {
