@@ -110,6 +110,12 @@ impl Pki {
     }
 }
 
+impl Default for Pki {
+    fn default() -> Pki {
+        Pki::new()
+    }
+}
+
 impl Drop for Pki {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.dir);
