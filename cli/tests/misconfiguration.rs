@@ -92,6 +92,25 @@ fn a_wrong_password_exits_78_with_the_servers_words() {
 }
 
 #[test]
+fn a_user_without_a_command_exits_78_naming_it() {
+    let user = unique_name("cli-noset");
+    let mut admin = Shared::get(Topology::Single).conn_for("x");
+    redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg(&user)
+        .arg(&["on", ">pw", "~*", "&*", "+@all", "-set"][..])
+        .query::<()>(&mut admin)
+        .unwrap();
+    let url = format!("redis://{user}:pw@127.0.0.1:{}/", plain_port());
+    fails_with(
+        &url,
+        &["run", "--no-wait", "mc", "--", "true"],
+        78,
+        &["NOPERM", "'set'", "lacks a command"],
+    );
+}
+
+#[test]
 fn elect_while_another_candidate_leads_says_so() {
     let url = format!("redis://127.0.0.1:{}/", plain_port());
     let name = unique_name("cli-elect");
