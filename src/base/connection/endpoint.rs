@@ -207,7 +207,7 @@ struct SetUpError {
 /// A plain connection waits for `HELLO`'s reply at most [`HELLO_WAIT`]: a server that accepted
 /// the connection but does not answer (stopped, overloaded) holds the caller up no longer than
 /// this; its reply is skipped when it comes, and the next connection asks again (a command sent
-/// then is answered or timed out as before). A TLS connection waits for it within the connect
+/// then is answered or timed out as before, its read timeout counted from the `HELLO`). A TLS connection waits for it within the connect
 /// timeout: its handshake is not done before a reply came.
 fn set_up(
     conn: &mut Connection,
@@ -236,6 +236,7 @@ fn set_up(
     if pipe.is_empty() {
         return Ok(None);
     }
+    let sent = Instant::now();
     conn.send_packed_command(&pipe.get_packed_pipeline())
         .map_err(|e| fail(e, false))?;
     if password.is_some() {
@@ -289,6 +290,9 @@ fn set_up(
     };
     conn.set_read_timeout(Some(left))
         .map_err(|e| fail(e, true))?;
+    if reply.is_none() {
+        conn.hello_unanswered(sent);
+    }
     Ok(reply)
 }
 

@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
@@ -25,6 +25,9 @@ pub(super) struct Own {
     skip: usize,
     pub(super) open: bool,
     pub(super) db: i64,
+    /// Since when the server has not answered the connection's `HELLO` (see
+    /// [`Own::set_read_timeout`]), and the read timeout last asked for meanwhile.
+    unanswered: Option<(Instant, Option<Duration>)>,
 }
 
 impl Own {
@@ -38,6 +41,7 @@ impl Own {
             skip: 0,
             open: true,
             db,
+            unanswered: None,
         }
     }
 
@@ -53,7 +57,43 @@ impl Own {
     }
 
     /// The next reply that is not skipped.
+    /// Marks the connection's `HELLO`, sent at `since`, as not answered yet.
+    pub(super) fn hello_unanswered(&mut self, since: Instant) {
+        self.unanswered = Some((since, None));
+    }
+
+    /// Sets how long a read waits. Until the server's first reply to a connection whose `HELLO`
+    /// went unanswered, the wait counts from the `HELLO`: a server silent since then has had
+    /// that long already, so a first call on the connection (and the give-back of an attempt
+    /// that timed out) is not held up by the set-up's wait besides its own timeout.
+    pub(super) fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
+        match (&mut self.unanswered, dur) {
+            (Some((since, asked)), Some(d)) => {
+                *asked = Some(d);
+                let left = d.saturating_sub(since.elapsed());
+                self.sock
+                    .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            }
+            _ => self.sock.set_read_timeout(dur),
+        }
+    }
+
     pub(super) fn recv(&mut self) -> RedisResult<Value> {
+        if self.unanswered.is_some() {
+            let reply = self.recv_next();
+            // The server answered: reads wait as long as asked again.
+            if reply.is_ok()
+                && let Some((_, asked)) = self.unanswered.take()
+                && let Some(d) = asked
+            {
+                self.sock.set_read_timeout(Some(d))?;
+            }
+            return reply;
+        }
+        self.recv_next()
+    }
+
+    fn recv_next(&mut self) -> RedisResult<Value> {
         loop {
             match self.read_value() {
                 Ok(v) if self.skip > 0 && !matches!(v, Value::Push { .. }) => self.skip -= 1,
