@@ -46,11 +46,16 @@ impl fmt::Display for Failure {
 impl From<Error> for Failure {
     /// The library's error, with what to do about it.
     fn from(e: Error) -> Failure {
-        let refused_auth = matches!(e.redis_code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"));
+        let refused_auth = matches!(e.redis_code(), Some("WRONGPASS" | "NOAUTH"));
         let (status, hint) = match e.kind() {
             _ if refused_auth => (
                 CONFIG,
                 "check the user and password (REDISLOCK_PASSWORD overrides the URL's)",
+            ),
+            _ if e.redis_code() == Some("NOPERM") => (
+                CONFIG,
+                "the Redis user lacks a command, key or channel redislock needs (its ACL rules: \
+                 docs/operations.md)",
             ),
             ErrorKind::InvalidArgument => (CONFIG, "check the URL and options (redislock --help)"),
             ErrorKind::Connection => (
@@ -62,7 +67,9 @@ impl From<Error> for Failure {
             ErrorKind::NotHeld => (LOST, "the lock is not held with this owner token"),
             _ => (SOFTWARE, "please report this"),
         };
-        Failure::new(status, format!("{}: {hint}", one_line(&e.to_string())))
+        let text = one_line(&e.to_string());
+        // The server's words may end a sentence ("... or user is disabled.").
+        Failure::new(status, format!("{}: {hint}", text.trim_end_matches('.')))
     }
 }
 

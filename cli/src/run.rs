@@ -176,8 +176,14 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> 
     Ok(held?)
 }
 
-/// While the lock is waited for: a thread that takes SIGINT, SIGTERM and SIGHUP, records the
-/// first and cancels the wait.
+/// How long after a signal the acquire may take to return, cancelled, before redislock exits
+/// without it (with the same status): the cancel ends a wait at once, not a connect or a call
+/// to Redis in flight, which only their timeouts end.
+const CANCEL_GRACE: Duration = Duration::from_millis(300);
+
+/// While the lock is waited for (connecting included): a thread that takes SIGINT, SIGTERM and
+/// SIGHUP, records the first and cancels the wait; if the acquire has not returned
+/// [`CANCEL_GRACE`] later, it exits the process with 128 + the signal's number.
 struct WaitWatch {
     done: Arc<AtomicBool>,
     got: Arc<AtomicI32>,
@@ -194,12 +200,23 @@ impl WaitWatch {
         let thread = thread::Builder::new()
             .name("redislock-signals".into())
             .spawn(move || {
+                let mut give_up = None::<Instant>;
                 while !d.load(Ordering::Acquire) {
-                    if let Some(t) = signals::take(Duration::from_secs(1))
+                    let wait = match give_up {
+                        None => Duration::from_secs(1),
+                        Some(at) => match at.checked_duration_since(Instant::now()) {
+                            Some(left) if !left.is_zero() => left,
+                            // Still in a call the cancel does not reach (a connect, a call on
+                            // its read timeout): nothing can be held yet but what a lease ends.
+                            _ => std::process::exit(128 + g.load(Ordering::Acquire)),
+                        },
+                    };
+                    if let Some(t) = signals::take(wait)
                         && FORWARDED.contains(&t.signo)
                     {
                         let _ = g.compare_exchange(0, t.signo, Ordering::AcqRel, Ordering::Acquire);
                         cancel.cancel();
+                        give_up.get_or_insert(Instant::now() + CANCEL_GRACE);
                     }
                 }
             })?;

@@ -119,6 +119,7 @@ const char *h_code_name(redislock_result code);
     X(lock_outlives_client)                                                                    \
     X(limit_reached)                                                                           \
     X(redis_error_reply)                                                                       \
+    X(tls_misconfiguration)                                             \
     X(null_parameters)                                                                         \
     X(release_twice)                                                                           \
     X(zero_and_absurd_leases)                                                                  \

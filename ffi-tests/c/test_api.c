@@ -1,11 +1,15 @@
 /* The C API used as intended: every function, every setter, and the lock semantics. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -882,6 +886,61 @@ void test_limit_reached(void) {
     redislock_lock_free(b);
     redislock_lock_free(fixed_lock);
     redislock_client_free(client);
+}
+
+/* A loopback port that accepts connections (the kernel's backlog) and never answers; its
+ * socket in *fd_out. 0 on failure. */
+static int silent_port(int *fd_out) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0) close(fd);
+        return 0;
+    }
+    *fd_out = fd;
+    return ntohs(a.sin_port);
+}
+
+/* rediss:// to the plain test server and to a port that never answers: REDISLOCK_CONNECTION
+ * within twice the connect timeout, the message naming TLS. */
+void test_tls_misconfiguration(void) {
+    const char *under_valgrind = getenv("LD_PRELOAD");
+    long long bound = 2 * 300;
+    char urls[2][128];
+    int fd = -1, port = silent_port(&fd), i;
+    CHECK(port > 0);
+    if (port <= 0) return;
+    if (under_valgrind != NULL && strstr(under_valgrind, "vgpreload") != NULL) bound += 5000;
+    snprintf(urls[0], sizeof urls[0], "rediss://%s", strstr(h_url(), "://") + 3);
+    snprintf(urls[1], sizeof urls[1], "rediss://127.0.0.1:%d/", port);
+    for (i = 0; i < 2; i++) {
+        redislock_config *config = NULL;
+        redislock_client *client = NULL;
+        redislock_lock *lock = NULL;
+        long long start;
+        char name[128];
+        CHECK_RC(redislock_config_new(urls[i], &config), REDISLOCK_OK);
+        CHECK_RC(redislock_config_set_connect_timeout_ms(config, 300), REDISLOCK_OK);
+        CHECK_RC(redislock_config_set_read_timeout_ms(config, 300), REDISLOCK_OK);
+        CHECK_RC(redislock_config_set_write_timeout_ms(config, 300), REDISLOCK_OK);
+        CHECK_RC(redislock_client_from_config(config, &client), REDISLOCK_OK);
+        redislock_config_free(config);
+        if (client == NULL) continue;
+        start = h_now_ms();
+        CHECK_RC(h_try_acquire_with(client, NAME(h_name(name, sizeof name, "tls")), 5000, false,
+                                    false, &lock),
+                 REDISLOCK_CONNECTION);
+        CHECK(h_now_ms() - start < bound);
+        CHECK(strstr(h_last_error(), "TLS") != NULL);
+        CHECK(lock == NULL);
+        redislock_client_free(client);
+    }
+    close(fd);
 }
 
 void test_redis_error_reply(void) {

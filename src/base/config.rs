@@ -204,7 +204,8 @@ impl Config {
         let positive = |what: &str, d: Duration| {
             if d < Duration::from_millis(1) || d > MAX_LEASE {
                 Err(Error::invalid_argument(format!(
-                    "{what} must be between 1 ms and 30 days, got {d:?}"
+                    "{what} must be between 1 ms and 30 days, got {}",
+                    ms(d)
                 )))
             } else {
                 Ok(())
@@ -217,8 +218,8 @@ impl Config {
         positive("recheck_interval", cfg.recheck_interval)?;
         if cfg.release_timeout > MAX_LEASE {
             return Err(Error::invalid_argument(format!(
-                "release_timeout must be at most 30 days, got {:?}",
-                cfg.release_timeout
+                "release_timeout must be at most 30 days, got {}",
+                ms(cfg.release_timeout)
             )));
         }
         check_lease(cfg.lease, cfg.auto_renew)?;
@@ -250,8 +251,9 @@ impl Config {
             && (cfg.min_replicas == 0 || cfg.replica_timeout < cfg.read_timeout);
         if !replica_timeout_ok {
             return Err(Error::invalid_argument(format!(
-                "replica_timeout must be at least 1 ms and less than read_timeout ({:?}), got {:?}",
-                cfg.read_timeout, cfg.replica_timeout
+                "replica_timeout must be at least 1 ms and less than read_timeout ({}), got {}",
+                ms(cfg.read_timeout),
+                ms(cfg.replica_timeout)
             )));
         }
         if cfg.max_renewed_locks > MAX_RENEWED_LOCKS {
@@ -289,11 +291,17 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
         .set_redis_settings(settings)
         .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
     let is_tls = matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    // The TLS client holds the transport alone: redis-rs then sends nothing on connect, and the
+    // endpoint authenticates and selects the database itself, within its connect timeout, on
+    // plain and TLS connections alike (`base/connection/endpoint.rs`).
+    let transport = info
+        .clone()
+        .set_redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name());
     let tls = match &cfg.tls_ca_pem {
         None if !is_tls => None,
-        None => Some(
-            redis::Client::open(info.clone()).map_err(|e| Error::from_redis(&cfg.server, &e))?,
-        ),
+        None => {
+            Some(redis::Client::open(transport).map_err(|e| Error::from_redis(&cfg.server, &e))?)
+        }
         #[cfg(feature = "tls")]
         Some(pem) => {
             if !is_tls {
@@ -311,7 +319,7 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
                 root_cert: Some(pem.clone()),
             };
             Some(
-                redis::Client::build_with_tls(info.clone(), certs)
+                redis::Client::build_with_tls(transport, certs)
                     .map_err(|e| Error::invalid_argument(format!("TLS root certificate: {e}")))?,
             )
         }
@@ -325,18 +333,33 @@ pub(crate) fn endpoint(cfg: &Config, info: &redis::ConnectionInfo) -> Result<End
     Ok(Endpoint::new(info, tls))
 }
 
+/// A duration in messages, in milliseconds as the ranges are stated (and as the C and PHP
+/// callers give them): `0 ms`, `99 ms`, `0.5 ms`, `2592000001 ms`.
+pub(crate) fn ms(d: Duration) -> String {
+    let whole = d.as_millis();
+    match d.subsec_nanos() % 1_000_000 {
+        0 => format!("{whole} ms"),
+        part => {
+            let frac = format!("{part:06}");
+            format!("{whole}.{} ms", frac.trim_end_matches('0'))
+        }
+    }
+}
+
 /// Checks a lease for a lock with or without auto-renewal. The message states the whole
 /// accepted range (the PHP package states the same one for a negative lease).
 pub(crate) fn check_lease(lease: Duration, auto_renew: bool) -> Result<(), Error> {
     if lease < Duration::from_millis(1) || lease > MAX_LEASE {
         return Err(Error::invalid_argument(format!(
             "lease must be between 1 ms and 30 days (at least 100 ms if auto-renewed), got \
-             {lease:?}"
+             {}",
+            ms(lease)
         )));
     }
     if auto_renew && lease < MIN_RENEWED_LEASE {
         return Err(Error::invalid_argument(format!(
-            "an auto-renewed lease must be between 100 ms and 30 days, got {lease:?}"
+            "an auto-renewed lease must be between 100 ms and 30 days, got {}",
+            ms(lease)
         )));
     }
     Ok(())
@@ -356,7 +379,8 @@ pub(crate) fn check_bounds(
             && (d < Duration::from_millis(1) || d > MAX_LEASE)
         {
             return Err(Error::invalid_argument(format!(
-                "{what} must be between 1 ms and 30 days, got {d:?}"
+                "{what} must be between 1 ms and 30 days, got {}",
+                ms(d)
             )));
         }
     }
@@ -364,7 +388,9 @@ pub(crate) fn check_bounds(
         && least > most
     {
         return Err(Error::invalid_argument(format!(
-            "at_least ({least:?}) must not be longer than at_most ({most:?})"
+            "at_least ({}) must not be longer than at_most ({})",
+            ms(least),
+            ms(most)
         )));
     }
     if let Some(least) = at_least
@@ -372,9 +398,11 @@ pub(crate) fn check_bounds(
         && least > lease
     {
         return Err(Error::invalid_argument(format!(
-            "at_least ({least:?}) is longer than the lease ({lease:?}) of a lock that is not \
+            "at_least ({}) is longer than the lease ({}) of a lock that is not \
              auto-renewed: nothing would keep it held that long (lengthen the lease or turn \
-             auto-renewal on)"
+             auto-renewal on)",
+            ms(least),
+            ms(lease)
         )));
     }
     Ok(())
@@ -384,7 +412,8 @@ pub(crate) fn check_bounds(
 pub(crate) fn check_wait(wait: Duration) -> Result<(), Error> {
     if wait > MAX_WAIT {
         return Err(Error::invalid_argument(format!(
-            "wait bound must be between 0 ms and 30 days, got {wait:?}"
+            "wait bound must be between 0 ms and 30 days, got {}",
+            ms(wait)
         )));
     }
     Ok(())

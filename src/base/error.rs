@@ -114,6 +114,16 @@ impl Error {
         )
     }
 
+    /// The same error (kind, timeout, code) with its message's `from` prefix put as `to`: a
+    /// kind's own words for a refusal ("lock \"x\"" → "election \"x\""). Unchanged when the
+    /// message does not start so.
+    pub(crate) fn reworded(mut self, from: &str, to: &str) -> Error {
+        if let Some(rest) = self.message.strip_prefix(from) {
+            self.message = format!("{to}{rest}").into();
+        }
+        self
+    }
+
     /// The same error with `note` added to its message (after a colon).
     pub(crate) fn with_note(mut self, note: &str) -> Error {
         self.message = format!("{}: {note}", self.message).into();
@@ -205,6 +215,15 @@ impl Error {
                 err.code = Some(code.into());
                 err
             }
+            // The OS's words for a timed-out read (EAGAIN) do not say it was one.
+            K::Io if e.is_timeout() && e.to_string().contains("os error") => Error::connection(
+                server,
+                format!(
+                    "no reply in time ({e}): the server does not answer (stopped, overloaded, \
+                     or not a Redis server)"
+                ),
+                true,
+            ),
             K::Io => Error::connection(server, e, e.is_timeout()),
             // redis-rs reports both a reply stream it cannot parse and a well-formed reply of
             // an unexpected type as `Parse`; only the parser's errors read "Parse error at".

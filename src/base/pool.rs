@@ -236,7 +236,7 @@ impl ConnPool {
     }
 
     fn connect(&self, timeout: Duration) -> redis::RedisResult<Connection> {
-        let redis = self
+        let mut redis = self
             .topology
             .connect(timeout.max(Duration::from_millis(1)))?;
         redis.set_read_timeout(Some(self.read_timeout))?;

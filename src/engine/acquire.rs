@@ -182,8 +182,8 @@ fn take(
                 a.kind.refused(b, a.keys)?;
             }
             return Err(match wait {
-                Some(_) => Error::wait_timeout(&a.shown(), started.elapsed()),
-                None => refusal.unwrap_or_else(|| Error::held(&a.shown())),
+                Some(_) => a.explain(Error::wait_timeout(&a.shown(), started.elapsed())),
+                None => refusal.unwrap_or_else(|| a.explain(Error::held(&a.shown()))),
             });
         }
     };

@@ -159,7 +159,7 @@ fn configs_are_checked_when_building() {
         (
             99,
             true,
-            "an auto-renewed lease must be between 100 ms and 30 days, got 99ms",
+            "an auto-renewed lease must be between 100 ms and 30 days, got 99 ms",
         ),
     ] {
         assert_eq!(

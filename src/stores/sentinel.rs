@@ -159,7 +159,10 @@ impl Sentinel {
                         break;
                     }
                 }
-                Ok(None) => errors.push(format!("{host}:{port} does not know it")),
+                Ok(None) => errors.push(format!(
+                    "{host}:{port} does not know it: the name after # in the URL must be one \
+                     its sentinels monitor"
+                )),
                 Err(e) => errors.push(format!("{host}:{port}: {e}")),
             }
         }
@@ -217,11 +220,35 @@ impl Sentinel {
             .arg(name);
         let replies: Vec<redis::Value> = match pipe.query(&mut con) {
             Ok(replies) => replies,
-            // "No such master with that name": the sentinel does not know it.
+            // "No such master with that name": the sentinel does not know it. An unknown
+            // command: the server is no sentinel (a redis-sentinel:// URL naming a Redis server).
             Err(e)
                 if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ResponseError) =>
             {
                 *kept = Some(con);
+                // The first reply's words (a pipeline's error lists every reply).
+                let said = e
+                    .clone()
+                    .into_server_errors()
+                    .and_then(|all| {
+                        let (_, first) = all.first()?;
+                        Some(format!(
+                            "{} {}",
+                            first.code(),
+                            first.details().unwrap_or("")
+                        ))
+                    })
+                    .unwrap_or_else(|| e.to_string());
+                let said = said.trim_end();
+                if said.contains("unknown command") {
+                    return Err(redis::RedisError::from(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "not a sentinel ({said}): a redis-sentinel:// URL lists the \
+                             sentinels' addresses (often port 26379), not the servers'"
+                        ),
+                    )));
+                }
                 return Ok(None);
             }
             Err(e) => return Err(e),
@@ -355,7 +382,11 @@ impl Connect for Sentinel {
             let known = self.master.lock().named.clone();
             let named = match known {
                 Some(named) => named,
-                None => self.resolve(deadline)?,
+                // After a master that failed, its failure says more than "out of time".
+                None => match self.resolve(deadline) {
+                    Ok(named) => named,
+                    Err(e) => return Err(last.unwrap_or(e)),
+                },
             };
             match self.connect_master(&named.addr, deadline) {
                 Ok(mut conn) => {

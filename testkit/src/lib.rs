@@ -51,6 +51,7 @@ mod sentinel;
 mod server;
 mod setup;
 mod shared;
+mod tls;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -75,6 +76,7 @@ pub use sentinel::{PEER_SOURCE, SentinelGroup};
 pub use server::{RedisServer, Server, free_port};
 pub use setup::{Setup, Topology};
 pub use shared::{IDLE, KEEPER_TEST, Shared, keep_shared_setup};
+pub use tls::{Pki, TlsServer};
 
 /// Environment variable naming the `redis-server` binary to use.
 pub const REDIS_SERVER_ENV: &str = "REDISLOCK_TEST_REDIS_SERVER";

@@ -138,6 +138,11 @@ final class ErrorsTest extends RedislockTestCase
         $lock->release();
         $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: -5));
         $this->assertStringEndsWith('got -5 ms', $e->getMessage());
+        // Refused by the library, in the same unit.
+        $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: 0, autoRenew: false));
+        $this->assertStringEndsWith('got 0 ms', $e->getMessage());
+        $e = $this->expectFailure(InvalidArgumentException::class, Result::INVALID_ARGUMENT, fn () => $client->tryAcquire('r', leaseMs: 99, autoRenew: true));
+        $this->assertStringEndsWith('got 99 ms', $e->getMessage());
 
         // Wait bound: zero is valid.
         $wait = 'wait bound must be between 0 ms and 30 days';
@@ -301,6 +306,39 @@ final class ErrorsTest extends RedislockTestCase
             $server->resume();
         }
         $server->stop();
+    }
+
+    /**
+     * rediss:// to a plain server, and to a port that accepts and never answers: a connection
+     * error within twice the connect timeout that names TLS (the handshake once had no bound).
+     */
+    public function testTlsToAPlainServerOrASilentPortFailsWithinItsBound(): void
+    {
+        $silent = stream_socket_server('tcp://127.0.0.1:0');
+        $this->assertNotFalse($silent);
+        $silentPort = (int) substr(strrchr(stream_socket_get_name($silent, false), ':'), 1);
+        foreach ([self::server()->port(), $silentPort] as $port) {
+            $client = Client::fromOptions("rediss://127.0.0.1:$port/", [
+                'connect_timeout_ms' => 500,
+                'read_timeout_ms' => 500,
+                'write_timeout_ms' => 500,
+            ]);
+            $start = hrtime(true);
+            $e = $this->expectFailure(ConnectionException::class, Result::CONNECTION, fn () => $client->tryAcquire('tls'));
+            $this->assertLessThan(1000, self::msSince($start), $e->getMessage());
+            $this->assertStringContainsString('TLS', $e->getMessage());
+        }
+        fclose($silent);
+    }
+
+    public function testWrongPasswordKeepsTheServersWords(): void
+    {
+        $server = self::server();
+        $server->redis()->rawCommand('ACL', 'SETUSER', 'php-user', 'on', '>right-pw', '~*', '&*', '+@all');
+        $client = Client::fromUrl($server->url('php-user', 'Wr0ng-pw'));
+        $e = $this->expectFailure(RedisErrorException::class, Result::REDIS_ERROR, fn () => $client->tryAcquire('wrongpass'));
+        $this->assertStringContainsString('WRONGPASS invalid username-password pair', $e->getMessage());
+        $this->assertStringNotContainsString('Wr0ng-pw', $e->getMessage());
     }
 
     public function testRedisErrorReply(): void

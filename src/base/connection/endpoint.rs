@@ -8,7 +8,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use redis::Value;
-use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult};
+use redis::{
+    ConnectionAddr, ConnectionInfo, ErrorKind, RedisConnectionInfo, RedisError, RedisResult,
+};
 
 use super::socket::{Own, Sock};
 use super::{Connection, Inner};
@@ -35,10 +37,12 @@ impl Endpoint {
         }
     }
 
-    /// Opens a connection, authenticated and on its database, within `timeout` (connect and
-    /// set-up together). Its read and write timeouts are then what is left of `timeout`. The
-    /// endpoint's first connection asks for the server's version, and refuses a server older
-    /// than [`MIN_VERSION`].
+    /// Opens a connection, authenticated and on its database, within `timeout`: every step
+    /// (TCP connect, the TLS handshake, `AUTH`, `SELECT`, `HELLO`) within it, whatever the peer
+    /// does. Its read and write timeouts are then what is left of `timeout`. The endpoint's
+    /// first connection asks for the server's version, and refuses a server older than
+    /// [`MIN_VERSION`]. A failure before the server's first reply says what the peer's
+    /// behaviour suggests (a TLS port reached with `redis://`, a plain one with `rediss://`).
     pub(crate) fn connect(&self, timeout: Duration) -> RedisResult<Connection> {
         // A server found too old is asked again (and refused again, unless upgraded meanwhile).
         let known = self
@@ -46,20 +50,39 @@ impl Endpoint {
             .get()
             .copied()
             .filter(|v| v.is_none_or(|v| v >= MIN_VERSION));
-        if let Some(client) = &self.tls {
-            let c = client.get_connection_with_timeout(timeout)?;
-            let mut conn = Connection(Inner::Redis(Box::new(c)), None, 0);
-            if known.is_none() {
-                let protocol = match self.info.redis_settings().protocol() {
-                    redis::ProtocolVersion::RESP2 => 2,
-                    _ => 3,
-                };
-                let hello = answer(redis::cmd("HELLO").arg(protocol).query::<Value>(&mut conn))?;
-                conn.1 = self.ask_version(&mut conn, hello)?;
-            }
-            return Ok(conn);
-        }
         let deadline = Instant::now() + timeout;
+        let inner = self.open(deadline)?;
+        let mut conn = Connection(inner, known.flatten(), 0);
+        let left = remaining(deadline)?;
+        conn.set_read_timeout(Some(left))?;
+        conn.set_write_timeout(Some(left))?;
+        let settings = self.info.redis_settings();
+        let hello = set_up(
+            &mut conn,
+            settings,
+            known.is_none(),
+            self.tls.is_some(),
+            left,
+        )
+        .map_err(|e| self.before_any_reply(e, timeout))?;
+        // Not answered within HELLO_WAIT: the next connection asks again.
+        if known.is_none()
+            && let Some(hello) = hello
+        {
+            conn.1 = self.ask_version(&mut conn, answer(Ok(hello))?)?;
+        }
+        Ok(conn)
+    }
+
+    /// The transport within `deadline`: a TCP or Unix socket of the crate's own, or redis-rs'
+    /// TLS stream (its client holds the TLS settings and nothing else, so redis-rs sends
+    /// nothing: the handshake comes with the first bytes [`set_up`] sends, within the timeouts
+    /// set here).
+    fn open(&self, deadline: Instant) -> RedisResult<Inner> {
+        if let Some(client) = &self.tls {
+            let c = client.get_connection_with_timeout(remaining(deadline)?)?;
+            return Ok(Inner::Redis(Box::new(c)));
+        }
         let sock = match self.info.addr() {
             ConnectionAddr::Tcp(host, port) => {
                 let s = connect_tcp(host, *port, deadline)?;
@@ -74,25 +97,48 @@ impl Endpoint {
                 )));
             }
         };
-        let left = remaining(deadline)?;
-        sock.set_read_timeout(Some(left))?;
-        sock.set_write_timeout(Some(left))?;
-        let settings = self.info.redis_settings();
-        let mut own = Own::new(sock, settings.db());
-        let hello = own.set_up(
-            settings.username(),
-            settings.password(),
-            settings.db(),
-            known.is_none(),
-        )?;
-        let mut conn = Connection(Inner::Own(own), known.flatten(), 0);
-        // Not answered within HELLO_WAIT: the next connection asks again.
-        if known.is_none()
-            && let Some(hello) = hello
-        {
-            conn.1 = self.ask_version(&mut conn, answer(Ok(hello))?)?;
+        Ok(Inner::Own(Own::new(sock, self.info.redis_settings().db())))
+    }
+
+    /// A failure of the set-up before the server's first reply, with what it suggests: over TLS
+    /// no handshake (a plain server, or a port that does not answer), over a plain connection
+    /// a peer that hung up at once (a TLS port does).
+    fn before_any_reply(&self, e: SetUpError, timeout: Duration) -> RedisError {
+        let SetUpError { error, answered } = e;
+        if answered || !error.is_io_error() {
+            return error;
         }
-        Ok(conn)
+        let hung_up = error.is_connection_dropped();
+        let io = if error.is_timeout() {
+            io::ErrorKind::TimedOut
+        } else if hung_up {
+            io::ErrorKind::ConnectionReset
+        } else {
+            io::ErrorKind::Other
+        };
+        let text = if self.tls.is_none() {
+            if !hung_up {
+                return error;
+            }
+            format!(
+                "the server closed the connection before any reply ({error}): a TLS port does \
+                 so, and needs a rediss:// URL"
+            )
+        } else if error.is_timeout() {
+            format!(
+                "no TLS handshake within {} ms: the server accepted the connection but did not \
+                 answer TLS (a plain Redis server needs a redis:// URL, not rediss://)",
+                timeout.as_millis()
+            )
+        } else if hung_up || error.to_string().contains("corrupt message") {
+            format!(
+                "the TLS handshake failed ({error}): the server does not speak TLS (a plain Redis \
+                 server needs a redis:// URL, not rediss://)"
+            )
+        } else {
+            format!("the TLS handshake failed: {error}")
+        };
+        io::Error::new(io, text).into()
     }
 
     /// The server's version from its reply to `HELLO` (every user may send it, whatever its
@@ -142,6 +188,112 @@ fn answer(reply: RedisResult<Value>) -> RedisResult<Option<Value>> {
         Err(_) | Ok(Value::ServerError(_)) => Ok(None),
         Ok(v) => Ok(Some(v)),
     }
+}
+
+/// How long a new plain connection waits for the reply to its `HELLO` (see [`set_up`]).
+const HELLO_WAIT: Duration = Duration::from_millis(200);
+
+/// A set-up's failure, and whether the server had answered anything before it.
+struct SetUpError {
+    error: RedisError,
+    answered: bool,
+}
+
+/// Authenticates and selects the database, as redis-rs does on connect, and when `info` sends
+/// `HELLO 2` (its reply returned, an error reply included), which tells the server's version
+/// and keeps the connection on RESP2. A refused `AUTH` or `SELECT` is the server's own error
+/// reply, its words kept (`WRONGPASS invalid username-password pair or user is disabled.`).
+///
+/// A plain connection waits for `HELLO`'s reply at most [`HELLO_WAIT`]: a server that accepted
+/// the connection but does not answer (stopped, overloaded) holds the caller up no longer than
+/// this; its reply is skipped when it comes, and the next connection asks again (a command sent
+/// then is answered or timed out as before, its read timeout counted from the `HELLO`). A TLS connection waits for it within the connect
+/// timeout: its handshake is not done before a reply came.
+fn set_up(
+    conn: &mut Connection,
+    settings: &RedisConnectionInfo,
+    info: bool,
+    tls: bool,
+    left: Duration,
+) -> Result<Option<Value>, SetUpError> {
+    let mut answered = false;
+    let fail = |error: RedisError, answered: bool| SetUpError { error, answered };
+    let (password, db) = (settings.password(), settings.db());
+    let mut pipe = redis::pipe();
+    if let Some(password) = password {
+        let auth = pipe.cmd("AUTH");
+        if let Some(username) = settings.username() {
+            auth.arg(username);
+        }
+        auth.arg(password);
+    }
+    if db != 0 {
+        pipe.cmd("SELECT").arg(db);
+    }
+    if info {
+        pipe.cmd("HELLO").arg(2);
+    }
+    if pipe.is_empty() {
+        return Ok(None);
+    }
+    let sent = Instant::now();
+    conn.send_packed_command(&pipe.get_packed_pipeline())
+        .map_err(|e| fail(e, false))?;
+    if password.is_some() {
+        match conn.recv_response().map_err(|e| fail(e, answered))? {
+            Value::Okay => {}
+            Value::ServerError(e) => return Err(fail(e.into(), true)),
+            _ => {
+                return Err(fail(
+                    RedisError::from((
+                        ErrorKind::AuthenticationFailed,
+                        "Password authentication failed",
+                    )),
+                    true,
+                ));
+            }
+        }
+        answered = true;
+    }
+    if db != 0 {
+        if let Value::ServerError(e) = conn.recv_response().map_err(|e| fail(e, answered))? {
+            let detail = format!(
+                "{} (the URL's database {db}: the server has fewer, see its `databases` setting)",
+                e.details().unwrap_or("")
+            );
+            return Err(fail(
+                RedisError::from((
+                    redis::ServerErrorKind::ResponseError.into(),
+                    "Redis server refused to switch database",
+                    detail,
+                )),
+                true,
+            ));
+        }
+        answered = true;
+    }
+    if !info {
+        return Ok(None);
+    }
+    if tls {
+        return conn
+            .recv_response()
+            .map(Some)
+            .map_err(|e| fail(e, answered));
+    }
+    conn.set_read_timeout(Some(left.min(HELLO_WAIT)))
+        .map_err(|e| fail(e, answered))?;
+    let reply = match conn.recv_response() {
+        Ok(v) => Some(v),
+        Err(e) if e.is_timeout() => None,
+        Err(e) => return Err(fail(e, answered)),
+    };
+    conn.set_read_timeout(Some(left))
+        .map_err(|e| fail(e, true))?;
+    if reply.is_none() {
+        conn.hello_unanswered(sent);
+    }
+    Ok(reply)
 }
 
 /// The version in a reply to `HELLO` (its `version` field) or `INFO server` (`redis_version`).

@@ -79,10 +79,18 @@ impl Connection {
     }
 
     /// Sets how long a read waits (`None`: for ever).
-    pub(crate) fn set_read_timeout(&self, dur: Option<Duration>) -> RedisResult<()> {
-        match &self.0 {
-            Inner::Own(c) => Ok(c.sock.set_read_timeout(dur)?),
+    pub(crate) fn set_read_timeout(&mut self, dur: Option<Duration>) -> RedisResult<()> {
+        match &mut self.0 {
+            Inner::Own(c) => Ok(c.set_read_timeout(dur)?),
             Inner::Redis(c) => c.set_read_timeout(dur),
+        }
+    }
+
+    /// Marks the `HELLO` sent at `since` as not answered within the set-up's wait (a plain
+    /// connection's first reply then waits counting from it).
+    fn hello_unanswered(&mut self, since: std::time::Instant) {
+        if let Inner::Own(c) = &mut self.0 {
+            c.hello_unanswered(since);
         }
     }
 

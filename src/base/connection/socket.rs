@@ -5,14 +5,11 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 use super::resp::reply;
-
-/// How long a new connection waits for the reply to its `HELLO` (see `Own::set_up`).
-const HELLO_WAIT: Duration = Duration::from_millis(200);
 
 /// How large a connection's read buffer starts (it grows for a larger reply).
 const BUFFER: usize = 4096;
@@ -28,6 +25,9 @@ pub(super) struct Own {
     skip: usize,
     pub(super) open: bool,
     pub(super) db: i64,
+    /// Since when the server has not answered the connection's `HELLO` (see
+    /// [`Own::set_read_timeout`]), and the read timeout last asked for meanwhile.
+    unanswered: Option<(Instant, Option<Duration>)>,
 }
 
 impl Own {
@@ -41,73 +41,8 @@ impl Own {
             skip: 0,
             open: true,
             db,
+            unanswered: None,
         }
-    }
-
-    /// Authenticates and selects the database, as redis-rs does on connect, and when `info`
-    /// sends `HELLO 2` (its reply returned, an error reply included), which tells the server's
-    /// version and keeps the connection on RESP2.
-    pub(super) fn set_up(
-        &mut self,
-        username: Option<&str>,
-        password: Option<&str>,
-        db: i64,
-        info: bool,
-    ) -> RedisResult<Option<Value>> {
-        let mut pipe = redis::pipe();
-        if let Some(password) = password {
-            let auth = pipe.cmd("AUTH");
-            if let Some(username) = username {
-                auth.arg(username);
-            }
-            auth.arg(password);
-        }
-        if db != 0 {
-            pipe.cmd("SELECT").arg(db);
-        }
-        if info {
-            pipe.cmd("HELLO").arg(2);
-        }
-        if pipe.is_empty() {
-            return Ok(None);
-        }
-        self.send(&pipe.get_packed_pipeline())?;
-        if password.is_some() {
-            match self.recv()? {
-                Value::Okay => {}
-                _ => {
-                    return Err(RedisError::from((
-                        ErrorKind::AuthenticationFailed,
-                        "Password authentication failed",
-                    )));
-                }
-            }
-        }
-        if db != 0
-            && let Value::ServerError(e) = self.recv()?
-        {
-            let detail = e.details().unwrap_or("").to_owned();
-            return Err(RedisError::from((
-                ServerErrorKind::ResponseError.into(),
-                "Redis server refused to switch database",
-                detail,
-            )));
-        }
-        if !info {
-            return Ok(None);
-        }
-        // A server that accepted the connection but does not answer (stopped, overloaded) holds
-        // the caller up no longer than this: its reply is skipped when it comes, and the next
-        // connection asks again. (A command sent now is answered or timed out as before.)
-        let left = self.sock.read_timeout()?.unwrap_or(HELLO_WAIT);
-        self.sock.set_read_timeout(Some(left.min(HELLO_WAIT)))?;
-        let reply = match self.recv() {
-            Ok(v) => Some(v),
-            Err(e) if e.is_timeout() => None,
-            Err(e) => return Err(e),
-        };
-        self.sock.set_read_timeout(Some(left))?;
-        Ok(reply)
     }
 
     #[inline]
@@ -122,7 +57,43 @@ impl Own {
     }
 
     /// The next reply that is not skipped.
+    /// Marks the connection's `HELLO`, sent at `since`, as not answered yet.
+    pub(super) fn hello_unanswered(&mut self, since: Instant) {
+        self.unanswered = Some((since, None));
+    }
+
+    /// Sets how long a read waits. Until the server's first reply to a connection whose `HELLO`
+    /// went unanswered, the wait counts from the `HELLO`: a server silent since then has had
+    /// that long already, so a first call on the connection (and the give-back of an attempt
+    /// that timed out) is not held up by the set-up's wait besides its own timeout.
+    pub(super) fn set_read_timeout(&mut self, dur: Option<Duration>) -> io::Result<()> {
+        match (&mut self.unanswered, dur) {
+            (Some((since, asked)), Some(d)) => {
+                *asked = Some(d);
+                let left = d.saturating_sub(since.elapsed());
+                self.sock
+                    .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+            }
+            _ => self.sock.set_read_timeout(dur),
+        }
+    }
+
     pub(super) fn recv(&mut self) -> RedisResult<Value> {
+        if self.unanswered.is_some() {
+            let reply = self.recv_next();
+            // The server answered: reads wait as long as asked again.
+            if reply.is_ok()
+                && let Some((_, asked)) = self.unanswered.take()
+                && let Some(d) = asked
+            {
+                self.sock.set_read_timeout(Some(d))?;
+            }
+            return reply;
+        }
+        self.recv_next()
+    }
+
+    fn recv_next(&mut self) -> RedisResult<Value> {
         loop {
             match self.read_value() {
                 Ok(v) if self.skip > 0 && !matches!(v, Value::Push { .. }) => self.skip -= 1,
@@ -233,12 +204,6 @@ impl Sock {
         match self {
             Sock::Tcp(s) => s.set_read_timeout(dur),
             Sock::Unix(s) => s.set_read_timeout(dur),
-        }
-    }
-    pub(super) fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        match self {
-            Sock::Tcp(s) => s.read_timeout(),
-            Sock::Unix(s) => s.read_timeout(),
         }
     }
     pub(super) fn set_write_timeout(&self, dur: Option<Duration>) -> io::Result<()> {

@@ -27,7 +27,7 @@ use redis::RedisResult;
 use super::{Acquiring, Rules, Waits};
 use crate::base::backoff::Backoff;
 use crate::base::connection::Connection;
-use crate::base::error::Error;
+use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, fencing_token};
 use crate::base::keys::LockKeys;
 use crate::base::metrics::KindLabel;
@@ -120,6 +120,21 @@ impl Rules for Leader {
 
     fn what(&self) -> &'static str {
         "a leader election"
+    }
+
+    /// A refusal in an election's words: another candidate leads.
+    fn explain(&self, e: Error, shown: &str) -> Error {
+        let lock = format!("lock {shown}");
+        match e.kind() {
+            ErrorKind::Held => e.reworded(
+                &format!("{lock} is held by another owner"),
+                &format!("election {shown} has another leader"),
+            ),
+            ErrorKind::WaitTimeout => e
+                .reworded(&lock, &format!("the leadership of election {shown}"))
+                .with_note("another candidate leads"),
+            _ => super::other_kind(e, shown, self.what()),
+        }
     }
 
     fn try_once(

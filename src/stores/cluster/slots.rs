@@ -154,24 +154,35 @@ impl Cluster {
         });
         let deadline = Instant::now() + budget;
         let mut failures = Vec::new();
-        let result = loop {
-            let Some(addr) = candidates.first().cloned() else {
-                break Err(failures.join("; "));
-            };
-            candidates.remove(0);
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                failures.push("out of time".to_owned());
-                break Err(failures.join("; "));
-            }
-            match self.ask_slots(&addr, left.min(ASK_TIMEOUT)) {
+        let result =
+            loop {
+                let Some(addr) = candidates.first().cloned() else {
+                    break Err(failures.join("; "));
+                };
+                candidates.remove(0);
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    failures.push("out of time".to_owned());
+                    break Err(failures.join("; "));
+                }
+                match self.ask_slots(&addr, left.min(ASK_TIMEOUT)) {
                 Ok(ranges) if !ranges.is_empty() => {
                     break self.install(ranges).map_err(|e| e.to_string());
                 }
                 Ok(_) => failures.push(format!("{}:{} serves no slots yet", addr.0, addr.1)),
+                // A server without cluster support says so: the URL names no Cluster.
+                Err(e) if e.detail().is_some_and(|d| d.contains("cluster support disabled")) => {
+                    failures.push(format!(
+                        "{}:{} is not in cluster mode ({}): a redis-cluster:// URL needs Cluster \
+                         nodes; a single server takes a redis:// URL",
+                        addr.0,
+                        addr.1,
+                        e.detail().unwrap_or_default()
+                    ))
+                }
                 Err(e) => failures.push(format!("{}:{}: {e}", addr.0, addr.1)),
             }
-        };
+            };
         let result = result.map_err(|detail| {
             Error::connection(
                 &self.cfg.server,
