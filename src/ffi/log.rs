@@ -41,6 +41,8 @@ struct Sink {
     callback: unsafe extern "C" fn(*mut c_void, redislock_log_level, *const c_char),
     user_data: *mut c_void,
     max: redislock_log_level,
+    /// Once replaced: the sink replaced before this one (see RETIRED).
+    older: AtomicPtr<Sink>,
 }
 
 // SAFETY: the user data pointer is only handed back to the C callback, on any thread; the
@@ -51,9 +53,12 @@ unsafe impl Sync for Sink {}
 
 /// The sink in use, or null when logging is off. Taken without a lock, so that a child forked
 /// while a thread of the parent was inside a callback (or replacing the sink) logs and replaces
-/// it without waiting for that thread. A replaced sink is never freed, since another thread may
-/// be calling it still: one small allocation per `redislock_set_log_callback` with a callback.
+/// it without waiting for that thread.
 static SINK: AtomicPtr<Sink> = AtomicPtr::new(ptr::null_mut());
+/// The sinks replaced so far, newest first (each links the one before it): never freed, since
+/// another thread may be calling one still, and kept reachable, as memory in use. One small
+/// allocation per `redislock_set_log_callback` with a callback.
+static RETIRED: AtomicPtr<Sink> = AtomicPtr::new(ptr::null_mut());
 
 /// The sink in use, if any.
 fn sink() -> Option<&'static Sink> {
@@ -121,9 +126,26 @@ pub extern "C" fn redislock_set_log_callback(
         }
         let sink = callback
             .filter(|_| max_level != redislock_log_level::REDISLOCK_LOG_OFF)
-            .map(|callback| Sink { callback, user_data, max: max_level });
+            .map(|callback| Sink {
+                callback,
+                user_data,
+                max: max_level,
+                older: AtomicPtr::new(ptr::null_mut()),
+            });
         let sink = sink.map_or(ptr::null_mut(), |s| Box::into_raw(Box::new(s)));
-        SINK.store(sink, Ordering::Release);
+        let replaced = SINK.swap(sink, Ordering::AcqRel);
+        // SAFETY: a non-null pointer from SINK is a Box leaked above, never freed.
+        if let Some(replaced) = unsafe { replaced.as_ref() } {
+            let mut head = RETIRED.load(Ordering::Acquire);
+            loop {
+                replaced.older.store(head, Ordering::Relaxed);
+                let new = ptr::from_ref(replaced).cast_mut();
+                match RETIRED.compare_exchange(head, new, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break,
+                    Err(now) => head = now,
+                }
+            }
+        }
         REDISLOCK_OK
     }
 }
