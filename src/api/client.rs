@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::base::sync::RwLock;
+use crate::base::sync::{PerProcess, RwLock};
 
 use crate::api::builder::ClientBuilder;
 use crate::api::guard::Lock;
@@ -32,10 +32,6 @@ use crate::engine::kinds::leader::{self, LeaderInfo};
 use crate::engine::renewal::Stats;
 use crate::stores::Check;
 
-/// How long a call waits for the client's backend; only a fork taken while another thread
-/// was rebuilding the backend could make it wait at all.
-const BACKEND_LOCK_WAIT: Duration = Duration::from_secs(5);
-
 /// A Redis lock client. Cheap to clone (clones share everything); `Send + Sync`, meant to be
 /// created once and shared by all threads.
 ///
@@ -56,9 +52,10 @@ pub struct Client {
 struct Shared {
     cfg: Config,
     info: redis::ConnectionInfo,
-    /// The backend this client uses in the current process (for a persistent client, the
-    /// process's shared one), built on first use.
-    backend: RwLock<Option<Arc<Owner>>>,
+    /// The backend this client uses in each process (for a persistent client, the process's
+    /// shared one), built on first use. Each process has its own lock around it: a forked child
+    /// never waits for one that a thread of its parent held at the fork.
+    backend: PerProcess<RwLock<Option<Arc<Owner>>>>,
 }
 
 impl Client {
@@ -80,7 +77,7 @@ impl Client {
             shared: Arc::new(Shared {
                 cfg,
                 info,
-                backend: RwLock::new(None),
+                backend: PerProcess::new(),
             }),
         }
     }
@@ -402,8 +399,7 @@ impl Client {
 
     /// This process's backend of the client, if it has one yet.
     fn current_backend(&self) -> Option<Arc<Owner>> {
-        let b = self.shared.backend.try_read_for(BACKEND_LOCK_WAIT)?;
-        b.as_ref().filter(|b| b.pid == std::process::id()).cloned()
+        self.shared.backend.of(std::process::id()).read().clone()
     }
 
     pub(crate) fn config(&self) -> &Config {
@@ -413,28 +409,12 @@ impl Client {
     /// The client's backend for this process, built (or for a persistent client, found) on
     /// first use and again after a fork.
     pub(crate) fn backend(&self) -> Result<Arc<Owner>, Error> {
-        let pid = std::process::id();
-        let stuck = || Error::internal("the client's state stayed locked (fork while rebuilding?)");
-        {
-            let current = self
-                .shared
-                .backend
-                .try_read_for(BACKEND_LOCK_WAIT)
-                .ok_or_else(stuck)?;
-            if let Some(b) = current.as_ref()
-                && b.pid == pid
-            {
-                return Ok(b.clone());
-            }
+        let slot = self.shared.backend.of(std::process::id());
+        if let Some(b) = slot.read().as_ref() {
+            return Ok(b.clone());
         }
-        let mut current = self
-            .shared
-            .backend
-            .try_write_for(BACKEND_LOCK_WAIT)
-            .ok_or_else(stuck)?;
-        if let Some(b) = current.as_ref()
-            && b.pid == pid
-        {
+        let mut current = slot.write();
+        if let Some(b) = current.as_ref() {
             return Ok(b.clone());
         }
         let (cfg, info) = (&self.shared.cfg, &self.shared.info);
@@ -443,7 +423,6 @@ impl Client {
         } else {
             Owner::start(cfg, info)?
         };
-        // An owner inherited across fork forgets the parent's backend when dropped.
         *current = Some(fresh.clone());
         Ok(fresh)
     }

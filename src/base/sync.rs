@@ -1,6 +1,7 @@
 //! The library's locks and condition variables: thin wrappers over `std::sync` with the calls the
 //! rest of the crate uses (`lock()` without a `Result`, `Condvar::wait(&mut guard)`,
-//! `wait_until` with a deadline, bounded `try_lock_for`).
+//! `wait_until` with a deadline, bounded `try_lock_for`), and two fork-safe cells: [`Lazy`] and
+//! [`PerProcess`].
 //!
 //! Why std and not parking_lot: fork safety for every program that links the library. On Linux
 //! std's `Mutex`, `Condvar` and `RwLock` are a futex word each and keep no state outside
@@ -27,10 +28,10 @@ use std::time::{Duration, Instant};
 
 pub(crate) use std::sync::WaitTimeoutResult;
 
-/// How long a timed `try_*_for` sleeps between its tries at most. They serve only rare paths (a
-/// client's backend being built, a Cluster's slot table being read again), where a holder keeps
-/// the lock for a round trip or longer; they also end a wait on a lock that a thread of the
-/// parent held at `fork()` and that no thread of the child will ever release.
+/// How long a timed `try_lock_for` sleeps between its tries at most. It serves only rare paths
+/// (a Cluster's slot table being read again), where a holder keeps the lock for a round trip or
+/// longer; it also ends a wait on a lock that a thread of the parent held at `fork()` and that
+/// no thread of the child will ever release.
 const TRY_SLEEP_MAX: Duration = Duration::from_millis(1);
 
 /// Tries `attempt` until it gives a value or `timeout` has passed: at once, then after sleeps
@@ -229,24 +230,6 @@ impl<T: ?Sized> RwLock<T> {
     pub(crate) fn write(&self) -> sync::RwLockWriteGuard<'_, T> {
         self.0.write().unwrap_or_else(PoisonError::into_inner)
     }
-
-    /// Takes a shared lock if no writer keeps it within `timeout` (see [`TRY_SLEEP_MAX`]).
-    pub(crate) fn try_read_for(&self, timeout: Duration) -> Option<sync::RwLockReadGuard<'_, T>> {
-        retry_for(timeout, || match self.0.try_read() {
-            Ok(g) => Some(g),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        })
-    }
-
-    /// Takes the lock alone if it comes free within `timeout` (see [`TRY_SLEEP_MAX`]).
-    pub(crate) fn try_write_for(&self, timeout: Duration) -> Option<sync::RwLockWriteGuard<'_, T>> {
-        retry_for(timeout, || match self.0.try_write() {
-            Ok(g) => Some(g),
-            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        })
-    }
 }
 
 /// A value made on first use, as `std::sync::LazyLock` makes it, but without a lock: threads
@@ -318,10 +301,118 @@ unsafe impl<T: Send + Sync> Sync for Lazy<T> {}
 #[allow(unsafe_code)]
 unsafe impl<T: Send> Send for Lazy<T> {}
 
+/// A value of each process, made with `T::default()` where a process first reaches it. A
+/// forked child puts its own in place, in its copy of the memory (the parent's is untouched),
+/// and never takes the one it inherited, whose locks a thread of the parent may have held at the
+/// fork: those would stay held in the child for good. The values of earlier processes are kept
+/// until the `PerProcess` is dropped (another thread of the child may still be looking at one).
+pub(crate) struct PerProcess<T> {
+    current: AtomicPtr<Slot<T>>,
+}
+
+struct Slot<T> {
+    pid: u32,
+    value: T,
+    /// The slot this one took the place of (an earlier process's), or null.
+    older: *mut Slot<T>,
+}
+
+impl<T> PerProcess<T> {
+    /// No value yet, in any process.
+    pub(crate) const fn new() -> PerProcess<T> {
+        PerProcess {
+            current: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+#[allow(unsafe_code)] // leaked Boxes behind an atomic pointer, freed only by Drop
+impl<T: Default> PerProcess<T> {
+    /// The value of the process `pid` (the caller's: `std::process::id()`).
+    pub(crate) fn of(&self, pid: u32) -> &T {
+        let mut seen = self.current.load(Ordering::Acquire);
+        loop {
+            // SAFETY: a pointer put in place is a leaked Box, freed only by Drop (&mut self).
+            if let Some(slot) = unsafe { seen.as_ref() }
+                && slot.pid == pid
+            {
+                return &slot.value;
+            }
+            let mine = Box::into_raw(Box::new(Slot {
+                pid,
+                value: T::default(),
+                older: seen,
+            }));
+            match self
+                .current
+                .compare_exchange(seen, mine, Ordering::AcqRel, Ordering::Acquire)
+            {
+                // SAFETY: ours, now in place (see above).
+                Ok(_) => return unsafe { &(*mine).value },
+                Err(now) => {
+                    // SAFETY: ours, never shared.
+                    drop(unsafe { Box::from_raw(mine) });
+                    seen = now;
+                }
+            }
+        }
+    }
+}
+
+#[allow(unsafe_code)] // frees the Boxes that `of` leaked
+impl<T> Drop for PerProcess<T> {
+    fn drop(&mut self) {
+        let mut next = *self.current.get_mut();
+        while !next.is_null() {
+            // SAFETY: each slot was put in place once and is reachable once, from its newer one.
+            let slot = unsafe { Box::from_raw(next) };
+            next = slot.older;
+        }
+    }
+}
+
+// SAFETY: as a `T` shared between threads (Sync) or moved with its owner (Send).
+#[allow(unsafe_code)]
+unsafe impl<T: Send + Sync> Sync for PerProcess<T> {}
+// SAFETY: see above.
+#[allow(unsafe_code)]
+unsafe impl<T: Send> Send for PerProcess<T> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// A child forked while a thread of the parent holds the lock of a per-process value takes
+    /// a lock of its own: the one it inherited would never be let go there.
+    #[test]
+    fn a_forked_child_never_takes_a_lock_a_parent_thread_held() {
+        let slot: Arc<PerProcess<RwLock<u32>>> = Arc::new(PerProcess::new());
+        let parent = std::process::id();
+        *slot.of(parent).write() = 7;
+        let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let holder = {
+            let slot = slot.clone();
+            std::thread::spawn(move || {
+                let _held = slot.of(parent).write();
+                inside_tx.send(()).unwrap();
+                let _ = done_rx.recv();
+            })
+        };
+        inside_rx.recv().unwrap();
+        let (slot, child_ok) =
+            redislock_testkit::fork_and_check_within(Duration::from_secs(10), slot, |slot| {
+                let me = std::process::id();
+                let mut value = slot.of(me).write();
+                *value += 1;
+                *value == 1
+            });
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(child_ok, "the forked child did not get a value of its own");
+        assert_eq!(*slot.of(parent).read(), 7);
+    }
 
     /// A child forked while a thread of the parent is making a lazy value (as a thread is for a
     /// moment when it first sends a script) makes its own instead of waiting for that thread.
@@ -440,16 +531,6 @@ mod tests {
         assert!(started.elapsed() >= Duration::from_millis(20));
         drop(held);
         assert!(m.try_lock_for(Duration::ZERO).is_some());
-
-        let rw = RwLock::new(0);
-        let w = rw.write();
-        assert!(rw.try_read_for(Duration::from_millis(5)).is_none());
-        drop(w);
-        let r = rw.try_read_for(Duration::ZERO).expect("free");
-        assert!(rw.try_write_for(Duration::from_millis(5)).is_none());
-        drop(r);
-        *rw.try_write_for(Duration::ZERO).expect("free") = 1;
-        assert_eq!(*rw.read(), 1);
     }
 
     #[test]

@@ -17,9 +17,8 @@
 
 use std::ops::Deref;
 use std::sync::Arc;
-use std::time::Duration;
 
-use crate::base::sync::Mutex;
+use crate::base::sync::{Mutex, PerProcess};
 
 use crate::base::config::Config;
 use crate::base::error::Error;
@@ -30,9 +29,6 @@ use crate::stores::{self, LockStore};
 /// The most persistent backends one process keeps (one per distinct server and connection
 /// settings); a persistent client beyond them is refused.
 pub const MAX_PERSISTENT_BACKENDS: usize = 64;
-/// How long the registry of persistent backends may stay locked; only a fork taken while
-/// another thread held it could make it wait at all.
-const REGISTRY_WAIT: Duration = Duration::from_secs(5);
 
 /// Connection pools and renewal threads of a client in one process.
 pub(crate) struct Backend {
@@ -75,12 +71,9 @@ impl Owner {
         cfg: &Config,
         info: &redis::ConnectionInfo,
     ) -> Result<Arc<Owner>, Error> {
-        let mut registry = PERSISTENT.try_lock_for(REGISTRY_WAIT).ok_or_else(|| {
-            Error::internal("the registry of persistent clients stayed locked (fork while in use?)")
-        })?;
-        let pid = std::process::id();
-        // Entries made before a fork are the parent's; dropping them here forgets them.
-        registry.retain(|o| o.pid == pid);
+        // This process's own registry: a forked child starts with an empty one, and never
+        // takes the lock of its parent's, which a thread of the parent may have held at the fork.
+        let mut registry = PERSISTENT.of(std::process::id()).lock();
         if let Some(found) = registry.iter().find(|o| o.store.cfg().same_backend(cfg)) {
             return Ok(found.clone());
         }
@@ -128,5 +121,5 @@ impl Drop for Owner {
     }
 }
 
-/// The backends of persistent clients in this process.
-static PERSISTENT: Mutex<Vec<Arc<Owner>>> = Mutex::new(Vec::new());
+/// The backends of persistent clients, of each process.
+static PERSISTENT: PerProcess<Mutex<Vec<Arc<Owner>>>> = PerProcess::new();
