@@ -47,8 +47,13 @@ const SURELY: Duration = Duration::from_secs(20);
 const FAR: Duration = Duration::from_secs(30);
 /// How long after a release (or a cancel) a waiter must have been woken: well before `FAR`.
 const WAKE_BOUND: Duration = Duration::from_secs(5);
-/// The lease of grants that renewal keeps, or that run out.
+/// The lease of grants that run out, or whose loss renewal finds.
 const SHORT_LEASE: Duration = Duration::from_millis(300);
+/// The lease of grants that renewal must keep: renewed every third of it, so a stall of the
+/// renewal thread of two thirds of it loses the grant. On the 2-core CI machine, with six tests
+/// and builds at once, 300 ms leases were lost (stalls over 200 ms); a second takes a stall of
+/// 667 ms.
+const RENEWED_LEASE: Duration = Duration::from_secs(1);
 /// The lease of a holder process that is killed with `kill -9`.
 const KILLED_LEASE: Duration = Duration::from_secs(1);
 /// The permits of every semaphore here; a grant of the semaphore kind takes two.
@@ -747,15 +752,15 @@ fn renewal_keeps_a_grant_past_its_lease(t: &Shared, k: Kind) {
     let c = Client::open(t.url()).unwrap();
     let other = Client::open(t.url()).unwrap();
     let n = Names::new(k, "renewal");
-    let grant = take(&c, k.own(), &n, None, Opts::lease(SHORT_LEASE, true)).unwrap();
-    thread::sleep(SHORT_LEASE * 4);
+    let grant = take(&c, k.own(), &n, None, Opts::lease(RENEWED_LEASE, true)).unwrap();
+    thread::sleep(RENEWED_LEASE * 2);
     assert!(
         grant.is_held() && !grant.is_lost(),
         "renewal did not keep it"
     );
     let e = take(&other, k.rival(), &n, None, Opts::default()).unwrap_err();
     assert!(e.is_held(), "{e}");
-    let limit = SHORT_LEASE.as_millis() as i64;
+    let limit = RENEWED_LEASE.as_millis() as i64;
     for mut con in t.conns_for(n.first()) {
         for name in n.all() {
             let left = pttl(&mut con, name);
