@@ -222,7 +222,7 @@ void test_request_misuse(void) {
     CHECK_RC(redislock_request_set_lease_ms(req, 99), REDISLOCK_OK);
     CHECK_RC(redislock_request_set_auto_renew(req, true), REDISLOCK_OK);
     CHECK_RC(redislock_request_acquire(req, 10, &lock_sentinel), REDISLOCK_INVALID_ARGUMENT);
-    CHECK(strstr(h_last_error(), "99ms") != NULL);
+    CHECK(strstr(h_last_error(), "99 ms") != NULL);
     CHECK_RC(redislock_request_acquire(req, UINT64_MAX, &lock_sentinel),
              REDISLOCK_INVALID_ARGUMENT);
     CHECK_RC(redislock_request_set_lease_ms(req, 2000), REDISLOCK_OK);
