@@ -11,11 +11,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{RedisServer, wait_child};
+use support::{RedisServer, lib_dir, wait_child};
 
 /// The three runs together; valgrind makes up most of it.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
@@ -44,24 +44,6 @@ fn require_tools() {
         missing.join(", "),
         if missing.len() == 1 { "is" } else { "are" }
     );
-}
-
-/// The directory of this test binary, `<target>/<profile>/deps`, where `cargo test` builds the
-/// cdylib together with the library this binary links. (`<target>/<profile>/libredislock.so` is
-/// only refreshed by `cargo build`, so it may be stale here.)
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe() failed");
-    let dir = exe
-        .parent()
-        .expect("test binary has no directory")
-        .to_path_buf();
-    assert!(
-        dir.join("libredislock.so").is_file(),
-        "{} has no libredislock.so; `cargo test` normally builds the cdylib there with the \
-         library (crate-type includes \"cdylib\")",
-        dir.display()
-    );
-    dir
 }
 
 #[test]

@@ -62,7 +62,7 @@ use redislock::{Client, ErrorKind, Lock, Permits, RedissonLock, WriteLock};
 use support::{
     Cluster, Direction, Event, FaultProxy, FencedResource, History, ISOLATED_SOURCE, Op,
     PEER_SOURCE, Partition, RedisServer, RedlockMasters, Report, SentinelGroup, check, conn_within,
-    eventually, first_grant_after, peer_ports, slot_master_at, unique_name,
+    eventually, first_grant_after, lib_dir, peer_ports, slot_master_at, unique_name,
 };
 
 const CONNECT: Duration = Duration::from_millis(300);
@@ -337,22 +337,6 @@ impl Drop for ForeignProgram {
 
 fn repo_root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The directory of this test binary, `<target>/<profile>/deps`, where `cargo test` builds the
-/// cdylib with the library (as `tests/ffi_c.rs` finds it).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe() failed");
-    let dir = exe
-        .parent()
-        .expect("the test binary has no directory")
-        .to_path_buf();
-    assert!(
-        dir.join("libredislock.so").is_file(),
-        "{} has no libredislock.so; `cargo test` builds the cdylib there with the library",
-        dir.display()
-    );
-    dir
 }
 
 /// Whether `tool args...` runs and succeeds.

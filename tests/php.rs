@@ -1,11 +1,13 @@
 //! Drives the PHP package's PHPUnit suite (`bindings/php/tests`) from `cargo test`, through
-//! `scripts/ci/php-tests.sh`: it builds the library in release mode, points `REDISLOCK_LIB` at it,
+//! `scripts/ci/php-tests.sh`, with `REDISLOCK_LIB` naming the cdylib of this cargo build: it
 //! builds the test kit's program and points `REDISLOCK_TESTKIT` at it, and runs `phpunit -c
 //! bindings/php/phpunit.xml`. The PHP tests start their own redis-server processes on free
 //! loopback ports through that program (`redislock-testkit single`).
 //!
 //! Needs php (FFI, pcntl, posix, phpredis), Symfony Lock 5.4, phpunit 9 and redis-server;
 //! `scripts/setup.sh` installs them on Debian. Missing tools fail this test with that hint.
+
+mod support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -36,6 +38,8 @@ fn php_package_phpunit_suite() {
     let output = Command::new("bash")
         .arg(root.join("scripts/ci/php-tests.sh"))
         .current_dir(root)
+        // The library of this cargo build: the script builds none of its own then.
+        .env("REDISLOCK_LIB", support::lib_dir().join("libredislock.so"))
         .stdin(Stdio::null())
         .output()
         .expect("cannot run scripts/ci/php-tests.sh");

@@ -38,6 +38,8 @@
 //! Laravel 8's cache components; `scripts/setup.sh` installs them on Debian. Missing tools fail
 //! this test with that hint.
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -301,6 +303,8 @@ fn fpm_script(args: &[&str]) -> String {
         .arg(root.join("scripts/fpm/fpm.sh"))
         .args(args)
         .current_dir(root)
+        // The library of this cargo build: the script builds none of its own then.
+        .env("REDISLOCK_LIB", support::lib_dir().join("libredislock.so"))
         .stdin(Stdio::null())
         .output()
         .expect("cannot run scripts/fpm/fpm.sh");

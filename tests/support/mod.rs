@@ -4,9 +4,29 @@
 //! itself. Use from a test file with `mod support;`.
 #![allow(unused_imports, dead_code)]
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub use redislock_testkit::*;
+
+/// The directory of this test binary, `<target>/<profile>/deps`, where cargo builds the cdylib
+/// `libredislock.so` together with the library this binary links: the C, PHP and PHP-FPM tests
+/// load that one, so they build nothing of their own. (`<target>/<profile>/libredislock.so` is
+/// only refreshed by `cargo build`, so it may be stale here.)
+pub fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe() failed");
+    let dir = exe
+        .parent()
+        .expect("the test binary has no directory")
+        .to_path_buf();
+    assert!(
+        dir.join("libredislock.so").is_file(),
+        "{} has no libredislock.so; cargo normally builds the cdylib there with the library \
+         (crate-type includes \"cdylib\")",
+        dir.display()
+    );
+    dir
+}
 
 /// A client of `url` whose waiters re-check only after a minute, and whose grants last as
 /// long: within a test, a waiter can only be woken by a release's handoff.
