@@ -12,11 +12,10 @@
 
 mod support;
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
 use redislock::{Client, ClientBuilder, Error, ErrorKind};
-use support::{Pki, RedisServer, Server, Shared, TlsServer, Topology, unique_name};
+use support::{Pki, RedisServer, Server, Shared, TlsServer, Topology, silent_port, unique_name};
 
 redislock_testkit::shared_keeper!();
 
@@ -34,14 +33,6 @@ fn quick(url: &str) -> ClientBuilder {
 /// The shared server's port.
 fn plain_port() -> u16 {
     Shared::get(Topology::Single).nodes()[0]
-}
-
-/// A port that accepts connections (the kernel's backlog) and never reads or answers, open as
-/// long as the test runs.
-fn silent_port() -> (TcpListener, u16) {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let port = l.local_addr().unwrap().port();
-    (l, port)
 }
 
 /// Runs `call`, and checks its error: `kind`, every word of `words` in its message, and within

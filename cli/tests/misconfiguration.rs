@@ -3,12 +3,11 @@
 //! exits 78 with the server's words; `elect` while another candidate leads says so; and SIGTERM
 //! or SIGINT end a `redislock` stuck connecting within a second (exit 128 + N).
 
-use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock_testkit::{Shared, Topology, unique_name};
+use redislock_testkit::{Shared, Topology, silent_port, unique_name};
 
 mod common;
 
@@ -21,13 +20,6 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 
 fn plain_port() -> u16 {
     Shared::get(Topology::Single).nodes()[0]
-}
-
-/// A port that accepts connections and never answers, open while the listener lives.
-fn silent_port() -> (TcpListener, u16) {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let port = l.local_addr().unwrap().port();
-    (l, port)
 }
 
 /// `redislock --url URL --timeout 500ms ARGS...`, its output and how long it took.

@@ -73,7 +73,7 @@ pub use process::{
 };
 pub use proxy::{FaultProxy, Faults};
 pub use sentinel::{PEER_SOURCE, SentinelGroup};
-pub use server::{RedisServer, Server, free_port};
+pub use server::{RedisServer, Server, free_port, silent_port};
 pub use setup::{Setup, Topology};
 pub use shared::{IDLE, KEEPER_TEST, Shared, keep_shared_setup};
 pub use tls::{Pki, TlsServer};

@@ -556,6 +556,14 @@ fn make_temp_dir() -> PathBuf {
 /// + 10000) below that range too.
 const PORTS: std::ops::Range<u16> = 12_000..22_000;
 
+/// A loopback port that accepts connections (into the kernel's backlog) and never reads or
+/// answers: a misconfigured or hung peer. Open as long as the listener lives.
+pub fn silent_port() -> (TcpListener, u16) {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("cannot bind a port");
+    let port = listener.local_addr().expect("no local address").port();
+    (listener, port)
+}
+
 /// A currently free loopback port of [`PORTS`] (never 6379), whose cluster bus port (+10000) is
 /// free too, picked at random so that concurrent test processes rarely try the same one.
 /// Another process may still take it before a server binds it; `start_with` retries then.
