@@ -49,7 +49,7 @@ step "doc tests"
 cargo test --doc
 step "the crates as crates.io gets them: cargo publish --dry-run --locked (packaged and built)"
 # --allow-dirty: a dry run uploads nothing, and a developer's uncommitted work is what to check.
-cargo publish --dry-run --locked --allow-dirty -p redislock -p redislock-cli
+cargo publish --dry-run --locked --allow-dirty -p redislock-sync -p redislock-cli
 step "the minimum Rust version the manifests declare (rust-version) builds both crates"
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 command -v rustup >/dev/null \
@@ -57,8 +57,8 @@ command -v rustup >/dev/null \
 # A machine whose network serves only the package registries may not reach rustup's toolchain
 # server: then the step says so and is skipped, rather than failing the suite.
 if rustup toolchain install "$msrv" --profile minimal --no-self-update; then
-  cargo "+$msrv" check --locked --target-dir target/msrv -p redislock -p redislock-cli \
-    --features redislock/metrics
+  cargo "+$msrv" check --locked --target-dir target/msrv -p redislock-sync -p redislock-cli \
+    --features redislock-sync/metrics
 else
   echo "test.sh: SKIPPED: Rust $msrv could not be installed here (rustup's server unreachable)" >&2
 fi

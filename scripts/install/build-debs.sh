@@ -3,9 +3,9 @@
 #
 #   scripts/install/build-debs.sh --out DIR [--maintainer 'Name <address>']
 #
-#   libredislock0.3     the shared library, named after its SONAME (libredislock.so.0.3), and
+#   libredislock0.4     the shared library, named after its SONAME (libredislock.so.0.4), and
 #                       the PHP FFI header its PHP package reads
-#                       (/usr/share/libredislock0.3/redislock_php.h); ldconfig trigger, shlibs
+#                       (/usr/share/libredislock0.4/redislock_php.h); ldconfig trigger, shlibs
 #   libredislock-dev    redislock.h, the static library, the libredislock.so link and
 #                       redislock.pc (`pkg-config --cflags --libs redislock`)
 #   redislock-cli       /usr/bin/redislock, its man pages and its bash, zsh and fish completions
@@ -62,7 +62,7 @@ stage="$work/stage"
 bash scripts/install/install.sh --prefix /usr --libdir "$libdir" --destdir "$stage" --no-ldconfig \
     > "$work/install.log" || { cat "$work/install.log" >&2; die "scripts/install/install.sh failed"; }
 
-version="$(cargo pkgid -p redislock | sed 's/.*[#@]//')"
+version="$(cargo pkgid -p redislock-sync | sed 's/.*[#@]//')"
 debversion="$version-1"
 soname="$(readelf -d "$stage$libdir/libredislock.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
 [[ "$soname" =~ ^libredislock\.so\.([0-9.]+)$ ]] || die "unexpected SONAME '$soname'"

@@ -176,7 +176,7 @@ so="$build_dir/libredislock.so"
 ar="$build_dir/libredislock.a"
 [[ -f "$so" && -f "$ar" ]] || die "$so or $ar missing after the build"
 
-version="$(cargo pkgid -p redislock | sed 's/.*[#@]//')"
+version="$(cargo pkgid -p redislock-sync | sed 's/.*[#@]//')"
 [[ "$version" =~ ^([0-9]+)\.([0-9]+)\.[0-9]+ ]] \
     || die "cannot read the crate's version ('$version')"
 if [[ "${BASH_REMATCH[1]}" == 0 ]]; then
