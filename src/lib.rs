@@ -45,14 +45,15 @@
 //!
 //! This page is the reference for what a lock does: its [semantics](#semantics), the [kinds of
 //! lock](#kinds-of-lock), [leader election](#leader-election), [metrics](#metrics) and the
-//! [errors](#errors). The repository's `README.md` has the set-up
-//! commands and the quick starts in Rust, C and PHP; its `docs/` directory has the rest:
-//! `docs/topologies.md` (Sentinel, Redis Cluster, Redlock), `docs/guarantees.md` (what holds, and
-//! what each fault does), `docs/operations.md` (configuration, threads and persistent clients,
-//! logs, security, the soak test), `docs/install.md` (installing for C and PHP), `docs/c-api.md`
-//! (the C API), `docs/php.md` (PHP and PHP-FPM), `docs/redisson.md` (sharing locks with Java
-//! services that use Redisson, [`Client::redisson_lock`]) and `docs/servers.md` (the Redis and
-//! Valkey versions tested).
+//! [errors](#errors). The repository's `README.md` has the set-up commands and the quick starts
+//! in Rust, C and PHP; its `docs/` directory has the rest: `docs/topologies.md` (Sentinel, Redis
+//! Cluster, Redlock), `docs/guarantees.md` (what holds, and what each fault does),
+//! `docs/operations.md` (configuration, threads and persistent clients, logs, security, the soak
+//! test), `docs/install.md` (installing for C and PHP), `docs/c-api.md` (the C API),
+//! `docs/leaders.md` (leader election), `docs/metrics.md` (every metric), `docs/redisson.md`
+//! (sharing locks with Java services that use Redisson, [`Client::redisson_lock`]) and
+//! `docs/servers.md` (the Redis and Valkey versions tested); the PHP package's is
+//! `bindings/php/README.md`.
 //!
 //! # Semantics
 //!
@@ -298,7 +299,7 @@
 //! ```
 //!
 //! The same kinds from C (through requests) and from PHP (`readLock`, `writeLock`, `semaphore`,
-//! `lockAll`) are in `docs/c-api.md` and `docs/php.md`.
+//! `lockAll`) are in `docs/c-api.md` and `bindings/php/README.md`.
 //!
 //! **Why `client.rw_lock(name)`** and not `client.lock(name).read()`: a read/write lock is an
 //! object of its own, with shared grants, a downgrade and keys of its own, as [`std::sync::RwLock`]
@@ -478,7 +479,8 @@
 //!
 //! C adds `REDISLOCK_NULL_PARAMETER` (10) and `REDISLOCK_PANIC` (11). Messages name the lock and
 //! the server, never the token or the password. [`Error::is_timeout`] and [`Error::redis_code`]
-//! refine `Connection` and `Redis`; the PHP exception classes are listed in `docs/php.md`.
+//! refine `Connection` and `Redis`; the PHP exception classes are listed in
+//! `bindings/php/README.md`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
