@@ -114,7 +114,7 @@ docs() { # package cargo-package
     {
         while IFS= read -r line; do
             if [[ "$line" == @crates@ ]]; then
-                crates_of "$2" | grep -v -E '^ *redislock(-cli)? '
+                crates_of "$2" | grep -v -E '^ *redislock(-sync|-cli)? '
             else
                 printf '%s\n' "$line"
             fi
@@ -162,8 +162,8 @@ finish() { # package: overrides, md5sums, file dates, then the .deb
     echo "build-debs.sh: $out/${pkg}_${debversion}_$arch.deb"
 }
 
-docs "$libpkg" redislock
-docs libredislock-dev redislock
+docs "$libpkg" redislock-sync
+docs libredislock-dev redislock-sync
 docs redislock-cli redislock-cli
 control "$libpkg" libs "$(depends_of "$work/$libpkg$libdir/libredislock.so.$version")" libredislock
 printf 'libredislock %s %s (>= %s)\n' "$sover" "$libpkg" "$version" > "$work/$libpkg/DEBIAN/shlibs"
