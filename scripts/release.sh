@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes a release of redislock: everything a user installs, for the one version of Cargo.toml,
-# in dist/ (replaced whole):
+# in dist/ (its crates/, debian/, composer/ and SHA256SUMS are replaced):
 #
 #   bash scripts/release.sh [--out DIR] [--maintainer 'Name <address>'] [--offline]
 #
