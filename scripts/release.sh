@@ -67,7 +67,10 @@ mkdir -p "$out"/crates "$out"/debian "$out"/composer
 t=$SECONDS
 # --allow-dirty: the tree as it is (CI checks a developer's uncommitted work); a release from a
 # clean checkout packages the same files.
-cargo package --quiet --locked --allow-dirty "${offline[@]}" -p redislock-sync -p redislock-cli
+# (Without SOURCE_DATE_EPOCH: the cc crate's build scripts watch it, and a value that changes with
+# every commit would rebuild ring and all above it each time.)
+env -u SOURCE_DATE_EPOCH cargo package --quiet --locked --allow-dirty "${offline[@]}" \
+    -p redislock-sync -p redislock-cli
 target_dir="$(cargo metadata --format-version 1 --no-deps "${offline[@]}" \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 for crate in redislock-sync redislock-cli; do
