@@ -13,7 +13,8 @@
 #    LD_LIBRARY_PATH; new Composer projects require redislock/redislock:VERSION from the artifact
 #    repository (packagist.org off, COMPOSER_DISABLE_NETWORK=1) and take locks with the
 #    library from the .deb, through Symfony Lock and Laravel too; the `redislock` tool runs
-#    commands under locks.
+#    commands under locks. Then `composer require redislock/redislock:VERSION` in a new project
+#    that knows only the artifact repository takes a lock.
 # 3. `apt-get remove --purge`: dpkg must not know the packages any more, none of their files
 #    may be left, and the loader's cache must not name the library.
 #
@@ -90,6 +91,31 @@ t=$SECONDS
 start_redis_server
 REDIS_PORT="$REDIS_PORT" bash scripts/ci/quickstarts.sh "$dist"
 echo "dist-check: the documentation's snippets ran against the release ($((SECONDS - t)) s)"
+
+# `composer require` in a new project that knows only the artifact repository.
+t=$SECONDS
+version="$(dpkg-deb -f "$dist/debian/redislock-cli_"*.deb Version | sed 's/-[^-]*$//')"
+app="$(mktemp -d)"
+trap 'rm -rf "$app"; cleanup' EXIT
+cat > "$app/composer.json" <<JSON
+{
+    "repositories": [{"type": "artifact", "url": "$dist/composer"}, {"packagist.org": false}]
+}
+JSON
+(
+    cd "$app"
+    export COMPOSER_ALLOW_SUPERUSER=1 COMPOSER_DISABLE_NETWORK=1 COMPOSER_NO_INTERACTION=1
+    export COMPOSER_HOME="$app/.composer-home" COMPOSER_CACHE_DIR="$app/.composer-cache"
+    composer require --no-progress --quiet "redislock/redislock:$version"
+    env -u REDISLOCK_LIB -u REDISLOCK_HEADER -u LD_LIBRARY_PATH php -r '
+        require "vendor/autoload.php";
+        $lock = Redislock\Client::fromUrl($argv[1])->tryAcquire("dist-check:composer-require");
+        $lock->release();
+        echo "dist-check: composer require redislock/redislock:", Redislock\Library::VERSION,
+            ": a lock taken and released with libredislock ", Redislock\Library::version(), "\n";
+    ' "redis://127.0.0.1:$REDIS_PORT/"
+)
+echo "dist-check: ($((SECONDS - t)) s)"
 
 t=$SECONDS
 purge
