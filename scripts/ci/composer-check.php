@@ -1,9 +1,11 @@
 <?php
 
 /*
- * Run by scripts/ci/composer-check.sh in a fresh Composer project: a lock taken and released
- * through Redislock\Symfony\RedislockStore and through Redislock\Laravel\LockProvider, each
- * refused to a second taker while held; the library and header found without REDISLOCK_LIB.
+ * Run by scripts/ci/quickstarts.sh in a fresh Composer project that installed the package from
+ * the release's artifact: a lock taken and released through Redislock\Symfony\RedislockStore and
+ * through Redislock\Laravel\LockProvider, each refused to a second taker while held; the library
+ * the Debian package's (found by its SONAME, no REDISLOCK_LIB), the header the package's own.
+ * Symfony Lock and Laravel's cache come from Debian's php-symfony-lock and php-illuminate-cache.
  */
 
 declare(strict_types=1);
@@ -39,10 +41,12 @@ foreach (file('/proc/self/maps') as $line) {
         break;
     }
 }
-check(preg_match('#^/usr/lib/[^/]+/libredislock\.so\.0\.3\.\d+$#', $mapped) === 1,
+$soname = (string) getenv('SONAME');
+check(preg_match('#^/usr/lib/[^/]+/' . preg_quote($soname, '#') . '\.\d+$#', $mapped) === 1,
     "the installed library is loaded: $mapped (libredislock " . Library::version() . ')');
-check(Library::headerPath() === '/usr/share/libredislock0.3/redislock_php.h',
-    'the header is the Debian package\'s: ' . Library::headerPath());
+check(Library::headerPath() === __DIR__ . '/vendor/redislock/redislock/redislock_php.h',
+    'the header is the package\'s own: ' . Library::headerPath());
+check(Library::VERSION === Library::version(), 'the package is for the library it loaded: ' . Library::VERSION);
 
 $factory = new LockFactory(new RedislockStore($client));
 $lock = $factory->createLock('symfony');

@@ -3,9 +3,9 @@
 #
 #   scripts/install/build-debs.sh --out DIR [--maintainer 'Name <address>']
 #
-#   libredislock0.3     the shared library, named after its SONAME (libredislock.so.0.3), and
+#   libredislock0.4     the shared library, named after its SONAME (libredislock.so.0.4), and
 #                       the PHP FFI header its PHP package reads
-#                       (/usr/share/libredislock0.3/redislock_php.h); ldconfig trigger, shlibs
+#                       (/usr/share/libredislock0.4/redislock_php.h); ldconfig trigger, shlibs
 #   libredislock-dev    redislock.h, the static library, the libredislock.so link and
 #                       redislock.pc (`pkg-config --cflags --libs redislock`)
 #   redislock-cli       /usr/bin/redislock, its man pages and its bash, zsh and fish completions
@@ -59,10 +59,13 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 stage="$work/stage"
-bash scripts/install/install.sh --prefix /usr --libdir "$libdir" --destdir "$stage" --no-ldconfig \
+# The build without SOURCE_DATE_EPOCH: nothing it makes holds a date, and the cc crate's build
+# scripts watch the variable, so a value that changes with every commit would rebuild ring and
+# everything above it each time (and unlike the builds of tests/install.rs).
+env -u SOURCE_DATE_EPOCH bash scripts/install/install.sh --prefix /usr --libdir "$libdir" --destdir "$stage" --no-ldconfig \
     > "$work/install.log" || { cat "$work/install.log" >&2; die "scripts/install/install.sh failed"; }
 
-version="$(cargo pkgid -p redislock | sed 's/.*[#@]//')"
+version="$(cargo pkgid -p redislock-sync | sed 's/.*[#@]//')"
 debversion="$version-1"
 soname="$(readelf -d "$stage$libdir/libredislock.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
 [[ "$soname" =~ ^libredislock\.so\.([0-9.]+)$ ]] || die "unexpected SONAME '$soname'"
@@ -114,7 +117,7 @@ docs() { # package cargo-package
     {
         while IFS= read -r line; do
             if [[ "$line" == @crates@ ]]; then
-                crates_of "$2" | grep -v -E '^ *redislock(-cli)? '
+                crates_of "$2" | grep -v -E '^ *redislock(-sync|-cli)? '
             else
                 printf '%s\n' "$line"
             fi
@@ -162,8 +165,8 @@ finish() { # package: overrides, md5sums, file dates, then the .deb
     echo "build-debs.sh: $out/${pkg}_${debversion}_$arch.deb"
 }
 
-docs "$libpkg" redislock
-docs libredislock-dev redislock
+docs "$libpkg" redislock-sync
+docs libredislock-dev redislock-sync
 docs redislock-cli redislock-cli
 control "$libpkg" libs "$(depends_of "$work/$libpkg$libdir/libredislock.so.$version")" libredislock
 printf 'libredislock %s %s (>= %s)\n' "$sover" "$libpkg" "$version" > "$work/$libpkg/DEBIAN/shlibs"

@@ -41,10 +41,10 @@
 # When nothing is staged (no DESTDIR), the script runs as root and LIBDIR is one of the dynamic
 # loader's directories, it runs ldconfig (unless --no-ldconfig); otherwise it says what to do.
 #
-# The build is `cargo rustc --profile dist` (the release profile in target/dist, so target/release
-# is never relinked) with REDISLOCK_SONAME=1, which makes build.rs link the SONAME; the tool is
-# `cargo build --profile dist -p redislock-cli` (its man pages and completions are printed by the
-# built tool itself). Needs cargo,
+# The build is `cargo build --profile dist -p redislock-sync -p redislock-cli` (the release
+# profile in target/dist, so target/release is never relinked) with REDISLOCK_SONAME=1, which
+# makes build.rs link the SONAME (the tool's man pages and completions are printed by the built
+# tool itself). Needs cargo,
 # binutils (strip, objcopy, readelf) and coreutils. CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 
@@ -140,12 +140,19 @@ while IFS= read -r var; do
             | CARGO_TARGET_TMPDIR | OUT_DIR) unset "$var" ;;
     esac
 done < <(compgen -e)
-echo "install.sh: building (cargo rustc --profile dist, target $build_dir)"
-# --print native-static-libs lists what a program linking libredislock.a must also link (cargo
-# shows the note again when the build is already up to date). The same arguments every time, so
-# that an up-to-date build is not redone.
-if ! REDISLOCK_SONAME=1 cargo rustc --profile dist --lib -- --print native-static-libs \
-    2> "$log"; then
+# One cargo build for the library and the tool: a `cargo rustc` of the library with its own
+# arguments and a build of the tool (which has the library as a dependency) would each find the
+# other's library out of date and build it again, every time. `--print native-static-libs`
+# (what a program linking libredislock.a must also link) goes through RUSTFLAGS, so that it is
+# part of every unit's fingerprint alike; rustc prints it for the staticlib alone, and cargo
+# shows the note again when the build is already up to date. Only this script builds in
+# target/dist, always with the same flags, so an up-to-date build is not redone.
+# (The tool is built with --no-cli too: a build of the library alone could unify its
+# dependencies' features differently, and then the two would rebuild each other.)
+packages=(-p redislock-sync -p redislock-cli)
+echo "install.sh: building (cargo build --profile dist ${packages[*]}, target $build_dir)"
+if ! REDISLOCK_SONAME=1 RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }--print=native-static-libs" \
+    cargo build --profile dist "${packages[@]}" 2> "$log"; then
     cat "$log" >&2
     die "cargo build failed"
 fi
@@ -153,12 +160,6 @@ libs_private="$(sed -n 's/^note: native-static-libs: //p' "$log" | tail -n 1)"
 [[ -n "$libs_private" ]] || { cat "$log" >&2; die "rustc printed no native-static-libs note"; }
 
 if [[ $cli -eq 1 ]]; then
-    echo "install.sh: building the redislock tool (cargo build --profile dist -p redislock-cli)"
-    # The same REDISLOCK_SONAME as the library's build: build.rs does not run again.
-    if ! REDISLOCK_SONAME=1 cargo build --profile dist -p redislock-cli 2> "$log"; then
-        cat "$log" >&2
-        die "cargo build of the redislock tool failed"
-    fi
     tool="$build_dir/redislock"
     [[ -x "$tool" ]] || die "$tool missing after the build"
     strip --strip-unneeded --remove-section=.comment -o "$stage/redislock" "$tool"
@@ -176,7 +177,7 @@ so="$build_dir/libredislock.so"
 ar="$build_dir/libredislock.a"
 [[ -f "$so" && -f "$ar" ]] || die "$so or $ar missing after the build"
 
-version="$(cargo pkgid -p redislock | sed 's/.*[#@]//')"
+version="$(cargo pkgid -p redislock-sync | sed 's/.*[#@]//')"
 [[ "$version" =~ ^([0-9]+)\.([0-9]+)\.[0-9]+ ]] \
     || die "cannot read the crate's version ('$version')"
 if [[ "${BASH_REMATCH[1]}" == 0 ]]; then

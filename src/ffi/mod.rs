@@ -40,7 +40,7 @@ pub mod result;
 
 use std::ffi::c_char;
 
-/// The library version as a static NUL-terminated string, such as `"0.3.0"`. Never free it.
+/// The library version as a static NUL-terminated string, such as `"0.4.0"`. Never free it.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_version() -> *const c_char {
     ffi_panic_boundary! {

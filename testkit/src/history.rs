@@ -35,7 +35,7 @@ pub enum Op {
     /// The acquire call returned a lock with this fencing token, valid (by the library's own
     /// accounting, [`Lock::remaining`]) for `valid_for` from now.
     ///
-    /// [`Lock::remaining`]: https://docs.rs/redislock
+    /// [`Lock::remaining`]: https://docs.rs/redislock-sync
     Granted {
         token: Option<u64>,
         valid_for: Duration,

@@ -18,18 +18,24 @@ use Redislock\Exception\LockException;
  *   `opcache.preload`, and this class finds it with `FFI::scope("REDISLOCK")`.
  * - Otherwise (CLI, `ffi.enable=1`): `FFI::cdef()` with the declarations of
  *   `redislock_php.h` and the library named by the environment variable `REDISLOCK_LIB` (a path
- *   or a name), else the library's versioned name `libredislock.so.0.3` (its SONAME) resolved by
+ *   or a name), else the library's versioned name `libredislock.so.0.4` (its SONAME) resolved by
  *   the dynamic loader, as `scripts/install/install.sh` installs it, else the unversioned
- *   `libredislock.so` (an installation by hand) if its version is 0.3.x.
+ *   `libredislock.so` (an installation by hand) if its version is 0.4.x.
  *
  * The header is looked up as described in {@see Library::headerPath()}.
  *
  * ```php
- * echo Redislock\Library::version(); // "0.3.0"
+ * echo Redislock\Library::VERSION;   // "0.4.0": this package
+ * echo Redislock\Library::version(); // "0.4.0": the library it loaded
  * ```
  */
 final class Library
 {
+    /**
+     * This package's version: the version of the library it is written for (one version for
+     * the crates, the C library, the Debian packages, this package and the CLI).
+     */
+    public const VERSION = '0.4.0';
     /** The FFI scope name declared by the header's `#define FFI_SCOPE`. */
     public const SCOPE = 'REDISLOCK';
     /**
@@ -37,11 +43,11 @@ final class Library
      * by the dynamic loader. For 0.x versions the minor version is the compatibility unit
      * (build.rs). Keep it in step with Cargo.toml's version (tests/install.rs checks it).
      */
-    public const DEFAULT_LIB = 'libredislock.so.0.3';
+    public const DEFAULT_LIB = 'libredislock.so.0.4';
     /** Tried when DEFAULT_LIB is not found, and used only if its version matches ABI_VERSION. */
     public const FALLBACK_LIB = 'libredislock.so';
-    /** The library versions this package works with: `0.3.x`. */
-    public const ABI_VERSION = '0.3';
+    /** The library versions this package works with: `0.4.x`. */
+    public const ABI_VERSION = '0.4';
     /** Environment variable naming the shared library (path or soname). */
     public const LIB_ENV = 'REDISLOCK_LIB';
     /** Environment variable naming the PHP header (`redislock_php.h`). */
@@ -188,7 +194,7 @@ final class Library
         }
     }
 
-    /** The Debian package of the library this package is written for: `libredislock0.3`. */
+    /** The Debian package of the library this package is written for: `libredislock0.4`. */
     public static function debianPackage(): string
     {
         return 'libredislock' . self::ABI_VERSION;
@@ -200,7 +206,10 @@ final class Library
         return self::$ffi !== null;
     }
 
-    /** The library's version string, for example `"0.3.0"`. */
+    /**
+     * The loaded library's version string, for example `"0.4.0"` (through FFI; this package's
+     * own is {@see Library::VERSION}).
+     */
     public static function version(): string
     {
         // A static string: PHP copies it and never frees the original.
@@ -223,7 +232,7 @@ final class Library
      * `$REDISLOCK_HEADER`; the copy next to `autoload.php` that `scripts/install/install.sh` puts in the
      * installed package; `include/redislock_php.h` of the source tree this package sits in;
      * `/usr/local/include/redislock_php.h`; `/usr/include/redislock_php.h`; the copy the Debian
-     * package of the library installs, `/usr/share/libredislock0.3/redislock_php.h` (a Composer
+     * package of the library installs, `/usr/share/libredislock0.4/redislock_php.h` (a Composer
      * installation has no header of its own).
      *
      * @throws LibraryException when none exists

@@ -19,6 +19,10 @@ final class ClientTest extends RedislockTestCase
     public function testVersionAndResultCodesMatchTheHeader(): void
     {
         $this->assertMatchesRegularExpression('/^\d+\.\d+\.\d+/', Library::version());
+        // The package's version is the library's it is written for (and so its ABI's).
+        $this->assertSame(Library::VERSION, Library::version());
+        $this->assertStringStartsWith(Library::ABI_VERSION . '.', Library::VERSION);
+        $this->assertSame('libredislock.so.' . Library::ABI_VERSION, Library::DEFAULT_LIB);
         $ffi = Library::ffi();
         foreach (Result::NAMES as $code => $name) {
             $this->assertSame($code, $ffi->$name, "$name in the header");
