@@ -7,8 +7,8 @@ use super::client::redislock_client;
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
 use super::result::redislock_result::{self, REDISLOCK_OK};
+use crate::AnyLock;
 use crate::Error;
-use crate::api::guard::AnyLock;
 
 /// A lock acquired through a client or a request: an exclusive lock, a read or write lock,
 /// permits of a semaphore, or a set of locks; the functions below work on each (those that do
@@ -238,12 +238,13 @@ pub extern "C" fn redislock_lock_owner_token(
     buf_len: usize,
 ) -> usize {
     ffi_panic_boundary! {
-        let lock = try_ref!(lock);
-        if let Err(e) = lock.only_exclusive("an owner token") {
-            last_error::fail(&e);
-            return last_error::write_text("", buf, buf_len);
+        match try_ref!(lock).owner_token() {
+            Ok(token) => last_error::write_text(token, buf, buf_len),
+            Err(e) => {
+                last_error::fail(&e);
+                last_error::write_text("", buf, buf_len)
+            }
         }
-        last_error::write_text(lock.owner_token(), buf, buf_len)
     }
 }
 
@@ -255,9 +256,7 @@ pub extern "C" fn redislock_lock_owner_token(
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_detach(lock: *mut redislock_lock) -> redislock_result {
     ffi_panic_boundary! {
-        let lock = try_ref!(lock);
-        try_rust!(lock.only_exclusive("detach"));
-        try_rust!(lock.detach());
+        try_rust!(try_ref!(lock).detach());
         REDISLOCK_OK
     }
 }

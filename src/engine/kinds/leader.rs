@@ -30,7 +30,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, fencing_token};
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
@@ -114,12 +114,8 @@ fn campaign(
 }
 
 impl Rules for Leader {
-    fn label(&self) -> KindLabel {
-        KindLabel::Leader
-    }
-
-    fn what(&self) -> &'static str {
-        "a leader election"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::LEADER
     }
 
     fn try_once(

@@ -28,7 +28,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
@@ -60,12 +60,8 @@ impl Redisson {
 }
 
 impl Rules for Redisson {
-    fn label(&self) -> KindLabel {
-        KindLabel::Redisson
-    }
-
-    fn what(&self) -> &'static str {
-        "a Redisson lock"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::REDISSON
     }
 
     /// The hash field of the calling thread: `<client id>:<thread id>`.
