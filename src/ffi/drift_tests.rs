@@ -4,7 +4,7 @@
 //! lock kind added in Rust without them following fails here. The C boundary's behaviour is
 //! tested in `tests.rs`.
 
-use super::result::redislock_result;
+use super::enums::redislock_result;
 use crate::ErrorKind;
 
 // ---- The hand-kept tables of result codes in other languages ---------------------------------

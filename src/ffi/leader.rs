@@ -7,11 +7,11 @@ use std::ffi::c_char;
 use std::time::Duration;
 
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::last_error::write_text;
 use super::lock::redislock_lock;
 use super::request::{CRequest, redislock_request};
-use super::result::redislock_result::{self, REDISLOCK_OK};
+use super::text::write_text;
 use crate::LeaderInfo;
 use crate::kind::{Kind, Leader};
 

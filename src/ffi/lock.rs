@@ -4,9 +4,10 @@ use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
-use super::result::redislock_result::{self, REDISLOCK_OK};
+use super::text::write_text;
 use crate::AnyLock;
 use crate::Error;
 
@@ -239,10 +240,10 @@ pub extern "C" fn redislock_lock_owner_token(
 ) -> usize {
     ffi_panic_boundary! {
         match try_ref!(lock).owner_token() {
-            Ok(token) => last_error::write_text(token, buf, buf_len),
+            Ok(token) => write_text(token, buf, buf_len),
             Err(e) => {
                 last_error::fail(&e);
-                last_error::write_text("", buf, buf_len)
+                write_text("", buf, buf_len)
             }
         }
     }

@@ -22,10 +22,11 @@ use std::time::Duration;
 
 use super::cancel::redislock_cancel;
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
+use super::enums::{KindCode, redislock_kind};
 use super::handle::{BoxHandle, free_handle, handle_ref, into_handle, write_out};
 use super::last_error;
 use super::lock::redislock_lock;
-use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::kind::{Exclusive, Kind, Read, Redisson, Semaphore, Set, Write};
 use crate::{Error, MAX_SET_NAMES};
 
@@ -51,24 +52,6 @@ impl BoxHandle for redislock_request {
     type Inner = CRequest;
 }
 
-/// Which side of one lock name a request takes (`redislock_request_set_kind`). The numbers are
-/// stable.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum redislock_kind {
-    /// The exclusive lock of the name (the default).
-    REDISLOCK_KIND_EXCLUSIVE = 0,
-    /// A read lock of the read/write lock of the name: shared with other readers.
-    REDISLOCK_KIND_READ = 1,
-    /// The write lock of the read/write lock of the name: alone, and excluding exclusive locks
-    /// of the name too.
-    REDISLOCK_KIND_WRITE = 2,
-    /// Redisson's RLock of the name (docs/redisson.md), shared with Java services that lock it
-    /// with Redisson: reentrant per calling OS thread, woken by Redisson's unlock message. No
-    /// fencing, no owner token; refused on Redlock URLs.
-    REDISLOCK_KIND_REDISSON = 3,
-}
-
 // The enum is the header's copy of the kinds' descriptors (`kind::Descriptor::c_kind`), which
 // the setters read: the numbers are checked here, the names by the drift tests.
 const _: () = {
@@ -86,14 +69,6 @@ const _: () = {
         i += 1;
     }
 };
-
-/// A kind as received from C: any number may come, and an out-of-range value in a Rust enum
-/// would be undefined behaviour, so the parameter takes the raw number. cbindgen shows it as
-/// `redislock_kind` (see the `[export.rename]` entry in cbindgen.toml), a `uint32_t` typedef in
-/// C: same ABI.
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct KindCode(pub u32);
 
 /// An owner token passed from C as bytes, as text. Bytes that are not UTF-8 become U+FFFD,
 /// which the token check of the Rust API refuses like any character that is not printable
