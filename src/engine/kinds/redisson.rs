@@ -170,23 +170,6 @@ pub(crate) fn thread_id() -> u64 {
     TID.with(|t| *t)
 }
 
-/// A client id in Redisson's form (`UUID.randomUUID()`): 128 random bits as a version-4 UUID.
-pub(crate) fn client_id(pid: u32) -> Result<String, Error> {
-    let hex = random_hex::<16>(pid)?.into_bytes();
-    let mut s = String::with_capacity(36);
-    for (i, &c) in hex.iter().enumerate() {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            s.push('-');
-        }
-        s.push(match i {
-            12 => '4',
-            16 => ['8', '9', 'a', 'b'][usize::from(c) % 4],
-            _ => c as char,
-        });
-    }
-    Ok(s)
-}
-
 /// Redisson's `prefixName(prefix, name)`: `prefix:{name}`, or `prefix:name` when the name has a
 /// `{` (its own hash tag).
 fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
@@ -252,9 +235,5 @@ mod tests {
             b"redisson_lock__channel:{o}:7"
         );
         assert_eq!(field("u", 12), "u:12");
-        let id = client_id(std::process::id()).unwrap();
-        assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
-        assert!(id.split('-').map(str::len).eq([8, 4, 4, 4, 12]));
     }
 }

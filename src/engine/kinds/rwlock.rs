@@ -26,7 +26,7 @@ use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::backend::Backend;
 use crate::engine::held::Held;
-use crate::engine::lock::Phase;
+use crate::engine::renewable::Phase;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
 
