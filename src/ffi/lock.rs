@@ -158,20 +158,7 @@ pub extern "C" fn redislock_lock_fencing_token(
     lock: *const redislock_lock,
     token_out: *mut u64,
 ) -> redislock_result {
-    ffi_panic_boundary! {
-        let lock = try_ref!(lock);
-        try_out!(token_out);
-        let Some(token) = try_rust!(lock.fencing_token()) else {
-            return last_error::fail(&Error::invalid_argument(format!(
-                "lock {} was acquired without fencing: it has no fencing token",
-                lock.shown()
-            )));
-        };
-        // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
-        // `uint64_t` (calling conventions).
-        unsafe { write_out(token_out, token) };
-        REDISLOCK_OK
-    }
+    write_fencing_token(lock, None, token_out)
 }
 
 /// Writes the fencing token of name `index` of a set (in the order the names were given to
@@ -185,14 +172,27 @@ pub extern "C" fn redislock_lock_fencing_token_at(
     index: usize,
     token_out: *mut u64,
 ) -> redislock_result {
+    write_fencing_token(lock, Some(index), token_out)
+}
+
+/// The body of both fencing-token functions: the token of a lock of one name (`index` `None`)
+/// or of one index, written to `*token_out`.
+fn write_fencing_token(
+    lock: *const redislock_lock,
+    index: Option<usize>,
+    token_out: *mut u64,
+) -> redislock_result {
     ffi_panic_boundary! {
-        let held = try_ref!(lock);
+        let lock = try_ref!(lock);
         try_out!(token_out);
-        let token = try_rust!(held.fencing_token_at(index));
-        let Some(token) = token else {
+        let token = match index {
+            None => lock.fencing_token(),
+            Some(index) => lock.fencing_token_at(index),
+        };
+        let Some(token) = try_rust!(token) else {
             return last_error::fail(&Error::invalid_argument(format!(
                 "lock {} was acquired without fencing: it has no fencing token",
-                held.shown()
+                lock.shown()
             )));
         };
         // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a

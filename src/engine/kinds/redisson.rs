@@ -34,7 +34,7 @@ use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
-use crate::stores::pubsub::{Subscriber, publish_command, sharded};
+use crate::stores::pubsub::{ChannelWaiter, publish_command, sharded};
 use crate::stores::wait::Step;
 
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
@@ -81,12 +81,14 @@ impl Rules for Redisson {
     }
 
     fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
-        Ok(Waits::Channel(Box::new(RedissonWaiter {
-            keys: a.keys,
-            token: a.token,
-            lease_ms: self.lease_ms,
-            latch: &self.latch,
-            channel: channel(a.keys),
+        // Redisson's waiter: the lock's channel, and the attempt; its pauses spread by the
+        // hold's latch id (random).
+        let (keys, token, lease_ms) = (a.keys, a.token, self.lease_ms);
+        Ok(Waits::Channel(Box::new(ChannelWaiter {
+            keys,
+            channel: channel(keys),
+            seed: self.latch.as_bytes(),
+            attempt: move |c: &mut Connection, _retry: bool| attempt(c, keys, token, lease_ms),
         })))
     }
 
@@ -189,35 +191,6 @@ fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
 /// The lock's channel: `redisson_lock__channel:{name}`.
 pub(crate) fn channel(keys: &LockKeys) -> Vec<u8> {
     prefixed("redisson_lock__channel", keys.lock())
-}
-
-/// Redisson's waiter: the lock's channel, and the attempt.
-struct RedissonWaiter<'a> {
-    keys: &'a LockKeys,
-    token: &'a Token,
-    lease_ms: u64,
-    latch: &'a str,
-    /// The lock's channel, which the waiter listens on.
-    channel: Vec<u8>,
-}
-
-impl Subscriber for RedissonWaiter<'_> {
-    fn keys(&self) -> &LockKeys {
-        self.keys
-    }
-
-    fn channel(&self) -> &[u8] {
-        &self.channel
-    }
-
-    /// The hold's latch id: random.
-    fn seed(&self) -> &[u8] {
-        self.latch.as_bytes()
-    }
-
-    fn attempt(&self, c: &mut Connection, _retry: bool) -> RedisResult<Step> {
-        attempt(c, self.keys, self.token, self.lease_ms)
-    }
 }
 
 #[cfg(test)]
