@@ -133,21 +133,15 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<AnyLock, Failur
             })
             .map(AnyLock::from)
         }
-        KindLabel::Read => {
+        KindLabel::Read | KindLabel::Write => {
             let rw = client.rw_lock(name).fencing(a.fencing).cancel_on(cancel);
-            acquire(&a.wait, |w| match w {
-                Some(w) => rw.read(w),
-                None => rw.try_read(),
+            let write = kind.label == KindLabel::Write;
+            acquire(&a.wait, |w| match (write, w) {
+                (false, Some(w)) => rw.read(w).map(AnyLock::from),
+                (false, None) => rw.try_read().map(AnyLock::from),
+                (true, Some(w)) => rw.write(w).map(AnyLock::from),
+                (true, None) => rw.try_write().map(AnyLock::from),
             })
-            .map(AnyLock::from)
-        }
-        KindLabel::Write => {
-            let rw = client.rw_lock(name).fencing(a.fencing).cancel_on(cancel);
-            acquire(&a.wait, |w| match w {
-                Some(w) => rw.write(w),
-                None => rw.try_write(),
-            })
-            .map(AnyLock::from)
         }
         _ => {
             let mut lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
@@ -413,5 +407,62 @@ fn status_code(s: ExitStatus) -> u8 {
         (Some(code), _) => code as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => exit::SOFTWARE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn checked(args: &[&str]) -> Result<&'static str, String> {
+        let mut argv = vec!["redislock", "run"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["name", "--", "true"]);
+        let Command::Run(a) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!()
+        };
+        let kind = kind_of(&a);
+        check_options(kind, &a)
+            .map(|()| kind.name())
+            .map_err(|f| f.message)
+    }
+
+    /// The flags pick the kind, and the options are checked against its descriptor, with the
+    /// messages the tool always gave.
+    #[test]
+    fn flags_pick_the_kind_and_options_are_checked_against_it() {
+        assert_eq!(checked(&[]), Ok("exclusive"));
+        assert_eq!(checked(&["--read", "--fencing"]), Ok("read"));
+        assert_eq!(checked(&["--write"]), Ok("write"));
+        assert_eq!(checked(&["--permits", "1/3"]), Ok("semaphore"));
+        assert_eq!(checked(&["--redisson"]), Ok("redisson"));
+        assert_eq!(
+            checked(&["--fencing", "--at-least", "1s", "--at-most", "1m"]),
+            Ok("exclusive")
+        );
+        assert_eq!(
+            checked(&["--permits", "1/3", "--fencing"]),
+            Err("--fencing does not apply to --permits: semaphores have no fencing tokens".into())
+        );
+        assert_eq!(
+            checked(&["--redisson", "--fencing"]),
+            Err(
+                "--fencing does not apply to --redisson: Redisson's locks have no fencing tokens"
+                    .into()
+            )
+        );
+        for flag in ["--read", "--write", "--redisson"] {
+            assert_eq!(
+                checked(&[flag, "--at-most", "1m"]),
+                Err(
+                    "--at-least and --at-most apply to exclusive locks only (not with --read, \
+                     --write, --permits or --redisson)"
+                        .into()
+                )
+            );
+        }
     }
 }

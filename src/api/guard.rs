@@ -16,6 +16,74 @@ use crate::base::kind::{Descriptor, Fencing};
 use crate::engine::held::Held;
 use crate::engine::kinds::{Fences, rwlock};
 
+/// The methods every held lock has, written once for [`Guard`] and [`AnyLock`] (each keeps its
+/// grant's [`Held`] in `held`).
+macro_rules! held_methods {
+    () => {
+        /// Whether the lock is still ours, as far as this process knows, without a round trip:
+        /// not released, not found lost by renewal, lease not run out, and this is the process
+        /// that acquired it.
+        pub fn is_held(&self) -> bool {
+            self.held.is_held()
+        }
+
+        /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
+        /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
+        pub fn is_lost(&self) -> bool {
+            self.held.is_lost()
+        }
+
+        /// How long the lock is surely still ours (zero when it is not held). Counted from before
+        /// the acquiring request was sent, less a clock-drift margin.
+        pub fn remaining(&self) -> Duration {
+            self.held.remaining()
+        }
+
+        /// The current lease.
+        pub fn lease(&self) -> Duration {
+            self.held.lease()
+        }
+
+        /// Whether a renewal thread keeps this lock alive.
+        pub fn auto_renews(&self) -> bool {
+            self.held.auto_renews()
+        }
+
+        /// Resets the lease to `lease` from now, if the lock is still ours. Auto-renewal continues
+        /// with the new lease. Fails with [`Error::is_not_held`] when the lock is gone. Rides out a
+        /// failover as [`release`](Self::release) does, for up to the client's `release_timeout`.
+        pub fn extend(&self, lease: Duration) -> Result<(), Error> {
+            self.held.extend(lease)
+        }
+
+        /// Calls `f` once if the lock is found lost: renewal found its key gone or held by another
+        /// owner, or could not reach Redis before the lease ran out (also when an extend or release
+        /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
+        /// thread that found it, usually a renewal thread: it must not block, and must not release
+        /// or extend this lock. A release or detach never calls it. When the lock is lost already,
+        /// `f` runs at once on this thread. A second call replaces the first callback.
+        ///
+        /// ```no_run
+        /// use std::sync::mpsc;
+        /// use std::time::Duration;
+        /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+        /// let lock = client.acquire("payments:batch", Duration::from_secs(5))?;
+        /// let (lost_tx, lost_rx) = mpsc::channel();
+        /// lock.on_lost(move |e| {
+        ///     let _ = lost_tx.send(e.to_string());
+        /// });
+        /// // ... between steps of the work: stop at once if the lock was lost
+        /// if let Ok(why) = lost_rx.try_recv() {
+        ///     eprintln!("stopping: {why}");
+        /// }
+        /// # Ok::<(), redislock::Error>(())
+        /// ```
+        pub fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
+            self.held.on_lost(f)
+        }
+    };
+}
+
 /// A held lock of kind `K`. Dropping it releases the lock (best effort; errors are ignored), so
 /// keep it alive for as long as the protected work runs, and call [`release`](Guard::release)
 /// to learn whether the lock was still ours at the end.
@@ -60,41 +128,7 @@ impl<K: Kind> Guard<K> {
         Guard { held, parts }
     }
 
-    /// Whether the lock is still ours, as far as this process knows, without a round trip:
-    /// not released, not found lost by renewal, lease not run out, and this is the process
-    /// that acquired it.
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Whether renewal (or an extend) found the lock lost: the key expired, was deleted or
-    /// taken over behind our back, or Redis stayed unreachable until the lease ran out.
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// How long the lock is surely still ours (zero when it is not held). Counted from before
-    /// the acquiring request was sent, less a clock-drift margin.
-    pub fn remaining(&self) -> Duration {
-        self.held.remaining()
-    }
-
-    /// The current lease.
-    pub fn lease(&self) -> Duration {
-        self.held.lease()
-    }
-
-    /// Whether a renewal thread keeps this lock alive.
-    pub fn auto_renews(&self) -> bool {
-        self.held.auto_renews()
-    }
-
-    /// Resets the lease to `lease` from now, if the lock is still ours. Auto-renewal continues
-    /// with the new lease. Fails with [`Error::is_not_held`] when the lock is gone. Rides out a
-    /// failover as [`release`](Self::release) does, for up to the client's `release_timeout`.
-    pub fn extend(&self, lease: Duration) -> Result<(), Error> {
-        self.held.extend(lease)
-    }
+    held_methods!();
 
     /// Releases the lock (or hands it to the waiters that can now proceed). `Ok` means it was
     /// still ours; [`Error::is_not_held`] means it had already expired, been lost or taken
@@ -108,32 +142,6 @@ impl<K: Kind> Guard<K> {
     /// out. Dropping a guard releases the same way without blocking: one try, then that thread.
     pub fn release(self) -> Result<(), Error> {
         self.held.release()
-    }
-
-    /// Calls `f` once if the lock is found lost: renewal found its key gone or held by another
-    /// owner, or could not reach Redis before the lease ran out (also when an extend or release
-    /// finds it gone). `f` gets the [`Error::is_not_held`] error that says why, and runs on the
-    /// thread that found it, usually a renewal thread: it must not block, and must not release
-    /// or extend this lock. A release or detach never calls it. When the lock is lost already,
-    /// `f` runs at once on this thread. A second call replaces the first callback.
-    ///
-    /// ```no_run
-    /// use std::sync::mpsc;
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let lock = client.acquire("payments:batch", Duration::from_secs(5))?;
-    /// let (lost_tx, lost_rx) = mpsc::channel();
-    /// lock.on_lost(move |e| {
-    ///     let _ = lost_tx.send(e.to_string());
-    /// });
-    /// // ... between steps of the work: stop at once if the lock was lost
-    /// if let Ok(why) = lost_rx.try_recv() {
-    ///     eprintln!("stopping: {why}");
-    /// }
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
-        self.held.on_lost(f)
     }
 }
 
@@ -330,40 +338,7 @@ impl AnyLock {
         self.held.name()
     }
 
-    /// Whether the lock is still ours, as far as this process knows ([`Guard::is_held`]).
-    pub fn is_held(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// Whether renewal (or an extend) found the lock lost ([`Guard::is_lost`]).
-    pub fn is_lost(&self) -> bool {
-        self.held.is_lost()
-    }
-
-    /// How long the lock is surely still ours ([`Guard::remaining`]).
-    pub fn remaining(&self) -> Duration {
-        self.held.remaining()
-    }
-
-    /// The current lease.
-    pub fn lease(&self) -> Duration {
-        self.held.lease()
-    }
-
-    /// Whether a renewal thread keeps this lock alive.
-    pub fn auto_renews(&self) -> bool {
-        self.held.auto_renews()
-    }
-
-    /// Resets the lease to `lease` from now ([`Guard::extend`]).
-    pub fn extend(&self, lease: Duration) -> Result<(), Error> {
-        self.held.extend(lease)
-    }
-
-    /// Calls `f` once if the lock is found lost ([`Guard::on_lost`]).
-    pub fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
-        self.held.on_lost(f)
-    }
+    held_methods!();
 
     /// Releases the grant as [`Guard::release`] does, keeping the handle (which reports it
     /// released from then on). While the server cannot be reached it tries again for up to the
