@@ -46,7 +46,7 @@ fn each_kind_held_as_any_lock_offers_what_its_descriptor_says() {
     invalid(write.owner_token());
     invalid(write.detach());
     let read = write.downgrade().unwrap();
-    assert_eq!(read.kind(), &*kind::ALL[1]);
+    assert_eq!(read.kind(), kind::ALL[1]);
     assert_eq!(read.kind().name(), "read");
     assert!(!write.is_held() && read.is_held());
     read.release().unwrap();
