@@ -6,9 +6,45 @@
 //! ([`Kind::DESCRIPTOR`](crate::kind::Kind::DESCRIPTOR)), the engine's rules of a kind name
 //! theirs, the C setters check a request's options against it, the command-line tool picks and
 //! checks its flags with it, and the drift tests hold the C headers and the PHP package to the
-//! list [`ALL`].
+//! list [`ALL`]. [`KindLabel`], the kinds as the metrics' label names them, is here too
+//! (re-exported by the metrics), so that a kind is named in this one file of the base layer.
 
-use crate::base::metrics::KindLabel;
+/// A kind of lock, as the metrics' `kind` label names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindLabel {
+    /// An exclusive lock.
+    Exclusive,
+    /// The read side of a read/write lock.
+    Read,
+    /// The write side of a read/write lock.
+    Write,
+    /// Permits of a semaphore.
+    Semaphore,
+    /// A set of exclusive locks taken together.
+    Set,
+    /// Redisson's RLock, as Java services take it.
+    Redisson,
+    /// The leadership of an election.
+    Leader,
+}
+
+impl KindLabel {
+    /// Every kind, in label order.
+    pub const ALL: [KindLabel; 7] = [
+        KindLabel::Exclusive,
+        KindLabel::Read,
+        KindLabel::Write,
+        KindLabel::Semaphore,
+        KindLabel::Set,
+        KindLabel::Redisson,
+        KindLabel::Leader,
+    ];
+
+    /// The `kind` label's value: the kind's name in its descriptor.
+    pub fn label(self) -> &'static str {
+        Descriptor::of_label(self).name
+    }
+}
 
 /// Whether a kind's grants carry fencing tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,9 +62,10 @@ pub enum Fencing {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Descriptor {
-    /// The kind as the metrics' and traces' `kind` label says it; [`name`](Self::name) is its
-    /// value.
+    /// The kind as the metrics' and traces' `kind` label says it.
     pub label: KindLabel,
+    /// Its name: the value of that label ("exclusive", "semaphore", ...).
+    pub name: &'static str,
     /// A held grant of the kind in messages: "an exclusive lock", "permits of a semaphore".
     pub what: &'static str,
     /// A request for the kind in the C ABI's messages: "a semaphore".
@@ -58,7 +95,7 @@ pub struct Descriptor {
 impl Descriptor {
     /// Its name: the value of the metrics' `kind` label ("exclusive", "semaphore", ...).
     pub fn name(&self) -> &'static str {
-        self.label.label()
+        self.name
     }
 
     /// Whether the `fencing` option of a request applies.
@@ -82,6 +119,7 @@ impl Descriptor {
 /// An exclusive lock: one holder at a time.
 pub const EXCLUSIVE: Descriptor = Descriptor {
     label: KindLabel::Exclusive,
+    name: "exclusive",
     what: "an exclusive lock",
     asked: "an exclusive lock",
     plural: "exclusive locks",
@@ -98,6 +136,7 @@ pub const EXCLUSIVE: Descriptor = Descriptor {
 /// A read lock of a read/write lock.
 pub const READ: Descriptor = Descriptor {
     label: KindLabel::Read,
+    name: "read",
     what: "a read lock",
     asked: "a read lock",
     plural: "read locks",
@@ -110,6 +149,7 @@ pub const READ: Descriptor = Descriptor {
 /// The write lock of a read/write lock.
 pub const WRITE: Descriptor = Descriptor {
     label: KindLabel::Write,
+    name: "write",
     what: "a write lock",
     asked: "a write lock",
     plural: "write locks",
@@ -123,6 +163,7 @@ pub const WRITE: Descriptor = Descriptor {
 /// Permits of a semaphore.
 pub const SEMAPHORE: Descriptor = Descriptor {
     label: KindLabel::Semaphore,
+    name: "semaphore",
     what: "permits of a semaphore",
     asked: "a semaphore",
     plural: "semaphores",
@@ -135,6 +176,7 @@ pub const SEMAPHORE: Descriptor = Descriptor {
 /// A set of exclusive locks taken all or none.
 pub const SET: Descriptor = Descriptor {
     label: KindLabel::Set,
+    name: "set",
     what: "a set of locks",
     asked: "a set of locks",
     plural: "sets of locks",
@@ -145,6 +187,7 @@ pub const SET: Descriptor = Descriptor {
 /// Redisson's RLock.
 pub const REDISSON: Descriptor = Descriptor {
     label: KindLabel::Redisson,
+    name: "redisson",
     what: "a Redisson lock",
     asked: "a Redisson lock",
     plural: "Redisson's locks",
@@ -158,6 +201,7 @@ pub const REDISSON: Descriptor = Descriptor {
 /// The leadership of an election (`redislock elect` on the command line).
 pub const LEADER: Descriptor = Descriptor {
     label: KindLabel::Leader,
+    name: "leader",
     what: "a leader election",
     asked: "a leader election (its epoch is always fenced)",
     plural: "leader elections",
@@ -169,6 +213,7 @@ pub const LEADER: Descriptor = Descriptor {
 /// What the kinds but the exclusive lock have in common: the defaults of the others above.
 const ONE_OF_MANY: Descriptor = Descriptor {
     label: KindLabel::Exclusive,
+    name: "",
     what: "",
     asked: "",
     plural: "",
@@ -197,6 +242,7 @@ mod tests {
         assert_eq!(labels, KindLabel::ALL);
         for d in ALL {
             assert_eq!(Descriptor::of_label(d.label), d);
+            assert_eq!(d.label.label(), d.name);
             assert!(!d.what.is_empty() && !d.asked.is_empty() && !d.plural.is_empty());
             assert!(d.php.chars().all(|c| c.is_ascii_uppercase()), "{}", d.php);
         }
