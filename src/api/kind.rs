@@ -147,6 +147,21 @@ impl RequestKind for Set {}
 impl RequestKind for Redisson {}
 impl RequestKind for Leader {}
 
-impl Fenced for Exclusive {}
-impl Fenced for ReadWrite {}
-impl Fenced for Set {}
+/// `Fenced` for a request kind whose grants' descriptors make fencing an option: checked when
+/// the crate compiles, so the type and the descriptor cannot disagree on it.
+macro_rules! fenced {
+    ($($request:ty: $($grant:ty),+;)+) => {
+        $(
+            impl Fenced for $request {}
+            const _: () = {
+                $(assert!(matches!(<$grant as Kind>::DESCRIPTOR.fencing, Fencing::Optional));)+
+            };
+        )+
+    };
+}
+
+fenced! {
+    Exclusive: Exclusive;
+    ReadWrite: Read, Write;
+    Set: Set;
+}
