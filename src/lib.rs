@@ -527,7 +527,7 @@ pub mod fuzzing {
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
 pub use api::guard::{
-    Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
+    AnyLock, Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
 };
 pub use api::kind;
 pub use api::request::{

@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redislock::{
-    Cancel, Client, Error, Leadership, Lock, MAX_WAIT, Permits, ReadLock, RedissonLock, WriteLock,
-};
+use redislock::kind::{Descriptor, Exclusive, Kind as _, Leader, Read, Redisson, Semaphore, Write};
+use redislock::metrics::KindLabel;
+use redislock::{AnyLock, Cancel, Client, Error, MAX_WAIT};
 
 use crate::args::{Connection, OnLost, RunArgs, Wait};
 use crate::connect;
@@ -30,51 +30,6 @@ use crate::signals::{self, FORWARDED};
 /// How often the loop looks at the lock even without a signal (a lost report is a signal; this
 /// is the fallback).
 const LOOK_EVERY: Duration = Duration::from_millis(500);
-
-/// A held lock of the kind `run` was asked for.
-enum Held {
-    Lock(Lock),
-    Read(ReadLock),
-    Write(WriteLock),
-    Permits(Permits),
-    Redisson(RedissonLock),
-    /// `elect`: the leadership of the election.
-    Leader(Leadership),
-}
-
-macro_rules! each {
-    ($held:expr, $g:ident => $e:expr) => {
-        match $held {
-            Held::Lock($g) => $e,
-            Held::Read($g) => $e,
-            Held::Write($g) => $e,
-            Held::Permits($g) => $e,
-            Held::Redisson($g) => $e,
-            Held::Leader($g) => $e,
-        }
-    };
-}
-
-impl Held {
-    fn fencing_token(&self) -> Option<u64> {
-        match self {
-            Held::Lock(g) => g.fencing_token(),
-            Held::Read(g) => g.fencing_token(),
-            Held::Write(g) => g.fencing_token(),
-            Held::Leader(g) => Some(g.epoch()),
-            Held::Permits(_) | Held::Redisson(_) => None,
-        }
-    }
-    fn is_lost(&self) -> bool {
-        each!(self, g => g.is_lost())
-    }
-    fn on_lost(&self, f: impl FnOnce(&Error) + Send + 'static) {
-        each!(self, g => g.on_lost(f))
-    }
-    fn release(self) -> Result<(), Error> {
-        each!(self, g => g.release())
-    }
-}
 
 /// The wait bound: `None` for one attempt.
 pub fn wait_bound(w: &Wait) -> Option<Duration> {
@@ -99,79 +54,109 @@ pub fn acquire<T>(
     }
 }
 
-fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<Held, Failure> {
-    let name = a.name.as_str();
+/// The kind of lock `run` (or `elect`) was asked for, as its flags say.
+fn kind_of(a: &RunArgs) -> &'static Descriptor {
     let k = &a.kind;
-    if (a.at_least.is_some() || a.at_most.is_some())
-        && (k.permits.is_some() || k.redisson || k.read || k.write)
-    {
+    if a.identity.is_some() {
+        Leader::DESCRIPTOR
+    } else if k.permits.is_some() {
+        Semaphore::DESCRIPTOR
+    } else if k.redisson {
+        Redisson::DESCRIPTOR
+    } else if k.read {
+        Read::DESCRIPTOR
+    } else if k.write {
+        Write::DESCRIPTOR
+    } else {
+        Exclusive::DESCRIPTOR
+    }
+}
+
+/// Whether the options given apply to `kind`, as its descriptor says.
+fn check_options(kind: &Descriptor, a: &RunArgs) -> Result<(), Failure> {
+    let flag = kind.cli_flag.unwrap_or("--id");
+    if (a.at_least.is_some() || a.at_most.is_some()) && !kind.bounds {
+        let without: Vec<&str> = redislock::kind::ALL
+            .iter()
+            .filter(|d| !d.bounds)
+            .filter_map(|d| d.cli_flag)
+            .collect();
+        let (last, others) = without.split_last().expect("a kind without bounds");
         return Err(Failure::new(
             exit::USAGE,
-            "--at-least and --at-most apply to exclusive locks only (not with --read, --write, \
-             --permits or --redisson)",
+            format!(
+                "--at-least and --at-most apply to exclusive locks only (not with {} or {last})",
+                others.join(", ")
+            ),
         ));
     }
-    let held = if let Some(id) = &a.identity {
-        let leader = client.leader(name).identity(id).cancel_on(cancel);
-        acquire(&a.wait, |w| match w {
-            Some(w) => leader.campaign(w),
-            None => leader.try_campaign(),
-        })
-        .map(Held::Leader)
-    } else if let Some((take, total)) = k.permits {
-        if a.fencing {
-            return Err(Failure::new(
-                exit::USAGE,
-                "--fencing does not apply to --permits: semaphores have no fencing tokens",
-            ));
-        }
-        let sem = client.semaphore(name, total).cancel_on(cancel);
-        acquire(&a.wait, |w| match w {
-            Some(w) => sem.acquire(take, w),
-            None => sem.try_acquire(take),
-        })
-        .map(Held::Permits)
-    } else if k.redisson {
-        if a.fencing {
-            return Err(Failure::new(
-                exit::USAGE,
-                "--fencing does not apply to --redisson: Redisson's locks have no fencing tokens",
-            ));
-        }
-        let lock = client.redisson_lock(name).cancel_on(cancel);
-        acquire(&a.wait, |w| match w {
-            Some(w) => lock.acquire(w),
-            None => lock.try_acquire(),
-        })
-        .map(Held::Redisson)
-    } else if k.read || k.write {
-        let rw = client.rw_lock(name).fencing(a.fencing).cancel_on(cancel);
-        if k.read {
+    if a.fencing && !kind.fencing_option() {
+        return Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "--fencing does not apply to {flag}: {} have no fencing tokens",
+                kind.plural
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<AnyLock, Failure> {
+    let name = a.name.as_str();
+    let kind = kind_of(a);
+    check_options(kind, a)?;
+    let held: Result<AnyLock, Error> = match kind.label {
+        KindLabel::Leader => {
+            let id = a.identity.as_deref().unwrap_or_default();
+            let leader = client.leader(name).identity(id).cancel_on(cancel);
             acquire(&a.wait, |w| match w {
-                Some(w) => rw.read(w),
-                None => rw.try_read(),
+                Some(w) => leader.campaign(w),
+                None => leader.try_campaign(),
             })
-            .map(Held::Read)
-        } else {
+            .map(AnyLock::from)
+        }
+        KindLabel::Semaphore => {
+            let (take, total) = a.kind.permits.unwrap_or_default();
+            let sem = client.semaphore(name, total).cancel_on(cancel);
             acquire(&a.wait, |w| match w {
-                Some(w) => rw.write(w),
-                None => rw.try_write(),
+                Some(w) => sem.acquire(take, w),
+                None => sem.try_acquire(take),
             })
-            .map(Held::Write)
+            .map(AnyLock::from)
         }
-    } else {
-        let mut lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
-        if let Some(d) = a.at_least {
-            lock = lock.at_least(d);
+        KindLabel::Redisson => {
+            let lock = client.redisson_lock(name).cancel_on(cancel);
+            acquire(&a.wait, |w| match w {
+                Some(w) => lock.acquire(w),
+                None => lock.try_acquire(),
+            })
+            .map(AnyLock::from)
         }
-        if let Some(d) = a.at_most {
-            lock = lock.at_most(d);
+        KindLabel::Read | KindLabel::Write => {
+            let rw = client.rw_lock(name).fencing(a.fencing).cancel_on(cancel);
+            let write = kind.label == KindLabel::Write;
+            acquire(&a.wait, |w| match (write, w) {
+                (false, Some(w)) => rw.read(w).map(AnyLock::from),
+                (false, None) => rw.try_read().map(AnyLock::from),
+                (true, Some(w)) => rw.write(w).map(AnyLock::from),
+                (true, None) => rw.try_write().map(AnyLock::from),
+            })
         }
-        acquire(&a.wait, |w| match w {
-            Some(w) => lock.acquire(w),
-            None => lock.try_acquire(),
-        })
-        .map(Held::Lock)
+        _ => {
+            let mut lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
+            if let Some(d) = a.at_least {
+                lock = lock.at_least(d);
+            }
+            if let Some(d) = a.at_most {
+                lock = lock.at_most(d);
+            }
+            acquire(&a.wait, |w| match w {
+                Some(w) => lock.acquire(w),
+                None => lock.try_acquire(),
+            })
+            .map(AnyLock::from)
+        }
     };
     Ok(held?)
 }
@@ -269,7 +254,7 @@ pub fn run(conn: &Connection, a: RunArgs) -> Result<u8, Failure> {
     }
 
     let group = !in_terminal_foreground();
-    let mut child = match spawn(&a, held.fencing_token(), group) {
+    let mut child = match spawn(&a, held.fencing_token().ok().flatten(), group) {
         Ok(child) => child,
         Err(e) => {
             let _ = held.release();
@@ -365,7 +350,7 @@ fn spawn(a: &RunArgs, fence: Option<u64>, group: bool) -> io::Result<Child> {
 
 /// Waits for the command, forwarding signals and acting on a lost lock. Returns its exit status
 /// and whether the lock was lost.
-fn supervise(child: &mut Child, held: &Held, a: &RunArgs, group: bool) -> (ExitStatus, bool) {
+fn supervise(child: &mut Child, held: &AnyLock, a: &RunArgs, group: bool) -> (ExitStatus, bool) {
     let pid = child.id() as libc::pid_t;
     // The whole process group, or the command's process.
     let pid = if group { -pid } else { pid };
@@ -439,5 +424,62 @@ fn status_code(s: ExitStatus) -> u8 {
         (Some(code), _) => code as u8,
         (None, Some(sig)) => 128u8.wrapping_add(sig as u8),
         _ => exit::SOFTWARE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+
+    fn checked(args: &[&str]) -> Result<&'static str, String> {
+        let mut argv = vec!["redislock", "run"];
+        argv.extend_from_slice(args);
+        argv.extend_from_slice(&["name", "--", "true"]);
+        let Command::Run(a) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!()
+        };
+        let kind = kind_of(&a);
+        check_options(kind, &a)
+            .map(|()| kind.name())
+            .map_err(|f| f.message)
+    }
+
+    /// The flags pick the kind, and the options are checked against its descriptor, with the
+    /// messages the tool always gave.
+    #[test]
+    fn flags_pick_the_kind_and_options_are_checked_against_it() {
+        assert_eq!(checked(&[]), Ok("exclusive"));
+        assert_eq!(checked(&["--read", "--fencing"]), Ok("read"));
+        assert_eq!(checked(&["--write"]), Ok("write"));
+        assert_eq!(checked(&["--permits", "1/3"]), Ok("semaphore"));
+        assert_eq!(checked(&["--redisson"]), Ok("redisson"));
+        assert_eq!(
+            checked(&["--fencing", "--at-least", "1s", "--at-most", "1m"]),
+            Ok("exclusive")
+        );
+        assert_eq!(
+            checked(&["--permits", "1/3", "--fencing"]),
+            Err("--fencing does not apply to --permits: semaphores have no fencing tokens".into())
+        );
+        assert_eq!(
+            checked(&["--redisson", "--fencing"]),
+            Err(
+                "--fencing does not apply to --redisson: Redisson's locks have no fencing tokens"
+                    .into()
+            )
+        );
+        for flag in ["--read", "--write", "--redisson"] {
+            assert_eq!(
+                checked(&[flag, "--at-most", "1m"]),
+                Err(
+                    "--at-least and --at-most apply to exclusive locks only (not with --read, \
+                     --write, --permits or --redisson)"
+                        .into()
+                )
+            );
+        }
     }
 }

@@ -8,12 +8,18 @@
 
 use std::fmt;
 
+pub use crate::base::kind::{ALL, Descriptor, Fencing};
+
 mod sealed {
     pub trait Sealed {}
 }
 
 /// A kind of held lock: the type parameter of [`Guard`](crate::Guard). Sealed.
 pub trait Kind: sealed::Sealed + Send + Sync + 'static {
+    /// What the kind is and offers, as every surface (the C ABI, the PHP package, the
+    /// command-line tool) shows it.
+    const DESCRIPTOR: &'static Descriptor;
+
     /// What a guard of this kind keeps besides the grant.
     #[doc(hidden)]
     type Parts: fmt::Debug + Send + Sync;
@@ -93,26 +99,33 @@ impl sealed::Sealed for Semaphore {}
 impl sealed::Sealed for Set {}
 
 impl Kind for Exclusive {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::EXCLUSIVE;
     type Parts = ();
 }
 impl Kind for Redisson {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::REDISSON;
     type Parts = ();
 }
 impl Kind for Leader {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::LEADER;
     /// The identity the leader campaigned with.
     type Parts = Box<str>;
 }
 impl Kind for Read {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::READ;
     type Parts = ();
 }
 impl Kind for Write {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::WRITE;
     type Parts = ();
 }
 impl Kind for Semaphore {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::SEMAPHORE;
     /// How many permits the grant holds.
     type Parts = u32;
 }
 impl Kind for Set {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::SET;
     type Parts = SetParts;
 
     fn set_fences(parts: SetParts) -> Option<Vec<u64>> {
@@ -134,6 +147,21 @@ impl RequestKind for Set {}
 impl RequestKind for Redisson {}
 impl RequestKind for Leader {}
 
-impl Fenced for Exclusive {}
-impl Fenced for ReadWrite {}
-impl Fenced for Set {}
+/// `Fenced` for a request kind whose grants' descriptors make fencing an option: checked when
+/// the crate compiles, so the type and the descriptor cannot disagree on it.
+macro_rules! fenced {
+    ($($request:ty: $($grant:ty),+;)+) => {
+        $(
+            impl Fenced for $request {}
+            const _: () = {
+                $(assert!(matches!(<$grant as Kind>::DESCRIPTOR.fencing, Fencing::Optional));)+
+            };
+        )+
+    };
+}
+
+fenced! {
+    Exclusive: Exclusive;
+    ReadWrite: Read, Write;
+    Set: Set;
+}

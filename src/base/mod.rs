@@ -10,6 +10,7 @@ pub(crate) mod error;
 pub(crate) mod grant;
 pub(crate) mod inspect;
 pub(crate) mod keys;
+pub(crate) mod kind;
 pub(crate) mod metrics;
 pub(crate) mod pool;
 pub(crate) mod replication;

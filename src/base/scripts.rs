@@ -45,145 +45,152 @@ use redis::Script;
 
 use crate::base::sync::Lazy;
 
-/// The text of a script: its files under `src/base/scripts/`, concatenated in that order.
+/// The text of a script: its files under `src/base/scripts/`, concatenated in that order (the
+/// group's shared files first, then the script's own).
 macro_rules! lua {
-    ($($file:literal),+) => {
-        concat!($(include_str!(concat!("scripts/", $file))),+)
+    ([$($shared:literal),*] $($file:literal),+) => {
+        concat!($(include_str!(concat!("scripts/", $shared)),)* $(include_str!(concat!("scripts/", $file))),+)
     };
 }
 
 /// Declares each script as a `redis::Script` made from its files (`lua!`) on first use (a
-/// [`Lazy`]: fork-safe), and,
-/// for the tests below, lists them all in `ALL`.
+/// [`Lazy`]: fork-safe), and, for the tests below, lists them all in `ALL`. The scripts come in
+/// groups, each with the files its scripts share (`[]` for none), written once, before them.
 macro_rules! scripts {
-    ($($(#[$doc:meta])* $vis:vis static $name:ident = [$($file:literal),+];)+) => {
-        $(
+    ($($shared:tt {
+        $($(#[$doc:meta])* $vis:vis static $name:ident = [$($file:literal),+];)+
+    })+) => {
+        $($(
             $(#[$doc])*
-            $vis static $name: Lazy<Script> = Lazy::new(|| Script::new(lua!($($file),+)));
-        )+
+            $vis static $name: Lazy<Script> = Lazy::new(|| Script::new(lua!($shared $($file),+)));
+        )+)+
 
         /// Every script: its name, its files in order, and its text as Redis receives it.
         #[cfg(test)]
         const ALL: &[(&str, &[&str], &str)] =
-            &[$((stringify!($name), &[$($file),+], lua!($($file),+))),+];
+            &[$($((stringify!($name), files!($shared $($file),+), lua!($shared $($file),+))),+),+];
+    };
+}
+
+/// A script's files in order: the group's shared ones, then its own (for the tests).
+#[cfg(test)]
+macro_rules! files {
+    ([$($shared:literal),*] $($file:literal),+) => {
+        &[$($shared,)* $($file),+]
     };
 }
 
 scripts! {
-    // ---- Exclusive locks ----
+    [] {
+        // ---- Exclusive locks ----
 
-    /// ACQUIRE: take the lock if it is free, with an optional fencing token: `acquire.lua`.
-    pub(crate) static ACQUIRE = ["lib/fence.lua", "acquire.lua"];
-    /// ENQUEUE: a waiter takes the lock if it is free, else queues: `enqueue.lua`.
-    pub(crate) static ENQUEUE = ["lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "enqueue.lua"];
-    /// RELEASE: hand the lock to the oldest live waiter, or delete it: `release.lua`.
-    pub(crate) static RELEASE = [
-        "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "release.lua"
-    ];
-    /// CANCEL: a waiter whose wait bound ran out leaves the queue: `cancel.lua`.
-    pub(crate) static CANCEL = ["lib/fence.lua", "lib/signal.lua", "cancel.lua"];
-    /// SIGNAL_CANCEL: wakes a waiter that is being cancelled: `signal_cancel.lua`.
-    pub(crate) static SIGNAL_CANCEL = ["lib/signal.lua", "signal_cancel.lua"];
-    /// EXTEND: reset the lease of a lock we still hold: `extend.lua`.
-    pub(crate) static EXTEND = ["extend.lua"];
+        /// ACQUIRE: take the lock if it is free, with an optional fencing token: `acquire.lua`.
+        pub(crate) static ACQUIRE = ["lib/fence.lua", "acquire.lua"];
+        /// ENQUEUE: a waiter takes the lock if it is free, else queues: `enqueue.lua`.
+        pub(crate) static ENQUEUE = [
+            "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "enqueue.lua"
+        ];
+        /// RELEASE: hand the lock to the oldest live waiter, or delete it: `release.lua`.
+        pub(crate) static RELEASE = [
+            "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "release.lua"
+        ];
+        /// CANCEL: a waiter whose wait bound ran out leaves the queue: `cancel.lua`.
+        pub(crate) static CANCEL = ["lib/fence.lua", "lib/signal.lua", "cancel.lua"];
+        /// SIGNAL_CANCEL: wakes a waiter that is being cancelled: `signal_cancel.lua`.
+        pub(crate) static SIGNAL_CANCEL = ["lib/signal.lua", "signal_cancel.lua"];
+        /// EXTEND: reset the lease of a lock we still hold: `extend.lua`.
+        pub(crate) static EXTEND = ["extend.lua"];
 
-    // ---- Read/write locks (`lib/rw.lua`) ----
+    }
 
-    /// RW_ENQUEUE: take the read or write lock if the queue lets us, else queue: `rw_enqueue.lua`.
-    pub(crate) static RW_ENQUEUE = [
-        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
-        "rw_enqueue.lua"
-    ];
-    /// RW_LEAVE: a waiter whose wait ended leaves the queue: `rw_leave.lua`.
-    pub(crate) static RW_LEAVE = [
-        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
-        "rw_leave.lua"
-    ];
-    /// RW_RELEASE: releases a read or write lock, grants what can proceed: `rw_release.lua`.
-    pub(crate) static RW_RELEASE = [
-        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
-        "rw_release.lua"
-    ];
-    /// RW_DOWNGRADE: a held write lock becomes a read lock without a gap: `rw_downgrade.lua`.
-    pub(crate) static RW_DOWNGRADE = [
-        "lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua",
-        "rw_downgrade.lua"
-    ];
-    /// RW_EXTEND_READ: resets one reader's lease: `rw_extend_read.lua`.
-    pub(crate) static RW_EXTEND_READ = ["lib/clock.lua", "rw_extend_read.lua"];
+    // ---- Read/write locks (`lib/rw.lua`, and the parts it uses: written once here) ----
+    ["lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua"] {
+        /// RW_ENQUEUE: take the read or write lock if the queue lets us, else queue: `rw_enqueue.lua`.
+        pub(crate) static RW_ENQUEUE = ["rw_enqueue.lua"];
+        /// RW_LEAVE: a waiter whose wait ended leaves the queue: `rw_leave.lua`.
+        pub(crate) static RW_LEAVE = ["rw_leave.lua"];
+        /// RW_RELEASE: releases a read or write lock, grants what can proceed: `rw_release.lua`.
+        pub(crate) static RW_RELEASE = ["rw_release.lua"];
+        /// RW_DOWNGRADE: a held write lock becomes a read lock without a gap: `rw_downgrade.lua`.
+        pub(crate) static RW_DOWNGRADE = ["rw_downgrade.lua"];
+    }
 
-    // ---- Semaphores (`lib/sem.lua`) ----
+    [] {
+        /// RW_EXTEND_READ: resets one reader's lease: `rw_extend_read.lua`.
+        pub(crate) static RW_EXTEND_READ = ["lib/clock.lua", "rw_extend_read.lua"];
 
-    /// SEM_ENQUEUE: take k permits if the queue lets us, else queue: `sem_enqueue.lua`.
-    pub(crate) static SEM_ENQUEUE = [
-        "lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua", "sem_enqueue.lua"
-    ];
-    /// SEM_LEAVE: a waiter whose wait ended leaves the queue: `sem_leave.lua`.
-    pub(crate) static SEM_LEAVE = [
-        "lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua", "sem_leave.lua"
-    ];
-    /// SEM_RELEASE: gives k permits back, grants the waiters that now fit: `sem_release.lua`.
-    pub(crate) static SEM_RELEASE = [
-        "lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua", "sem_release.lua"
-    ];
-    /// SEM_EXTEND: resets the lease of k permits held with a token: `sem_extend.lua`.
-    pub(crate) static SEM_EXTEND = ["lib/clock.lua", "sem_extend.lua"];
+    }
 
-    // ---- Several exclusive locks at once (`set_acquire.lua`) ----
+    // ---- Semaphores (`lib/sem.lua`, and the parts it uses: written once here) ----
+    ["lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua"] {
+        /// SEM_ENQUEUE: take k permits if the queue lets us, else queue: `sem_enqueue.lua`.
+        pub(crate) static SEM_ENQUEUE = ["sem_enqueue.lua"];
+        /// SEM_LEAVE: a waiter whose wait ended leaves the queue: `sem_leave.lua`.
+        pub(crate) static SEM_LEAVE = ["sem_leave.lua"];
+        /// SEM_RELEASE: gives k permits back, grants the waiters that now fit: `sem_release.lua`.
+        pub(crate) static SEM_RELEASE = ["sem_release.lua"];
+    }
 
-    /// SET_ACQUIRE: takes every name of a set, or queues behind a held one: `set_acquire.lua`.
-    pub(crate) static SET_ACQUIRE = [
-        "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/handoff.lua", "set_acquire.lua"
-    ];
-    /// SET_RELEASE: releases (hands over) every name of a set still ours: `set_release.lua`.
-    pub(crate) static SET_RELEASE = [
-        "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "set_release.lua"
-    ];
-    /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
-    pub(crate) static SET_EXTEND = ["set_extend.lua"];
+    [] {
+        /// SEM_EXTEND: resets the lease of k permits held with a token: `sem_extend.lua`.
+        pub(crate) static SEM_EXTEND = ["lib/clock.lua", "sem_extend.lua"];
 
-    // ---- Leader election (`engine/kinds/leader.rs`) ----
+        // ---- Several exclusive locks at once (`set_acquire.lua`) ----
 
-    /// LEADER_CAMPAIGN: take the leadership if nobody leads, write who leads, publish:
-    /// `leader_campaign.lua`.
-    pub(crate) static LEADER_CAMPAIGN = ["lib/fence.lua", "leader_campaign.lua"];
-    /// LEADER_RESIGN: the leader steps down and publishes: `leader_resign.lua`.
-    pub(crate) static LEADER_RESIGN = ["leader_resign.lua"];
-    /// LEADER_EXTEND: reset the lease of a leadership and its leader key: `leader_extend.lua`.
-    pub(crate) static LEADER_EXTEND = ["leader_extend.lua"];
-    /// LEADER_INFO: who leads an election now; reads only: `leader_info.lua`.
-    pub(crate) static LEADER_INFO = ["leader_info.lua"];
+        /// SET_ACQUIRE: takes every name of a set, or queues behind a held one: `set_acquire.lua`.
+        pub(crate) static SET_ACQUIRE = [
+            "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/handoff.lua", "set_acquire.lua"
+        ];
+        /// SET_RELEASE: releases (hands over) every name of a set still ours: `set_release.lua`.
+        pub(crate) static SET_RELEASE = [
+            "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "set_release.lua"
+        ];
+        /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
+        pub(crate) static SET_EXTEND = ["set_extend.lua"];
 
-    // ---- A look at a lock ----
+        // ---- Leader election (`engine/kinds/leader.rs`) ----
 
-    /// INSPECT: what holds a lock and who waits, for every kind; reads only: `inspect.lua`.
-    pub(crate) static INSPECT = ["lib/clock.lua", "inspect.lua"];
+        /// LEADER_CAMPAIGN: take the leadership if nobody leads, write who leads, publish:
+        /// `leader_campaign.lua`.
+        pub(crate) static LEADER_CAMPAIGN = ["lib/fence.lua", "leader_campaign.lua"];
+        /// LEADER_RESIGN: the leader steps down and publishes: `leader_resign.lua`.
+        pub(crate) static LEADER_RESIGN = ["leader_resign.lua"];
+        /// LEADER_EXTEND: reset the lease of a leadership and its leader key: `leader_extend.lua`.
+        pub(crate) static LEADER_EXTEND = ["leader_extend.lua"];
+        /// LEADER_INFO: who leads an election now; reads only: `leader_info.lua`.
+        pub(crate) static LEADER_INFO = ["leader_info.lua"];
 
-    // ---- Redlock, one master at a time (`quorum_acquire.lua`) ----
+        // ---- A look at a lock ----
 
-    /// QUORUM_ACQUIRE: a Redlock attempt on one master: `quorum_acquire.lua`.
-    pub(crate) static QUORUM_ACQUIRE = ["quorum_acquire.lua"];
-    /// QUORUM_ENQUEUE: a Redlock waiter's attempt on one master, queued there if refused:
-    /// `quorum_enqueue.lua`.
-    pub(crate) static QUORUM_ENQUEUE = ["quorum_enqueue.lua"];
-    /// QUORUM_HANDOVER: a Redlock release on one master, handing the lock to the first queued
-    /// waiter: `quorum_handover.lua`.
-    pub(crate) static QUORUM_HANDOVER = ["quorum_handover.lua"];
-    /// QUORUM_RELEASE: delete our key on one master, tell if it is wanted: `quorum_release.lua`.
-    pub(crate) static QUORUM_RELEASE = ["quorum_release.lua"];
-    /// QUORUM_EXTEND: reset the lease of our key on one master: `quorum_extend.lua`.
-    pub(crate) static QUORUM_EXTEND = ["quorum_extend.lua"];
-    /// QUORUM_WAKE: wake one waiter blocked on the lock's wake list: `quorum_wake.lua`.
-    pub(crate) static QUORUM_WAKE = ["quorum_wake.lua"];
+        /// INSPECT: what holds a lock and who waits, for every kind; reads only: `inspect.lua`.
+        pub(crate) static INSPECT = ["lib/clock.lua", "inspect.lua"];
 
-    // ---- Redisson's RLock (`engine/kinds/redisson.rs`; Redisson's own scripts) ----
+        // ---- Redlock, one master at a time (`quorum_acquire.lua`) ----
 
-    /// REDISSON_LOCK: take (or take again) Redisson's lock hash: `redisson_lock.lua`.
-    pub(crate) static REDISSON_LOCK = ["redisson_lock.lua"];
-    /// REDISSON_UNLOCK: release one hold, publish the unlock message: `redisson_unlock.lua`.
-    pub(crate) static REDISSON_UNLOCK = ["redisson_unlock.lua"];
-    /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
-    pub(crate) static REDISSON_RENEW = ["redisson_renew.lua"];
+        /// QUORUM_ACQUIRE: a Redlock attempt on one master: `quorum_acquire.lua`.
+        pub(crate) static QUORUM_ACQUIRE = ["quorum_acquire.lua"];
+        /// QUORUM_ENQUEUE: a Redlock waiter's attempt on one master, queued there if refused:
+        /// `quorum_enqueue.lua`.
+        pub(crate) static QUORUM_ENQUEUE = ["quorum_enqueue.lua"];
+        /// QUORUM_HANDOVER: a Redlock release on one master, handing the lock to the first queued
+        /// waiter: `quorum_handover.lua`.
+        pub(crate) static QUORUM_HANDOVER = ["lib/wanted.lua", "quorum_handover.lua"];
+        /// QUORUM_RELEASE: delete our key on one master, tell if it is wanted: `quorum_release.lua`.
+        pub(crate) static QUORUM_RELEASE = ["lib/wanted.lua", "quorum_release.lua"];
+        /// QUORUM_EXTEND: reset the lease of our key on one master: `quorum_extend.lua`.
+        pub(crate) static QUORUM_EXTEND = ["quorum_extend.lua"];
+        /// QUORUM_WAKE: wake one waiter blocked on the lock's wake list: `quorum_wake.lua`.
+        pub(crate) static QUORUM_WAKE = ["quorum_wake.lua"];
+
+        // ---- Redisson's RLock (`engine/kinds/redisson.rs`; Redisson's own scripts) ----
+
+        /// REDISSON_LOCK: take (or take again) Redisson's lock hash: `redisson_lock.lua`.
+        pub(crate) static REDISSON_LOCK = ["redisson_lock.lua"];
+        /// REDISSON_UNLOCK: release one hold, publish the unlock message: `redisson_unlock.lua`.
+        pub(crate) static REDISSON_UNLOCK = ["redisson_unlock.lua"];
+        /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
+        pub(crate) static REDISSON_RENEW = ["redisson_renew.lua"];
+    }
 }
 
 #[cfg(test)]

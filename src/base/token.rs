@@ -94,9 +94,35 @@ pub(crate) fn random_hex<const N: usize>(pid: u32) -> Result<String, Error> {
     })
 }
 
+/// 128 random bits as a version-4 UUID (`pid`: the calling process, see [`random_hex`]): a
+/// Redisson client id, as `UUID.randomUUID()` makes it.
+pub(crate) fn random_uuid(pid: u32) -> Result<String, Error> {
+    let hex = random_hex::<16>(pid)?.into_bytes();
+    let mut s = String::with_capacity(36);
+    for (i, &c) in hex.iter().enumerate() {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            s.push('-');
+        }
+        s.push(match i {
+            12 => '4',
+            16 => ['8', '9', 'a', 'b'][usize::from(c) % 4],
+            _ => c as char,
+        });
+    }
+    Ok(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_are_version_4() {
+        let id = random_uuid(std::process::id()).unwrap();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(id.split('-').map(str::len).eq([8, 4, 4, 4, 12]));
+    }
 
     #[test]
     fn tokens_are_128_bit_hex_and_distinct() {

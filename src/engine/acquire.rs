@@ -20,7 +20,7 @@ use crate::engine::held::Held;
 use crate::engine::kinds::exclusive::Exclusive;
 use crate::engine::kinds::{Acquiring, Rules};
 use crate::engine::lock::LockState;
-use crate::engine::renewal::Reservation;
+use crate::engine::renewable::Reservation;
 use crate::engine::trace;
 use crate::engine::wait;
 use crate::stores::Check;
@@ -87,7 +87,11 @@ pub(crate) fn acquire(
     let started = Instant::now();
     let (place, grant) = {
         let a = Acquiring::new(&*kind, &keys, &token, opts.lease, opts.fencing, owner.pid);
-        let span = trace::Acquire::start(owner, &a);
+        let span = trace::Acquire::start(|| trace::Subject {
+            kind: a.kind.label(),
+            name: a.keys.name(),
+            metrics: &owner.metrics,
+        });
         let mut waited = false;
         let result = take(owner, &a, opts, wait, cancel, started, &mut waited);
         span.end(&result, waited, started);

@@ -55,7 +55,7 @@ impl Owner {
         let metrics = Arc::new(Metrics::new(&cfg.metric_names));
         let backend = Backend {
             pid: std::process::id(),
-            id: crate::engine::kinds::redisson::client_id(std::process::id())?,
+            id: crate::base::token::random_uuid(std::process::id())?,
             store: stores::open(cfg, info, &metrics)?,
             renewer: Renewer::new(cfg.max_renewed_locks),
             metrics,

@@ -13,7 +13,8 @@ use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::base::metrics::LostReason;
 use crate::engine::backend::Owner;
-use crate::engine::lock::{LockState, Phase, nanos};
+use crate::engine::lock::{LockState, nanos};
+use crate::engine::renewable::Phase;
 use crate::engine::trace;
 
 /// A held grant of any kind, as the engine hands it to the API's guards: its state (shared with
@@ -97,7 +98,7 @@ impl Held {
         // covers it.
         let mut last = false;
         let mut px = lease;
-        let extended = trace::extend(s, lease, || {
+        let extended = trace::extend(s.subject(), lease, || {
             s.ride_out(patience, || {
                 sent = Instant::now();
                 (px, last) = s.bounds.extension(lease, sent);

@@ -12,47 +12,14 @@ use crate::base::backoff::Backoff;
 use crate::base::error::Error;
 use crate::base::grant::drift;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::{KindLabel, LostReason};
+use crate::base::metrics::{KindLabel, LostReason, Metrics};
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::engine::bounds::Bounds;
 use crate::engine::kinds::Rules;
-use crate::engine::renewal::Reservation;
-use crate::engine::trace;
-
-/// Where a lock stands, as its holder sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    /// Ours, as far as we know (the lease may still run out if it is not renewed).
-    Held,
-    /// Released by its holder.
-    Released,
-    /// Left to its lease by [`Lock::detach`]: neither renewed nor released through this handle.
-    Detached,
-    /// Found lost: the key was gone or held another token, or Redis stayed unreachable until
-    /// the lease ran out. The text says which.
-    Lost(&'static str),
-}
-
-/// The mutable part of a lock, guarded by `LockState::status`.
-pub(crate) struct Status {
-    pub phase: Phase,
-    pub lease: Duration,
-    /// Until when the key is surely still ours (a lease counted from before the request was sent,
-    /// less a clock-drift margin).
-    pub valid_until: Instant,
-    /// When the renewal thread next extends the lease.
-    pub next_renewal: Instant,
-    /// An auto-renewed lock's place among the client's `max_renewed_locks`, given back the
-    /// moment the lock is released or found lost.
-    pub reservation: Option<Reservation>,
-    /// A release of ours is on its way: a renewal that finds the key gone meanwhile has met
-    /// that release, not a loss.
-    pub releasing: bool,
-    /// The lease runs out at the lock's `at_most`: no renewal after it, and its end is a loss
-    /// for that reason.
-    pub last: bool,
-}
+use crate::engine::renewable::{Phase, Renewable, Reservation, Status};
+use crate::engine::trace::{self, Subject};
+use crate::stores::extend::Extension;
 
 /// Everything about one held lock, shared by the guard and its renewal thread.
 ///
@@ -194,7 +161,7 @@ impl LockState {
             st.releasing = true;
         }
         // Before `at_least`, the key keeps our token until then (renewal stops all the same).
-        let released = trace::release(self, || {
+        let released = trace::release(self.subject(), || {
             self.ride_out(patience, || match self.bounds.keep_for(Instant::now()) {
                 Some(left) => self.kind.keep(&self.backend, &self.keys, &self.token, left),
                 None => self.kind.release(&self.backend, &self.keys, &self.token),
@@ -307,7 +274,7 @@ impl LockState {
         st.reservation = None;
         drop(st);
         self.ended();
-        trace::lost(self, reason);
+        trace::lost(self.subject(), reason, self.granted_at);
         self.backend
             .metrics
             .lost(self.metric_kind, self.keys.name(), reason);
@@ -339,6 +306,58 @@ impl LockState {
     /// Whether a renewal thread keeps the lock alive.
     pub(crate) fn auto_renews(&self) -> bool {
         self.renew_id.is_some()
+    }
+
+    /// The lock as its spans name it.
+    pub(crate) fn subject(&self) -> Subject<'_> {
+        Subject {
+            kind: self.metric_kind,
+            name: self.keys.name(),
+            metrics: &self.backend.metrics,
+        }
+    }
+}
+
+impl Renewable for LockState {
+    fn status(&self) -> &Mutex<Status> {
+        &self.status
+    }
+
+    fn wake(&self) -> &Condvar {
+        &self.wake
+    }
+
+    fn mark_lost(&self, st: MutexGuard<'_, Status>, reason: LostReason) {
+        LockState::mark_lost(self, st, reason)
+    }
+
+    fn extension(&self, lease: Duration, sent: Instant) -> (Duration, bool) {
+        self.bounds.extension(lease, sent)
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.backend.metrics
+    }
+
+    fn shown(&self) -> String {
+        self.keys.shown()
+    }
+
+    fn subject(&self) -> Subject<'_> {
+        LockState::subject(self)
+    }
+
+    fn extend_to(&self, px: Duration) -> Extension<'_> {
+        Extension {
+            keys: &self.keys,
+            token: &self.token,
+            lease: px,
+            script: &*self.kind,
+        }
+    }
+
+    fn send_extends(&self, extends: &[Extension<'_>]) -> Vec<Result<bool, Error>> {
+        self.backend.store.extend_many(extends)
     }
 }
 

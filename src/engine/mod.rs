@@ -9,6 +9,7 @@ pub(crate) mod contended;
 pub(crate) mod held;
 pub(crate) mod kinds;
 pub(crate) mod lock;
+pub(crate) mod renewable;
 pub(crate) mod renewal;
 pub(crate) mod trace;
 pub(crate) mod wait;

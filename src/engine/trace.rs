@@ -11,14 +11,9 @@
 use std::time::{Duration, Instant};
 
 use crate::base::error::Error;
-use crate::base::metrics::LostReason;
 #[cfg(feature = "tracing")]
 use crate::base::metrics::Outcome;
-#[cfg(feature = "tracing")]
-use crate::engine::backend::Backend;
-use crate::engine::backend::Owner;
-use crate::engine::kinds::Acquiring;
-use crate::engine::lock::LockState;
+use crate::base::metrics::{KindLabel, LostReason, Metrics};
 
 #[cfg(feature = "tracing")]
 use crate::base::metrics::error_label;
@@ -29,6 +24,16 @@ use tracing::{Span, field::Empty};
 #[cfg(feature = "tracing")]
 const TARGET: &str = "redislock";
 
+/// The lock a span is about: its kind, its name, and the metrics of its client, whose tracked
+/// names give the span its `lock.name`. The module takes nothing else of the engine.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+pub(crate) struct Subject<'a> {
+    pub kind: KindLabel,
+    pub name: &'a [u8],
+    pub metrics: &'a Metrics,
+}
+
 /// An acquire's span, entered on the acquiring thread from the acquire's start to its end.
 #[must_use = "the span ends with `end`"]
 pub(crate) struct Acquire {
@@ -37,29 +42,30 @@ pub(crate) struct Acquire {
 }
 
 impl Acquire {
-    /// Opens and enters the span of an acquire (`a`) through `owner`'s backend.
+    /// Opens and enters the span of an acquire of `subject` (asked for only with the feature).
     #[inline(always)]
-    pub(crate) fn start(owner: &Owner, a: &Acquiring<'_>) -> Acquire {
+    pub(crate) fn start<'a>(subject: impl FnOnce() -> Subject<'a>) -> Acquire {
         #[cfg(feature = "tracing")]
         {
+            let s = subject();
             let span = tracing::info_span!(
                 target: TARGET,
                 "redislock.acquire",
-                "lock.kind" = a.kind.label().label(),
+                "lock.kind" = s.kind.label(),
                 "lock.name" = Empty,
                 "lock.wait_seconds" = Empty,
                 outcome = Empty,
                 "error.type" = Empty,
                 "otel.status_code" = Empty,
             );
-            name(&span, owner, a.keys.name());
+            name(&span, &s);
             Acquire {
                 span: span.entered(),
             }
         }
         #[cfg(not(feature = "tracing"))]
         {
-            let _ = (owner, a);
+            let _ = subject;
             Acquire {}
         }
     }
@@ -93,7 +99,7 @@ impl Acquire {
 /// Runs `f`, the release of `lock`'s grant, in a span of its own.
 #[inline(always)]
 pub(crate) fn release(
-    lock: &LockState,
+    lock: Subject<'_>,
     f: impl FnOnce() -> Result<bool, Error>,
 ) -> Result<bool, Error> {
     #[cfg(feature = "tracing")]
@@ -101,13 +107,13 @@ pub(crate) fn release(
         let span = tracing::info_span!(
             target: TARGET,
             "redislock.release",
-            "lock.kind" = lock.metric_kind.label(),
+            "lock.kind" = lock.kind.label(),
             "lock.name" = Empty,
             outcome = Empty,
             "error.type" = Empty,
             "otel.status_code" = Empty,
         );
-        name(&span, &lock.backend, lock.keys.name());
+        name(&span, &lock);
         let result = span.in_scope(f);
         ended(&span, "released", &result);
         result
@@ -122,7 +128,7 @@ pub(crate) fn release(
 /// Runs `f`, an extend of `lock`'s lease to `lease` asked by its holder, in a span of its own.
 #[inline(always)]
 pub(crate) fn extend(
-    lock: &LockState,
+    lock: Subject<'_>,
     lease: Duration,
     f: impl FnOnce() -> Result<bool, Error>,
 ) -> Result<bool, Error> {
@@ -131,14 +137,14 @@ pub(crate) fn extend(
         let span = tracing::info_span!(
             target: TARGET,
             "redislock.extend",
-            "lock.kind" = lock.metric_kind.label(),
+            "lock.kind" = lock.kind.label(),
             "lock.name" = Empty,
             "lock.lease_seconds" = lease.as_secs_f64(),
             outcome = Empty,
             "error.type" = Empty,
             "otel.status_code" = Empty,
         );
-        name(&span, &lock.backend, lock.keys.name());
+        name(&span, &lock);
         let result = span.in_scope(f);
         ended(&span, "extended", &result);
         result
@@ -154,7 +160,7 @@ pub(crate) fn extend(
 /// gives one result per lock, in order.
 #[inline(always)]
 pub(crate) fn renewals<'a>(
-    locks: impl Iterator<Item = &'a LockState>,
+    locks: impl Iterator<Item = Subject<'a>>,
     f: impl FnOnce() -> Vec<Result<bool, Error>>,
 ) -> Vec<Result<bool, Error>> {
     #[cfg(feature = "tracing")]
@@ -167,13 +173,13 @@ pub(crate) fn renewals<'a>(
                 let span = tracing::debug_span!(
                     target: TARGET,
                     "redislock.renew",
-                    "lock.kind" = lock.metric_kind.label(),
+                    "lock.kind" = lock.kind.label(),
                     "lock.name" = Empty,
                     outcome = Empty,
                     "error.type" = Empty,
                     "otel.status_code" = Empty,
                 );
-                name(&span, &lock.backend, lock.keys.name());
+                name(&span, &lock);
                 span
             })
             .collect();
@@ -194,31 +200,31 @@ pub(crate) fn renewals<'a>(
 /// thread's current span (the caller's, for a loss a release or extend found; none on a
 /// renewal thread).
 #[inline(always)]
-pub(crate) fn lost(lock: &LockState, reason: LostReason) {
+pub(crate) fn lost(lock: Subject<'_>, reason: LostReason, granted_at: Instant) {
     #[cfg(feature = "tracing")]
     {
         let span = tracing::warn_span!(
             target: TARGET,
             "redislock.lost",
-            "lock.kind" = lock.metric_kind.label(),
+            "lock.kind" = lock.kind.label(),
             "lock.name" = Empty,
             "lock.lost_reason" = reason.label(),
-            "lock.hold_seconds" = lock.granted_at.elapsed().as_secs_f64(),
+            "lock.hold_seconds" = granted_at.elapsed().as_secs_f64(),
             "otel.status_code" = "ERROR",
         );
-        name(&span, &lock.backend, lock.keys.name());
+        name(&span, &lock);
     }
     #[cfg(not(feature = "tracing"))]
-    let _ = (lock, reason);
+    let _ = (lock, reason, granted_at);
 }
 
 /// Gives `span` the tracked entry of `name`, if the client tracks it.
 #[cfg(feature = "tracing")]
-fn name(span: &Span, b: &Backend, name: &[u8]) {
+fn name(span: &Span, s: &Subject<'_>) {
     if span.is_disabled() {
         return;
     }
-    if let Some(tracked) = b.metrics.tracked_name(name) {
+    if let Some(tracked) = s.metrics.tracked_name(s.name) {
         span.record("lock.name", tracked);
     }
 }

@@ -1,7 +1,7 @@
 //! `redislock_cancel`: ends a waiting acquire from another thread.
 
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::Cancel;
 
 /// A cancel handle: `redislock_cancel_cancel` ends every waiting acquire of the requests given

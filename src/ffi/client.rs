@@ -3,8 +3,8 @@
 use std::ffi::c_char;
 
 use super::config::redislock_config;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::Client;
 
 /// A Redis lock client: a pool of connections to one server and the renewal threads of its

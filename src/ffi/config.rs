@@ -4,8 +4,8 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::{Client, ClientBuilder};
 
 /// A client configuration being built: the URL and every setting of a client. Not thread-safe:

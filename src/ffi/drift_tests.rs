@@ -4,8 +4,7 @@
 //! lock kind added in Rust without them following fails here. The C boundary's behaviour is
 //! tested in `tests.rs`.
 
-use super::request::redislock_kind;
-use super::result::redislock_result;
+use super::enums::redislock_result;
 use crate::ErrorKind;
 
 // ---- The hand-kept tables of result codes in other languages ---------------------------------
@@ -47,7 +46,12 @@ fn string_literals(text: &str) -> Vec<String> {
 
 /// `(name, number)` of every enumerator of `enum redislock_result` in a generated header.
 fn header_codes(header: &str) -> Vec<(String, u32)> {
-    let body = between(header, "enum redislock_result", "};");
+    header_enum(header, "redislock_result")
+}
+
+/// `(name, number)` of every enumerator of `enum <name>` in a generated header, in order.
+fn header_enum(header: &str, name: &str) -> Vec<(String, u32)> {
+    let body = between(header, &format!("enum {name}\n"), "};");
     body.lines()
         .map(str::trim)
         .filter(|l| l.starts_with("REDISLOCK_"))
@@ -239,19 +243,69 @@ fn crate_docs_list_every_code() {
     }
 }
 
+/// `(REDISLOCK_KIND_NAME, number)` of every kind a request may choose with
+/// `redislock_request_set_kind`, from the kinds' descriptors.
+fn descriptor_kinds() -> Vec<(String, u32)> {
+    crate::kind::ALL
+        .iter()
+        .filter_map(|d| d.c_kind)
+        .map(|(name, n)| (name.to_owned(), n))
+        .collect()
+}
+
 #[test]
 fn headers_have_every_lock_kind() {
-    use redislock_kind::*;
+    let kinds = descriptor_kinds();
+    assert!(kinds.len() >= 4, "{kinds:?}");
     for header in ["include/redislock.h", "include/redislock_php.h"] {
         let text = repo_file(header);
-        for (name, n) in [
-            ("REDISLOCK_KIND_EXCLUSIVE", REDISLOCK_KIND_EXCLUSIVE as u32),
-            ("REDISLOCK_KIND_READ", REDISLOCK_KIND_READ as u32),
-            ("REDISLOCK_KIND_WRITE", REDISLOCK_KIND_WRITE as u32),
-            ("REDISLOCK_KIND_REDISSON", REDISLOCK_KIND_REDISSON as u32),
-        ] {
-            assert!(text.contains(&format!("{name} = {n},")), "{header}: {name}");
-        }
+        assert_eq!(
+            header_enum(&text, "redislock_kind"),
+            kinds,
+            "{header}: enum redislock_kind against the kinds' descriptors (src/base/kind.rs)"
+        );
         assert!(text.contains("redislock_kind kind)"), "{header}");
     }
+}
+
+/// The PHP package's `redislock_kind` numbers (`Client::KIND_CODES`, by `Lock` constant) and
+/// `Lock`'s kind constants are the descriptors' and the PHP header's.
+#[test]
+fn php_kind_numbers_are_the_headers() {
+    let lock = repo_file("bindings/php/src/Lock.php");
+    let client = repo_file("bindings/php/src/Client.php");
+    let table = between(&client, "private const KIND_CODES = [", "];");
+    let mut php = Vec::new();
+    for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, n) = line.trim_end_matches(',').split_once(" => ").expect(line);
+        let constant = key.strip_prefix("Lock::").expect(line);
+        php.push((constant.to_owned(), n.parse::<u32>().expect(line)));
+    }
+    let header = header_enum(&repo_file("include/redislock_php.h"), "redislock_kind");
+    let mut expected = Vec::new();
+    for d in crate::kind::ALL {
+        let value = d.php.to_lowercase();
+        assert!(
+            lock.contains(&format!("public const {} = '{value}';", d.php)),
+            "Lock.php lacks `public const {} = '{value}';` ({})",
+            d.php,
+            d.name()
+        );
+        if let Some((name, n)) = d.c_kind {
+            assert!(
+                header.contains(&(name.to_owned(), n)),
+                "include/redislock_php.h: {name} = {n}"
+            );
+            expected.push((d.php.to_owned(), n));
+        }
+    }
+    assert_eq!(
+        php, expected,
+        "Client::KIND_CODES against the header's redislock_kind"
+    );
+    assert_eq!(
+        php.len(),
+        header.len(),
+        "every REDISLOCK_KIND_* of the header in PHP"
+    );
 }

@@ -12,8 +12,8 @@
 
 use std::ffi::{CStr, c_char};
 
+use super::enums::redislock_result;
 use super::last_error;
-use super::result::redislock_result;
 use crate::Error;
 
 /// An opaque C type whose pointers own a boxed `Inner`.
@@ -155,7 +155,7 @@ macro_rules! try_out {
     ($out:ident) => {
         if $out.is_null() {
             $crate::ffi::last_error::null_parameter(stringify!($out));
-            return $crate::ffi::result::redislock_result::REDISLOCK_NULL_PARAMETER;
+            return $crate::ffi::enums::redislock_result::REDISLOCK_NULL_PARAMETER;
         }
     };
 }

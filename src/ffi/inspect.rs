@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
+use super::enums::{InspectKindCode, redislock_held_as, redislock_inspect_kind};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
-use super::result::redislock_result::{self, REDISLOCK_OK};
 use crate::{Error, HeldAs, LockInfo, LockKind};
 
 /// What a lock looked like at one moment (`redislock_client_inspect`): whether it was held, as
@@ -18,44 +19,6 @@ pub struct redislock_inspect {
 
 impl BoxHandle for redislock_inspect {
     type Inner = LockInfo;
-}
-
-/// Whose waiters `redislock_client_inspect` counts. The numbers are stable.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum redislock_inspect_kind {
-    /// The exclusive lock's.
-    REDISLOCK_INSPECT_EXCLUSIVE = 0,
-    /// The read/write lock's.
-    REDISLOCK_INSPECT_RWLOCK = 1,
-    /// The semaphore's.
-    REDISLOCK_INSPECT_SEMAPHORE = 2,
-    /// Every kind's the name is used as.
-    REDISLOCK_INSPECT_ANY = 3,
-}
-
-/// A `redislock_inspect_kind` as received from C: any number may come (see `KindCode`).
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct InspectKindCode(pub u32);
-
-/// What holds a lock (`redislock_inspect_held_as`). The numbers are stable.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum redislock_held_as {
-    /// Nothing: the lock is free.
-    REDISLOCK_HELD_NONE = 0,
-    /// One owner: an exclusive lock or a writer (or a plain `SET NX` client).
-    REDISLOCK_HELD_EXCLUSIVE = 1,
-    /// Readers of a read/write lock.
-    REDISLOCK_HELD_READERS = 2,
-    /// Permits of a semaphore.
-    REDISLOCK_HELD_SEMAPHORE = 3,
-    /// A key of another type than the locks use.
-    REDISLOCK_HELD_OTHER = 4,
-    /// Redisson's lock (`REDISLOCK_KIND_REDISSON`, or Redisson's own `RLock`): its holders are
-    /// its owners (client and thread).
-    REDISLOCK_HELD_REDISSON = 5,
 }
 
 /// Looks at the lock `name` (`name_len` bytes) without holding it: one round trip (with

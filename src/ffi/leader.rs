@@ -7,12 +7,13 @@ use std::ffi::c_char;
 use std::time::Duration;
 
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
-use super::last_error::write_text;
 use super::lock::redislock_lock;
-use super::request::{CRequest, Kind, redislock_request};
-use super::result::redislock_result::{self, REDISLOCK_OK};
+use super::request::{CRequest, redislock_request};
+use super::text::write_text;
 use crate::LeaderInfo;
+use crate::kind::{Kind, Leader};
 
 /// Who led an election at one moment (`redislock_client_leader`,
 /// `redislock_client_wait_leader_change`): its identity, epoch and remaining lease; never its
@@ -52,7 +53,7 @@ pub extern "C" fn redislock_request_new_leader(
         let name = try_bytes!(name, name_len);
         let identity = try_bytes!(identity, identity_len);
         try_out!(request_out);
-        let mut request = CRequest::new(client, Kind::Leader, vec![name.to_vec()], 0);
+        let mut request = CRequest::new(client, Leader::DESCRIPTOR, vec![name.to_vec()], 0);
         request.identity = identity.to_vec();
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).

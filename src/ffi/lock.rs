@@ -4,11 +4,12 @@ use std::ffi::{c_char, c_void};
 use std::time::Duration;
 
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
-use super::result::redislock_result::{self, REDISLOCK_OK};
+use super::text::write_text;
+use crate::AnyLock;
 use crate::Error;
-use crate::api::guard::AnyLock;
 
 /// A lock acquired through a client or a request: an exclusive lock, a read or write lock,
 /// permits of a semaphore, or a set of locks; the functions below work on each (those that do
@@ -157,20 +158,7 @@ pub extern "C" fn redislock_lock_fencing_token(
     lock: *const redislock_lock,
     token_out: *mut u64,
 ) -> redislock_result {
-    ffi_panic_boundary! {
-        let lock = try_ref!(lock);
-        try_out!(token_out);
-        let Some(token) = try_rust!(lock.fencing_token()) else {
-            return last_error::fail(&Error::invalid_argument(format!(
-                "lock {} was acquired without fencing: it has no fencing token",
-                lock.shown()
-            )));
-        };
-        // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
-        // `uint64_t` (calling conventions).
-        unsafe { write_out(token_out, token) };
-        REDISLOCK_OK
-    }
+    write_fencing_token(lock, None, token_out)
 }
 
 /// Writes the fencing token of name `index` of a set (in the order the names were given to
@@ -184,14 +172,27 @@ pub extern "C" fn redislock_lock_fencing_token_at(
     index: usize,
     token_out: *mut u64,
 ) -> redislock_result {
+    write_fencing_token(lock, Some(index), token_out)
+}
+
+/// The body of both fencing-token functions: the token of a lock of one name (`index` `None`)
+/// or of one index, written to `*token_out`.
+fn write_fencing_token(
+    lock: *const redislock_lock,
+    index: Option<usize>,
+    token_out: *mut u64,
+) -> redislock_result {
     ffi_panic_boundary! {
-        let held = try_ref!(lock);
+        let lock = try_ref!(lock);
         try_out!(token_out);
-        let token = try_rust!(held.fencing_token_at(index));
-        let Some(token) = token else {
+        let token = match index {
+            None => lock.fencing_token(),
+            Some(index) => lock.fencing_token_at(index),
+        };
+        let Some(token) = try_rust!(token) else {
             return last_error::fail(&Error::invalid_argument(format!(
                 "lock {} was acquired without fencing: it has no fencing token",
-                held.shown()
+                lock.shown()
             )));
         };
         // SAFETY: `token_out` is not NULL (checked above) and points to writable memory for a
@@ -238,12 +239,13 @@ pub extern "C" fn redislock_lock_owner_token(
     buf_len: usize,
 ) -> usize {
     ffi_panic_boundary! {
-        let lock = try_ref!(lock);
-        if let Err(e) = lock.only_exclusive("an owner token") {
-            last_error::fail(&e);
-            return last_error::write_text("", buf, buf_len);
+        match try_ref!(lock).owner_token() {
+            Ok(token) => write_text(token, buf, buf_len),
+            Err(e) => {
+                last_error::fail(&e);
+                write_text("", buf, buf_len)
+            }
         }
-        last_error::write_text(lock.owner_token(), buf, buf_len)
     }
 }
 
@@ -255,9 +257,7 @@ pub extern "C" fn redislock_lock_owner_token(
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_lock_detach(lock: *mut redislock_lock) -> redislock_result {
     ffi_panic_boundary! {
-        let lock = try_ref!(lock);
-        try_rust!(lock.only_exclusive("detach"));
-        try_rust!(lock.detach());
+        try_rust!(try_ref!(lock).detach());
         REDISLOCK_OK
     }
 }

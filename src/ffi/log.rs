@@ -5,26 +5,8 @@ use std::ffi::{CString, c_char, c_void};
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use super::result::redislock_result::{self, REDISLOCK_OK};
-
-/// How important a log record is. Lost locks, late or failing renewals: WARN; reconnects:
-/// INFO; handoffs and failed connects: DEBUG. No record holds a lock token or a password.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum redislock_log_level {
-    /// No records (as a `max_level`).
-    REDISLOCK_LOG_OFF = 0,
-    /// Failures of the library itself (a panicking callback).
-    REDISLOCK_LOG_ERROR = 1,
-    /// Lost locks, late or failing renewals.
-    REDISLOCK_LOG_WARN = 2,
-    /// Reconnects.
-    REDISLOCK_LOG_INFO = 3,
-    /// Handoffs to waiters, failed connects.
-    REDISLOCK_LOG_DEBUG = 4,
-    /// Everything.
-    REDISLOCK_LOG_TRACE = 5,
-}
+use super::enums::redislock_log_level;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 
 /// A log callback: `user_data` as given to `redislock_set_log_callback`, the record's level,
 /// and its text (NUL-terminated, valid only during the call). Called on whichever thread logs,

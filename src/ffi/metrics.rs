@@ -5,9 +5,10 @@ use std::ffi::c_char;
 
 use super::client::redislock_client;
 use super::config::redislock_config;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::handle::write_out;
-use super::last_error::{fail, write_text};
-use super::result::redislock_result::{self, REDISLOCK_OK};
+use super::last_error::fail;
+use super::text::write_text;
 use crate::Error;
 
 /// Writes the metrics of the client's backend in this process as Prometheus text (exposition

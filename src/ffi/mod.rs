@@ -8,8 +8,9 @@
 //! Layout, after rustls-ffi: one module per C object ([`config`], [`client`], [`request`],
 //! [`lock`], [`cancel`], [`metrics`]) and glue modules for the panic boundary ([`panic`]), handles and
 //! pointers ([`handle`]), result codes ([`result`], with the one mapping from
-//! [`ErrorKind`](crate::ErrorKind)) and the thread-local detail of the last failure
-//! ([`last_error`]).
+//! [`ErrorKind`](crate::ErrorKind)), the thread-local detail of the last failure
+//! ([`last_error`]) and the buffer convention ([`text`]). The C enums sit in a leaf of their
+//! own ([`enums`]), so that no two modules import each other.
 //!
 //! Every exported function is a plain `extern "C" fn` whose body runs inside
 //! `ffi_panic_boundary!`, so a panic never unwinds into C: it becomes `REDISLOCK_PANIC` (or
@@ -29,6 +30,7 @@ mod handle;
 pub mod cancel;
 pub mod client;
 pub mod config;
+pub mod enums;
 pub mod inspect;
 pub mod last_error;
 pub mod leader;
@@ -37,6 +39,7 @@ pub mod log;
 pub mod metrics;
 pub mod request;
 pub mod result;
+pub mod text;
 
 use std::ffi::c_char;
 

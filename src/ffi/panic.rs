@@ -7,8 +7,8 @@
 use std::any::Any;
 use std::ffi::c_char;
 
+use super::enums::redislock_result;
 use super::last_error;
-use super::result::redislock_result;
 
 /// What an exported function returns when it cannot do its work for a reason the caller only
 /// learns from the return value: a caught panic, or a NULL where a pointer is required.
@@ -55,7 +55,7 @@ impl FailValue for u32 {
     }
 }
 
-impl FailValue for crate::ffi::inspect::redislock_held_as {
+impl FailValue for crate::ffi::enums::redislock_held_as {
     fn panicked() -> Self {
         Self::REDISLOCK_HELD_NONE
     }

@@ -7,45 +7,9 @@
 
 use std::ffi::c_char;
 
-use super::last_error::write_text;
+use super::enums::{ResultCode, redislock_result};
+use super::text::write_text;
 use crate::ErrorKind;
-
-/// The outcome of a call. The numbers are stable: a code is never renumbered or reused.
-/// `redislock_result_message` gives a static text per code, and
-/// `redislock_last_error_message` the detail of the last failure on the calling thread.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum redislock_result {
-    /// Success.
-    REDISLOCK_OK = 0,
-    /// A single acquire attempt found the lock held by another owner.
-    REDISLOCK_HELD = 1,
-    /// An acquire with a wait bound was not granted before the bound ran out.
-    REDISLOCK_WAIT_TIMEOUT = 2,
-    /// Release or extend found the lock no longer ours: released already, lease run out, found
-    /// lost by renewal, or taken over by another owner.
-    REDISLOCK_NOT_HELD = 3,
-    /// Bad input: empty or oversized name, zero or absurd lease or wait, invalid URL or
-    /// configuration, a lock without fencing asked for its fencing token.
-    REDISLOCK_INVALID_ARGUMENT = 4,
-    /// Redis could not be reached, did not answer within the configured timeouts, or the server
-    /// at the address does not speak the Redis protocol.
-    REDISLOCK_CONNECTION = 5,
-    /// Redis answered with an error reply (NOPERM, READONLY, WRONGTYPE, ...).
-    REDISLOCK_REDIS_ERROR = 6,
-    /// A lock handle was used in a child process after fork(); the lock is the parent's.
-    REDISLOCK_FORKED = 7,
-    /// A configured bound was reached (max_renewed_locks).
-    REDISLOCK_LIMIT_REACHED = 8,
-    /// A bug in redislock or an impossible reply from Redis; please report it.
-    REDISLOCK_INTERNAL = 9,
-    /// A required pointer parameter was NULL.
-    REDISLOCK_NULL_PARAMETER = 10,
-    /// A panic inside redislock was caught at the C boundary (a bug; please report it).
-    REDISLOCK_PANIC = 11,
-    /// A waiting acquire was cancelled through its `redislock_cancel`.
-    REDISLOCK_CANCELLED = 12,
-}
 
 use redislock_result::*;
 
@@ -102,14 +66,6 @@ impl redislock_result {
         }
     }
 }
-
-/// A result code as received from C. A C caller can pass any number where a `redislock_result`
-/// is expected, and an out-of-range value in a Rust enum would be undefined behaviour, so
-/// parameters take the raw number. cbindgen shows it as `redislock_result` (see the
-/// `[export.rename]` entry in cbindgen.toml), which in C is a `uint32_t` typedef: same ABI.
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct ResultCode(pub u32);
 
 /// Writes the static text of `code` into `buf` ("unknown result code" for a number that is no
 /// code). Buffer convention: at most `buf_len` bytes are written, always NUL-terminated (the

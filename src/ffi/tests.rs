@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use super::client::*;
 use super::config::*;
+use super::enums::{KindCode, ResultCode, redislock_kind, redislock_result, redislock_result::*};
 use super::last_error::redislock_last_error_message;
 use super::lock::*;
 use super::redislock_version;
 use super::request::*;
-use super::result::{ResultCode, redislock_result, redislock_result::*, redislock_result_message};
+use super::result::redislock_result_message;
 use crate::ErrorKind;
 
 fn last_error() -> String {
@@ -93,7 +94,7 @@ fn messages_follow_the_buffer_convention() {
 #[test]
 fn cut_text_never_splits_a_character() {
     let mut buf = [0x55 as c_char; 3];
-    let n = super::last_error::write_text("aé!", buf.as_mut_ptr(), buf.len());
+    let n = super::text::write_text("aé!", buf.as_mut_ptr(), buf.len());
     assert_eq!(n, 4);
     // "aé" is 3 bytes; only "a" fits before the NUL without splitting "é".
     assert_eq!(buf[..2], [b'a' as c_char, 0]);
@@ -691,7 +692,8 @@ fn lock_functions_of_other_kinds_refuse_null() {
 /// the callback, without waiting for that thread.
 #[test]
 fn a_forked_child_never_waits_for_a_log_callback_a_parent_thread_is_in() {
-    use super::log::{redislock_log_level, redislock_set_log_callback};
+    use super::enums::redislock_log_level;
+    use super::log::redislock_set_log_callback;
     use std::ffi::c_void;
     use std::sync::atomic::{AtomicBool, Ordering};
 

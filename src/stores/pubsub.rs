@@ -130,6 +130,38 @@ pub(crate) trait Subscriber {
     fn attempt(&self, c: &mut Connection, retry: bool) -> RedisResult<Step>;
 }
 
+/// A waiter on a lock's channel made of its parts, the one [`Subscriber`] of every kind that
+/// waits on a channel (Redisson's lock, a leader's campaign): the lock's keys, the channel,
+/// the bytes that spread its pauses, and its attempt (given the connection and whether it is a
+/// retry).
+pub(crate) struct ChannelWaiter<'a, F> {
+    pub keys: &'a LockKeys,
+    pub channel: Vec<u8>,
+    pub seed: &'a [u8],
+    pub attempt: F,
+}
+
+impl<F> Subscriber for ChannelWaiter<'_, F>
+where
+    F: Fn(&mut Connection, bool) -> RedisResult<Step>,
+{
+    fn keys(&self) -> &LockKeys {
+        self.keys
+    }
+
+    fn channel(&self) -> &[u8] {
+        &self.channel
+    }
+
+    fn seed(&self) -> &[u8] {
+        self.seed
+    }
+
+    fn attempt(&self, c: &mut Connection, retry: bool) -> RedisResult<Step> {
+        (self.attempt)(c, retry)
+    }
+}
+
 /// A waiter on a lock's channel, as Redisson's waits: each round subscribes (when not
 /// subscribed yet), then makes one attempt and, refused, has the wait loop listen
 /// ([`Round::Listen`]) until a message, the holder's remaining lease (the attempt's PTTL) or

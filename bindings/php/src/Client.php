@@ -96,6 +96,17 @@ final class Client
         'any' => 'REDISLOCK_INSPECT_ANY',
     ];
 
+    /**
+     * The `redislock_kind` of each kind of one lock name a request may take (the numbers of
+     * include/redislock_php.h's enum, which src/ffi/drift_tests.rs holds this table to).
+     */
+    private const KIND_CODES = [
+        Lock::EXCLUSIVE => 0,
+        Lock::READ => 1,
+        Lock::WRITE => 2,
+        Lock::REDISSON => 3,
+    ];
+
     /** What holds a lock, by the C constant's number. */
     private const HELD_AS = [
         1 => 'exclusive',

@@ -3,50 +3,9 @@
 
 use crate::base::error::{Error, ErrorKind};
 
-/// A kind of lock, as the metrics' `kind` label names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KindLabel {
-    /// An exclusive lock.
-    Exclusive,
-    /// The read side of a read/write lock.
-    Read,
-    /// The write side of a read/write lock.
-    Write,
-    /// Permits of a semaphore.
-    Semaphore,
-    /// A set of exclusive locks taken together.
-    Set,
-    /// Redisson's RLock, as Java services take it.
-    Redisson,
-    /// The leadership of an election.
-    Leader,
-}
-
-impl KindLabel {
-    /// Every kind, in label order.
-    pub const ALL: [KindLabel; 7] = [
-        KindLabel::Exclusive,
-        KindLabel::Read,
-        KindLabel::Write,
-        KindLabel::Semaphore,
-        KindLabel::Set,
-        KindLabel::Redisson,
-        KindLabel::Leader,
-    ];
-
-    /// The `kind` label's value.
-    pub fn label(self) -> &'static str {
-        match self {
-            KindLabel::Exclusive => "exclusive",
-            KindLabel::Read => "read",
-            KindLabel::Write => "write",
-            KindLabel::Semaphore => "semaphore",
-            KindLabel::Set => "set",
-            KindLabel::Redisson => "redisson",
-            KindLabel::Leader => "leader",
-        }
-    }
-}
+/// A kind of lock, as the metrics' `kind` label names it: with each kind's other names and
+/// what it offers, in `base/kind.rs`.
+pub use crate::base::kind::KindLabel;
 
 /// How an acquire ended, as the `outcome` label names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -60,9 +60,4 @@ if cur == ARGV[1] or (not cur and ARGV[5] == '1') then
     released = 1
   end
 end
-if redis.call('PTTL', KEYS[2]) > 0 then
-  if released == 1 and ARGV[2] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[2]) end
-  if redis.call('PTTL', KEYS[4]) > 0 then return released + 6 end
-  return released + 2
-end
-return released
+return wanted_reply(released)

@@ -14,9 +14,4 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   released = 1
 end
-if redis.call('PTTL', KEYS[2]) > 0 then
-  if released == 1 and ARGV[2] ~= '0' then redis.call('SET', KEYS[3], '1', 'PX', ARGV[2]) end
-  if redis.call('PTTL', KEYS[4]) > 0 then return released + 6 end
-  return released + 2
-end
-return released
+return wanted_reply(released)

@@ -16,7 +16,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
@@ -30,19 +30,11 @@ use crate::stores::wait::{Mode, Queue, Step};
 pub(crate) struct Exclusive;
 
 impl Rules for Exclusive {
-    fn label(&self) -> KindLabel {
-        KindLabel::Exclusive
-    }
-
-    fn what(&self) -> &'static str {
-        "an exclusive lock"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::EXCLUSIVE
     }
 
     /// Every store offers it (Redlock's by majority).
-    fn offered(&self, _store: &dyn LockStore, _keys: &LockKeys) -> Result<(), Error> {
-        Ok(())
-    }
-
     /// On Redlock's masters, their majority's own; on one server, [`set_nx`].
     fn try_once(
         &self,

@@ -30,13 +30,13 @@ use crate::base::connection::Connection;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, fencing_token};
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
-use crate::stores::pubsub::{Subscriber, Subscription, publish_command, sharded};
+use crate::stores::pubsub::{ChannelWaiter, Subscription, publish_command, sharded};
 use crate::stores::wait::Step;
 
 /// The longest identity a leader may give, in bytes.
@@ -114,12 +114,8 @@ fn campaign(
 }
 
 impl Rules for Leader {
-    fn label(&self) -> KindLabel {
-        KindLabel::Leader
-    }
-
-    fn what(&self) -> &'static str {
-        "a leader election"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::LEADER
     }
 
     /// A refusal in an election's words: another candidate leads.
@@ -156,13 +152,16 @@ impl Rules for Leader {
     }
 
     fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
-        Ok(Waits::Channel(Box::new(Campaigner {
-            keys: a.keys,
-            token: a.token,
-            lease_ms: a.lease_ms(),
-            identity: &self.identity,
-            cluster: self.cluster,
-            channel: a.keys.leader_channel(),
+        // A campaigner waits for the leadership on the election's channel.
+        let (keys, token, lease_ms) = (a.keys, a.token, a.lease_ms());
+        let (identity, cluster) = (&*self.identity, self.cluster);
+        Ok(Waits::Channel(Box::new(ChannelWaiter {
+            keys,
+            channel: keys.leader_channel(),
+            seed: token.as_str().as_bytes(),
+            attempt: move |c: &mut Connection, _retry: bool| {
+                campaign(cluster, c, keys, token, lease_ms, identity)
+            },
         })))
     }
 
@@ -192,41 +191,6 @@ impl ExtendScript for Leader {
             .arg(keys.leader())
             .arg(token.as_str())
             .arg(lease_ms);
-    }
-}
-
-/// A campaigner waiting for the leadership on the election's channel.
-struct Campaigner<'a> {
-    keys: &'a LockKeys,
-    token: &'a Token,
-    lease_ms: u64,
-    identity: &'a str,
-    cluster: bool,
-    channel: Vec<u8>,
-}
-
-impl Subscriber for Campaigner<'_> {
-    fn keys(&self) -> &LockKeys {
-        self.keys
-    }
-
-    fn channel(&self) -> &[u8] {
-        &self.channel
-    }
-
-    fn seed(&self) -> &[u8] {
-        self.token.as_str().as_bytes()
-    }
-
-    fn attempt(&self, c: &mut Connection, _retry: bool) -> RedisResult<Step> {
-        campaign(
-            self.cluster,
-            c,
-            self.keys,
-            self.token,
-            self.lease_ms,
-            self.identity,
-        )
     }
 }
 

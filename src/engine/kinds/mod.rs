@@ -28,6 +28,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
+use crate::base::kind::Descriptor;
 use crate::base::metrics::KindLabel;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
@@ -42,17 +43,26 @@ pub use semaphore::MAX_PERMITS;
 /// The rules of one kind of lock. Its renewal is its [`ExtendScript`] (the script and arguments
 /// renewal pipelines with other grants'); everything else is here.
 pub(crate) trait Rules: ExtendScript + Send + Sync + fmt::Debug {
+    /// What the kind is and offers (`base/kind.rs`).
+    fn descriptor(&self) -> &'static Descriptor;
     /// The kind as the metrics' and traces' `kind` label says it.
-    fn label(&self) -> KindLabel;
+    fn label(&self) -> KindLabel {
+        self.descriptor().label
+    }
     /// The kind in messages: "an exclusive lock".
-    fn what(&self) -> &'static str;
+    fn what(&self) -> &'static str {
+        self.descriptor().what
+    }
     /// The name(s) as shown in messages, `keys` being the (first) name's.
     fn shown(&self, keys: &LockKeys) -> String {
         keys.shown()
     }
-    /// Whether `store` offers this kind, asked before anything is sent. By default every store
-    /// but Redlock's (which offers the exclusive lock only).
+    /// Whether `store` offers this kind, asked before anything is sent. By default every store,
+    /// and Redlock's only where the descriptor says so (the exclusive lock).
     fn offered(&self, store: &dyn LockStore, keys: &LockKeys) -> Result<(), Error> {
+        if self.descriptor().redlock {
+            return Ok(());
+        }
         store.check(Check::Kind {
             what: self.what(),
             shown: &self.shown(keys),

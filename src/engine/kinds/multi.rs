@@ -23,7 +23,7 @@ use super::{Acquiring, Fences, Rules, Signal, Waits, other_kind};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
@@ -69,12 +69,8 @@ pub(crate) struct Set {
 }
 
 impl Rules for Set {
-    fn label(&self) -> KindLabel {
-        KindLabel::Set
-    }
-
-    fn what(&self) -> &'static str {
-        "a set of locks"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::SET
     }
 
     fn shown(&self, _keys: &LockKeys) -> String {

@@ -28,13 +28,13 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::scripts;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
-use crate::stores::pubsub::{Subscriber, publish_command, sharded};
+use crate::stores::pubsub::{ChannelWaiter, publish_command, sharded};
 use crate::stores::wait::Step;
 
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
@@ -60,12 +60,8 @@ impl Redisson {
 }
 
 impl Rules for Redisson {
-    fn label(&self) -> KindLabel {
-        KindLabel::Redisson
-    }
-
-    fn what(&self) -> &'static str {
-        "a Redisson lock"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::REDISSON
     }
 
     /// The hash field of the calling thread: `<client id>:<thread id>`.
@@ -85,12 +81,14 @@ impl Rules for Redisson {
     }
 
     fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
-        Ok(Waits::Channel(Box::new(RedissonWaiter {
-            keys: a.keys,
-            token: a.token,
-            lease_ms: self.lease_ms,
-            latch: &self.latch,
-            channel: channel(a.keys),
+        // Redisson's waiter: the lock's channel, and the attempt; its pauses spread by the
+        // hold's latch id (random).
+        let (keys, token, lease_ms) = (a.keys, a.token, self.lease_ms);
+        Ok(Waits::Channel(Box::new(ChannelWaiter {
+            keys,
+            channel: channel(keys),
+            seed: self.latch.as_bytes(),
+            attempt: move |c: &mut Connection, _retry: bool| attempt(c, keys, token, lease_ms),
         })))
     }
 
@@ -174,23 +172,6 @@ pub(crate) fn thread_id() -> u64 {
     TID.with(|t| *t)
 }
 
-/// A client id in Redisson's form (`UUID.randomUUID()`): 128 random bits as a version-4 UUID.
-pub(crate) fn client_id(pid: u32) -> Result<String, Error> {
-    let hex = random_hex::<16>(pid)?.into_bytes();
-    let mut s = String::with_capacity(36);
-    for (i, &c) in hex.iter().enumerate() {
-        if matches!(i, 8 | 12 | 16 | 20) {
-            s.push('-');
-        }
-        s.push(match i {
-            12 => '4',
-            16 => ['8', '9', 'a', 'b'][usize::from(c) % 4],
-            _ => c as char,
-        });
-    }
-    Ok(s)
-}
-
 /// Redisson's `prefixName(prefix, name)`: `prefix:{name}`, or `prefix:name` when the name has a
 /// `{` (its own hash tag).
 fn prefixed(prefix: &str, name: &[u8]) -> Vec<u8> {
@@ -212,35 +193,6 @@ pub(crate) fn channel(keys: &LockKeys) -> Vec<u8> {
     prefixed("redisson_lock__channel", keys.lock())
 }
 
-/// Redisson's waiter: the lock's channel, and the attempt.
-struct RedissonWaiter<'a> {
-    keys: &'a LockKeys,
-    token: &'a Token,
-    lease_ms: u64,
-    latch: &'a str,
-    /// The lock's channel, which the waiter listens on.
-    channel: Vec<u8>,
-}
-
-impl Subscriber for RedissonWaiter<'_> {
-    fn keys(&self) -> &LockKeys {
-        self.keys
-    }
-
-    fn channel(&self) -> &[u8] {
-        &self.channel
-    }
-
-    /// The hold's latch id: random.
-    fn seed(&self) -> &[u8] {
-        self.latch.as_bytes()
-    }
-
-    fn attempt(&self, c: &mut Connection, _retry: bool) -> RedisResult<Step> {
-        attempt(c, self.keys, self.token, self.lease_ms)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,9 +208,5 @@ mod tests {
             b"redisson_lock__channel:{o}:7"
         );
         assert_eq!(field("u", 12), "u:12");
-        let id = client_id(std::process::id()).unwrap();
-        assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
-        assert!(id.split('-').map(str::len).eq([8, 4, 4, 4, 12]));
     }
 }

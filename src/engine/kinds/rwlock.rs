@@ -19,14 +19,14 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::replication;
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::backend::Backend;
 use crate::engine::held::Held;
-use crate::engine::lock::Phase;
+use crate::engine::renewable::Phase;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
 
@@ -37,19 +37,11 @@ pub(crate) struct Rw {
 }
 
 impl Rules for Rw {
-    fn label(&self) -> KindLabel {
+    fn descriptor(&self) -> &'static Descriptor {
         if self.write {
-            KindLabel::Write
+            &kind::WRITE
         } else {
-            KindLabel::Read
-        }
-    }
-
-    fn what(&self) -> &'static str {
-        if self.write {
-            "a write lock"
-        } else {
-            "a read lock"
+            &kind::READ
         }
     }
 

@@ -16,7 +16,7 @@ use super::{Acquiring, Fences, Rules, Signal, Waits, fence_of, other_kind};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
@@ -61,12 +61,8 @@ impl Permits {
 }
 
 impl Rules for Permits {
-    fn label(&self) -> KindLabel {
-        KindLabel::Semaphore
-    }
-
-    fn what(&self) -> &'static str {
-        "permits of a semaphore"
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::SEMAPHORE
     }
 
     fn offered(&self, store: &dyn LockStore, keys: &LockKeys) -> Result<(), Error> {

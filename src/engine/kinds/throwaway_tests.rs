@@ -19,7 +19,7 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
-use crate::base::metrics::KindLabel;
+use crate::base::kind::{self, Descriptor};
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::backend::{Backend, Owner};
@@ -72,8 +72,9 @@ fn take(c: &mut Connection, keys: &LockKeys, token: &Token, lease: Duration) -> 
 }
 
 impl Rules for Posted {
-    fn label(&self) -> KindLabel {
-        KindLabel::Exclusive
+    /// The metrics' label and what it offers are borrowed from the exclusive lock.
+    fn descriptor(&self) -> &'static Descriptor {
+        &kind::EXCLUSIVE
     }
 
     fn what(&self) -> &'static str {

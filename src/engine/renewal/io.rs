@@ -9,7 +9,7 @@ use crate::base::sync::Mutex;
 use super::{IDLE_EXIT, Inner, spawn, stopping};
 use crate::base::error::Error;
 use crate::base::grant::drift;
-use crate::engine::lock::{LockState, Phase};
+use crate::engine::renewable::{Phase, Renewable};
 use crate::engine::trace;
 use crate::stores::extend::Extension;
 
@@ -24,7 +24,7 @@ pub(super) struct IoQueue {
 
 /// One renewal's EXTEND and, once its reply is in, what became of it.
 pub(super) struct PendingExtend {
-    pub(super) lock: Arc<LockState>,
+    pub(super) lock: Arc<dyn Renewable>,
     pub(super) lease: Duration,
     /// The key's new expiry: the lease, or longer to cover `at_least`, or cut at `at_most`.
     pub(super) px: Duration,
@@ -55,7 +55,7 @@ pub(super) enum Outcome {
 /// I/O thread, which wakes the renewal thread only for a failure (or a reply it is waiting for).
 pub(super) fn submit(
     inner: &Arc<Inner>,
-    lock: &Arc<LockState>,
+    lock: &Arc<dyn Renewable>,
     lease: Duration,
     px: Duration,
     last: bool,
@@ -100,7 +100,9 @@ fn io_loop(inner: Arc<Inner>) {
             let n = q.requests.len().min(MAX_BATCH);
             q.requests.drain(..n).collect::<Vec<_>>()
         };
-        let outcomes = trace::renewals(batch.iter().map(|r| &*r.lock), || send_batch(&batch));
+        let outcomes = trace::renewals(batch.iter().map(|r| r.lock.subject()), || {
+            send_batch(&batch)
+        });
         for (request, outcome) in batch.iter().zip(outcomes) {
             apply(request, outcome);
         }
@@ -113,7 +115,7 @@ fn io_loop(inner: Arc<Inner>) {
 /// while it looks at the request).
 fn apply(r: &PendingExtend, outcome: Result<bool, Error>) {
     let lock = &r.lock;
-    let mut st = lock.status.lock();
+    let mut st = lock.status().lock();
     let mut rs = r.state.lock();
     let wake = match outcome {
         Ok(true) => {
@@ -121,7 +123,7 @@ fn apply(r: &PendingExtend, outcome: Result<bool, Error>) {
                 st.valid_until = r.sent + r.px.saturating_sub(drift(r.px));
                 st.next_renewal = r.sent + r.lease / 3;
                 st.last = r.last;
-                lock.backend.metrics.renewals.inc();
+                lock.metrics().renewals.inc();
             }
             rs.outcome = Some(Outcome::Extended);
             rs.waiting
@@ -134,21 +136,13 @@ fn apply(r: &PendingExtend, outcome: Result<bool, Error>) {
     drop(rs);
     drop(st);
     if wake {
-        lock.wake.notify_all();
+        lock.wake().notify_all();
     }
 }
 
 /// The EXTENDs of a batch: one pipeline per server (a cluster has one per master). All the
 /// locks belong to one client, so the first lock's backend serves them all.
 fn send_batch(batch: &[Arc<PendingExtend>]) -> Vec<Result<bool, Error>> {
-    let locks: Vec<Extension<'_>> = batch
-        .iter()
-        .map(|r| Extension {
-            keys: &r.lock.keys,
-            token: &r.lock.token,
-            lease: r.px,
-            script: &*r.lock.kind,
-        })
-        .collect();
-    batch[0].lock.backend.store.extend_many(&locks)
+    let locks: Vec<Extension<'_>> = batch.iter().map(|r| r.lock.extend_to(r.px)).collect();
+    batch[0].lock.send_extends(&locks)
 }

@@ -41,7 +41,7 @@ use crate::base::sync::{Condvar, Mutex};
 
 use crate::base::error::Error;
 use crate::base::metrics::Metrics;
-use crate::engine::lock::LockState;
+use crate::engine::renewable::{Renewable, Reservation};
 
 use io::IoQueue;
 use timer::{ATTACH_AFTER, Timer, timer_loop};
@@ -73,7 +73,7 @@ pub struct Stats {
 struct Inner {
     max: usize,
     /// Reserved or running renewal jobs.
-    active: AtomicUsize,
+    active: Arc<AtomicUsize>,
     threads: AtomicUsize,
     idle: Mutex<Vec<Arc<Worker>>>,
     next_id: AtomicU64,
@@ -162,18 +162,6 @@ fn spawn(inner: &Inner, name: &str, f: impl FnOnce() + Send + 'static) -> std::i
     Ok(())
 }
 
-/// A place among the `max_renewed_locks`, taken before acquiring so that a refusal costs no
-/// round trip; given back when dropped.
-pub(crate) struct Reservation {
-    inner: Arc<Inner>,
-}
-
-impl Drop for Reservation {
-    fn drop(&mut self) {
-        self.inner.active.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// The renewal threads of one client in one process.
 pub(crate) struct Renewer {
     inner: Arc<Inner>,
@@ -184,7 +172,7 @@ impl Renewer {
         Renewer {
             inner: Arc::new(Inner {
                 max,
-                active: AtomicUsize::new(0),
+                active: Arc::new(AtomicUsize::new(0)),
                 threads: AtomicUsize::new(0),
                 idle: Mutex::new(Vec::new()),
                 next_id: AtomicU64::new(1),
@@ -274,9 +262,7 @@ impl Renewer {
             inner.active.fetch_sub(1, Ordering::AcqRel);
             return Err(e);
         }
-        Ok(Reservation {
-            inner: inner.clone(),
-        })
+        Ok(Reservation::taken(inner.active.clone()))
     }
 
     /// Whether the operating system lets the renewal machinery hold `n` locks, each with its
@@ -312,9 +298,9 @@ impl Renewer {
 
     /// Starts renewing a freshly acquired lock: the timer hands it to a renewal thread of its own
     /// when its first renewal comes due.
-    pub(crate) fn watch(&self, id: u64, lock: Arc<LockState>) -> Result<(), Error> {
+    pub(crate) fn watch(&self, id: u64, lock: Arc<dyn Renewable>) -> Result<(), Error> {
         let due = {
-            let st = lock.status.lock();
+            let st = lock.status().lock();
             st.next_renewal
                 .min(st.valid_until.min(Instant::now() + ATTACH_AFTER))
         };

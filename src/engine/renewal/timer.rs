@@ -96,7 +96,7 @@ fn attach(inner: &Arc<Inner>, job: Job) {
         }
         Err(_) => {
             // No thread, no renewal: say so rather than let the lease run out unnoticed.
-            lock.mark_lost(lock.status.lock(), LostReason::NoRenewalThread);
+            lock.mark_lost(lock.status().lock(), LostReason::NoRenewalThread);
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::base::sync::{Condvar, Mutex};
 use super::io::{Outcome, PendingExtend, submit};
 use super::{IDLE_EXIT, Inner, stopping};
 use crate::base::metrics::LostReason;
-use crate::engine::lock::{LockState, Phase};
+use crate::engine::renewable::{Phase, Renewable};
 
 /// A renewal thread's mailbox.
 pub(super) struct Worker {
@@ -18,7 +18,7 @@ pub(super) struct Worker {
 }
 
 pub(super) struct Job {
-    pub(super) lock: Arc<LockState>,
+    pub(super) lock: Arc<dyn Renewable>,
 }
 
 /// Runs jobs until parked for [`IDLE_EXIT`] with nothing to do, or until shutdown. Holds the
@@ -66,9 +66,9 @@ pub(super) fn worker_loop(me: Arc<Worker>, renewer: Weak<Inner>) {
 /// until the next renewal would be due. A success is applied to the lock by the I/O thread
 /// without waking this one; a failure wakes it at once, and so does a reply that comes later than
 /// the next renewal would have been due. So a renewal costs this thread one wake-up.
-fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
+fn renew(lock: &Arc<dyn Renewable>, renewer: &Weak<Inner>) {
     loop {
-        let mut st = lock.status.lock();
+        let mut st = lock.status().lock();
         loop {
             if st.phase != Phase::Held {
                 return;
@@ -92,24 +92,24 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             if now >= due {
                 break;
             }
-            lock.wake.wait_until(&mut st, due);
+            lock.wake().wait_until(&mut st, due);
         }
         let (lease, due) = (st.lease, st.next_renewal);
         drop(st);
 
         let sent = Instant::now();
         // The key's new expiry: the lease, or longer to cover `at_least`, cut at `at_most`.
-        let (px, last) = lock.bounds.extension(lease, sent);
+        let (px, last) = lock.extension(lease, sent);
         if px.is_zero() {
-            lock.mark_lost(lock.status.lock(), LostReason::AtMost);
+            lock.mark_lost(lock.status().lock(), LostReason::AtMost);
             return;
         }
         let late = sent.saturating_duration_since(due);
         if late > lease / 6 {
-            lock.backend.metrics.renewals_late.inc();
+            lock.metrics().renewals_late.inc();
             log::warn!(
                 "renewal of lock {} sent {} ms late (lease {} ms)",
-                lock.keys.shown(),
+                lock.shown(),
                 late.as_millis(),
                 lease.as_millis()
             );
@@ -119,7 +119,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             None => return,
         };
         let result = match submitted {
-            Ok(request) => match wait_for_reply(lock, &request, sent + lease / 3) {
+            Ok(request) => match wait_for_reply(&**lock, &request, sent + lease / 3) {
                 Some(Outcome::Extended) => continue,
                 Some(Outcome::Failed(result)) => result,
                 // Released, or its lease ran out waiting: the loop above says which.
@@ -128,7 +128,7 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             Err(e) => Err(e),
         };
 
-        let mut st = lock.status.lock();
+        let mut st = lock.status().lock();
         if st.phase != Phase::Held {
             return;
         }
@@ -141,12 +141,12 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
             }
             Err(e) => {
                 // Unreachable or an error reply: try again soon, until the lease runs out.
-                lock.backend.metrics.renewal_failures.inc();
+                lock.metrics().renewal_failures.inc();
                 let retry =
                     (lease / 10).clamp(Duration::from_millis(10), Duration::from_millis(200));
                 log::warn!(
                     "renewal of lock {} failed, retrying in {} ms: {e}",
-                    lock.keys.shown(),
+                    lock.shown(),
                     retry.as_millis()
                 );
                 st.next_renewal = Instant::now() + retry;
@@ -158,8 +158,12 @@ fn renew(lock: &Arc<LockState>, renewer: &Weak<Inner>) {
 /// Sleeps until the reply of `request` is in, and returns it; `None` when the lock was released
 /// or its lease ran out first. Until `expected` (when the next renewal would be due after a
 /// success, the usual case) it sleeps without asking to be woken for a success; past it, it asks.
-fn wait_for_reply(lock: &LockState, request: &PendingExtend, expected: Instant) -> Option<Outcome> {
-    let mut st = lock.status.lock();
+fn wait_for_reply(
+    lock: &dyn Renewable,
+    request: &PendingExtend,
+    expected: Instant,
+) -> Option<Outcome> {
+    let mut st = lock.status().lock();
     loop {
         if st.phase != Phase::Held {
             return None;
@@ -182,6 +186,6 @@ fn wait_for_reply(lock: &LockState, request: &PendingExtend, expected: Instant) 
         } else {
             st.valid_until
         };
-        lock.wake.wait_until(&mut st, until);
+        lock.wake().wait_until(&mut st, until);
     }
 }

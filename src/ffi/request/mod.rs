@@ -22,16 +22,19 @@ use std::time::Duration;
 
 use super::cancel::redislock_cancel;
 use super::client::redislock_client;
+use super::enums::redislock_result::{self, REDISLOCK_OK};
+use super::enums::{KindCode, redislock_kind};
 use super::handle::{BoxHandle, free_handle, handle_ref, into_handle, write_out};
 use super::last_error;
 use super::lock::redislock_lock;
-use super::result::redislock_result::{self, REDISLOCK_OK};
+use crate::kind::{Exclusive, Kind, Read, Redisson, Semaphore, Set, Write};
 use crate::{Error, MAX_SET_NAMES};
 
 mod options;
 
+pub(crate) use options::CRequest;
 use options::Call;
-pub(crate) use options::{CRequest, Kind};
+use options::Setting;
 
 /// How one lock is to be taken: what it takes (one lock name: an exclusive lock, or a read or
 /// write lock; permits of a semaphore; a set of names), and whichever of its lease,
@@ -49,31 +52,23 @@ impl BoxHandle for redislock_request {
     type Inner = CRequest;
 }
 
-/// Which side of one lock name a request takes (`redislock_request_set_kind`). The numbers are
-/// stable.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum redislock_kind {
-    /// The exclusive lock of the name (the default).
-    REDISLOCK_KIND_EXCLUSIVE = 0,
-    /// A read lock of the read/write lock of the name: shared with other readers.
-    REDISLOCK_KIND_READ = 1,
-    /// The write lock of the read/write lock of the name: alone, and excluding exclusive locks
-    /// of the name too.
-    REDISLOCK_KIND_WRITE = 2,
-    /// Redisson's RLock of the name (docs/redisson.md), shared with Java services that lock it
-    /// with Redisson: reentrant per calling OS thread, woken by Redisson's unlock message. No
-    /// fencing, no owner token; refused on Redlock URLs.
-    REDISLOCK_KIND_REDISSON = 3,
-}
-
-/// A kind as received from C: any number may come, and an out-of-range value in a Rust enum
-/// would be undefined behaviour, so the parameter takes the raw number. cbindgen shows it as
-/// `redislock_kind` (see the `[export.rename]` entry in cbindgen.toml), a `uint32_t` typedef in
-/// C: same ABI.
-#[repr(transparent)]
-#[derive(Debug, Clone, Copy)]
-pub struct KindCode(pub u32);
+// The enum is the header's copy of the kinds' descriptors (`kind::Descriptor::c_kind`), which
+// the setters read: the numbers are checked here, the names by the drift tests.
+const _: () = {
+    use redislock_kind::*;
+    let pairs = [
+        (REDISLOCK_KIND_EXCLUSIVE, Exclusive::DESCRIPTOR),
+        (REDISLOCK_KIND_READ, Read::DESCRIPTOR),
+        (REDISLOCK_KIND_WRITE, Write::DESCRIPTOR),
+        (REDISLOCK_KIND_REDISSON, Redisson::DESCRIPTOR),
+    ];
+    let mut i = 0;
+    while i < pairs.len() {
+        let (code, d) = pairs[i];
+        assert!(matches!(d.c_kind, Some((_, n)) if n == code as u32));
+        i += 1;
+    }
+};
 
 /// An owner token passed from C as bytes, as text. Bytes that are not UTF-8 become U+FFFD,
 /// which the token check of the Rust API refuses like any character that is not printable
@@ -98,7 +93,7 @@ pub extern "C" fn redislock_request_new(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(request_out);
-        let request = CRequest::new(client, Kind::Exclusive, vec![name.to_vec()], 0);
+        let request = CRequest::new(client, Exclusive::DESCRIPTOR, vec![name.to_vec()], 0);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -126,7 +121,7 @@ pub extern "C" fn redislock_request_new_semaphore(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(request_out);
-        let request = CRequest::new(client, Kind::Semaphore, vec![name.to_vec()], permits);
+        let request = CRequest::new(client, Semaphore::DESCRIPTOR, vec![name.to_vec()], permits);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -182,7 +177,7 @@ pub extern "C" fn redislock_request_new_set(
         for (&name, &name_len) in pointers.iter().zip(lens) {
             copied.push(try_bytes!(name, name_len).to_vec());
         }
-        let request = CRequest::new(client, Kind::Set, copied, 0);
+        let request = CRequest::new(client, Set::DESCRIPTOR, copied, 0);
         // SAFETY: `request_out` is not NULL (checked above) and points to writable memory for a
         // pointer (calling conventions).
         unsafe { write_out(request_out, into_handle::<redislock_request>(request)) };
@@ -238,9 +233,7 @@ pub extern "C" fn redislock_request_set_fencing(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        if !request.kind.has_fencing() {
-            return last_error::fail(&request.does_not_apply("fencing"));
-        }
+        try_rust!(request.check(Setting::Fencing));
         request.fencing = Some(on);
         REDISLOCK_OK
     }
@@ -263,33 +256,9 @@ pub extern "C" fn redislock_request_set_kind(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        let Some(new_kind) = Kind::of_code(kind.0) else {
-            return last_error::fail(&Error::invalid_argument(format!(
-                "{} is not a redislock_kind (EXCLUSIVE 0, READ 1, WRITE 2, REDISSON 3)",
-                kind.0
-            )));
-        };
-        if !request.kind.is_one_name() {
-            return last_error::fail(&request.does_not_apply("a lock kind"));
-        }
-        if (request.at_least.is_some() || request.at_most.is_some()) && new_kind != Kind::Exclusive
-        {
-            return last_error::fail(&Error::invalid_argument(
-                "at_least and at_most apply to exclusive locks only",
-            ));
-        }
-        if request.owner.is_some() && new_kind != Kind::Exclusive {
-            return last_error::fail(&Error::invalid_argument(
-                "an owner token applies to exclusive locks only: read, write and Redisson locks \
-                 take none",
-            ));
-        }
-        if request.fencing.is_some() && new_kind == Kind::Redisson {
-            return last_error::fail(&Error::invalid_argument(
-                "fencing does not apply to a Redisson lock: Redisson's locks have no fencing \
-                 tokens",
-            ));
-        }
+        let new_kind = try_rust!(options::of_code(kind.0));
+        try_rust!(request.check(Setting::Side));
+        try_rust!(request.check_switch(new_kind));
         request.kind = new_kind;
         REDISLOCK_OK
     }
@@ -306,9 +275,7 @@ pub extern "C" fn redislock_request_set_permits(
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        if request.kind != Kind::Semaphore {
-            return last_error::fail(&request.does_not_apply("a number of permits"));
-        }
+        try_rust!(request.check(Setting::Permits));
         request.take = permits;
         REDISLOCK_OK
     }
@@ -330,9 +297,7 @@ pub extern "C" fn redislock_request_set_owner_token(
     ffi_panic_boundary! {
         let request = try_mut!(request);
         let owner = owner_text(try_bytes!(owner, owner_len));
-        if request.kind != Kind::Exclusive {
-            return last_error::fail(&request.does_not_apply("an owner token"));
-        }
+        try_rust!(request.check(Setting::OwnerToken));
         request.owner = Some(owner);
         REDISLOCK_OK
     }
@@ -352,7 +317,7 @@ pub extern "C" fn redislock_request_set_at_least_ms(
     request: *mut redislock_request,
     at_least_ms: u64,
 ) -> redislock_result {
-    set_exclusive_bound(request, "at_least", |r| {
+    set_bound(request, Setting::AtLeast, |r| {
         r.at_least = Some(Duration::from_millis(at_least_ms))
     })
 }
@@ -367,22 +332,20 @@ pub extern "C" fn redislock_request_set_at_most_ms(
     request: *mut redislock_request,
     at_most_ms: u64,
 ) -> redislock_result {
-    set_exclusive_bound(request, "at_most", |r| {
+    set_bound(request, Setting::AtMost, |r| {
         r.at_most = Some(Duration::from_millis(at_most_ms))
     })
 }
 
-/// Sets a bound that exclusive requests alone have (`what` names it in the error).
-fn set_exclusive_bound(
+/// Sets `at_least` or `at_most` (`setting`), where the kind has them.
+fn set_bound(
     request: *mut redislock_request,
-    what: &str,
+    setting: Setting,
     set: impl FnOnce(&mut CRequest),
 ) -> redislock_result {
     ffi_panic_boundary! {
         let request = try_mut!(request);
-        if request.kind != Kind::Exclusive {
-            return last_error::fail(&request.does_not_apply(what));
-        }
+        try_rust!(request.check(setting));
         set(request);
         REDISLOCK_OK
     }

@@ -3,69 +3,67 @@
 
 use std::time::Duration;
 
-use super::redislock_kind;
-use crate::api::guard::AnyLock;
-use crate::kind::{Fenced, RequestKind};
-use crate::{Cancel, Client, Error, Request as ApiRequest};
+use crate::kind::{self, Descriptor, Fenced, Kind, RequestKind, Semaphore};
+use crate::metrics::KindLabel;
+use crate::{AnyLock, Cancel, Client, Error, Request as ApiRequest};
 
-/// What a request takes: fixed by its `_new` function, and for one name, its side by
-/// `redislock_request_set_kind`. The setters ask it whether they apply; only the acquire, in
-/// [`CRequest::run`], turns it into a call of the Rust API.
+/// An option a setter stores that applies to some kinds only: whether it applies is read from
+/// the kind's [`Descriptor`], in [`applies`], the one check of every setter and of
+/// `redislock_request_set_kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// The exclusive lock of one name.
-    Exclusive,
-    /// A read lock of one name's read/write lock.
-    Read,
-    /// The write lock of one name's read/write lock.
-    Write,
-    /// Redisson's RLock of one name.
-    Redisson,
-    /// Permits of a semaphore.
-    Semaphore,
-    /// The exclusive locks of a set of names, at once.
-    Set,
-    /// The leadership of one election (`redislock_request_new_leader`).
-    Leader,
+pub(crate) enum Setting {
+    /// `redislock_request_set_fencing`.
+    Fencing,
+    /// `redislock_request_set_owner_token`.
+    OwnerToken,
+    /// `redislock_request_set_at_least_ms`.
+    AtLeast,
+    /// `redislock_request_set_at_most_ms`.
+    AtMost,
+    /// `redislock_request_set_permits`.
+    Permits,
+    /// `redislock_request_set_kind`: which side of one lock name.
+    Side,
 }
 
-impl Kind {
-    /// The kind a `redislock_kind` number stands for, if it stands for one.
-    pub(super) fn of_code(n: u32) -> Option<Kind> {
-        use redislock_kind::*;
-        [
-            (REDISLOCK_KIND_EXCLUSIVE, Kind::Exclusive),
-            (REDISLOCK_KIND_READ, Kind::Read),
-            (REDISLOCK_KIND_WRITE, Kind::Write),
-            (REDISLOCK_KIND_REDISSON, Kind::Redisson),
-        ]
-        .into_iter()
-        .find(|&(code, _)| code as u32 == n)
-        .map(|(_, kind)| kind)
-    }
-
-    /// What it takes, for messages: "a read lock", "a semaphore"...
+impl Setting {
+    /// The setting in messages.
     fn what(self) -> &'static str {
         match self {
-            Kind::Exclusive => "an exclusive lock",
-            Kind::Read => "a read lock",
-            Kind::Write => "a write lock",
-            Kind::Redisson => "a Redisson lock",
-            Kind::Semaphore => "a semaphore",
-            Kind::Set => "a set of locks",
-            Kind::Leader => "a leader election (its epoch is always fenced)",
+            Setting::Fencing => "fencing",
+            Setting::OwnerToken => "an owner token",
+            Setting::AtLeast => "at_least",
+            Setting::AtMost => "at_most",
+            Setting::Permits => "a number of permits",
+            Setting::Side => "a lock kind",
         }
     }
+}
 
-    /// Whether it takes one lock name, whose side `redislock_request_set_kind` may choose.
-    pub(super) fn is_one_name(self) -> bool {
-        !matches!(self, Kind::Semaphore | Kind::Set | Kind::Leader)
+/// Whether `setting` applies to a request for the kind `kind` describes.
+pub(crate) fn applies(kind: &Descriptor, setting: Setting) -> bool {
+    match setting {
+        Setting::Fencing => kind.fencing_option(),
+        Setting::OwnerToken => kind.owner_token,
+        Setting::AtLeast | Setting::AtMost => kind.bounds,
+        Setting::Permits => kind == Semaphore::DESCRIPTOR,
+        Setting::Side => kind.c_kind.is_some(),
     }
+}
 
-    /// Whether its grants may get fencing tokens: semaphores' and Redisson's have none.
-    pub(super) fn has_fencing(self) -> bool {
-        !matches!(self, Kind::Semaphore | Kind::Redisson | Kind::Leader)
-    }
+/// The kind a `redislock_kind` number stands for, or the error that says it stands for none.
+pub(crate) fn of_code(n: u32) -> Result<&'static Descriptor, Error> {
+    Descriptor::of_c_kind(n).ok_or_else(|| {
+        let known: Vec<String> = kind::ALL
+            .iter()
+            .filter_map(|d| d.c_kind)
+            .map(|(name, n)| format!("{} {n}", name.trim_start_matches("REDISLOCK_KIND_")))
+            .collect();
+        Error::invalid_argument(format!(
+            "{n} is not a redislock_kind ({})",
+            known.join(", ")
+        ))
+    })
 }
 
 /// The Rust value behind a `redislock_request`: what it takes and the options its setters
@@ -74,7 +72,9 @@ impl Kind {
 /// when [`CRequest::run`] acquires.
 pub(crate) struct CRequest {
     client: Client,
-    pub(super) kind: Kind,
+    /// What it takes (set by its `_new` function; for one name, its side by
+    /// `redislock_request_set_kind`).
+    pub(super) kind: &'static Descriptor,
     /// The one name (of a lock or a semaphore), or a set's names.
     names: Vec<Vec<u8>>,
     /// A semaphore's number of permits, as its `_new` function says.
@@ -106,7 +106,12 @@ pub(super) enum Call<'o> {
 
 impl CRequest {
     /// A request of `client` for `kind` of `names`, with every option at the client's default.
-    pub(crate) fn new(client: &Client, kind: Kind, names: Vec<Vec<u8>>, permits: u32) -> CRequest {
+    pub(crate) fn new(
+        client: &Client,
+        kind: &'static Descriptor,
+        names: Vec<Vec<u8>>,
+        permits: u32,
+    ) -> CRequest {
         CRequest {
             client: client.clone(),
             kind,
@@ -128,8 +133,43 @@ impl CRequest {
     pub(super) fn does_not_apply(&self, what: &str) -> Error {
         Error::invalid_argument(format!(
             "{what} does not apply to a request for {}",
-            self.kind.what()
+            self.kind.asked
         ))
+    }
+
+    /// Ok when `setting` applies to what this request takes, else the error that says it does
+    /// not: the check of every setter.
+    pub(super) fn check(&self, setting: Setting) -> Result<(), Error> {
+        if applies(self.kind, setting) {
+            Ok(())
+        } else {
+            Err(self.does_not_apply(setting.what()))
+        }
+    }
+
+    /// Ok when every option set so far applies to `new` too, else the error that says which
+    /// does not: the check of `redislock_request_set_kind` (its side is checked by
+    /// [`check`](Self::check)).
+    pub(super) fn check_switch(&self, new: &Descriptor) -> Result<(), Error> {
+        let bounds = self.at_least.is_some() || self.at_most.is_some();
+        if bounds && !applies(new, Setting::AtLeast) {
+            return Err(Error::invalid_argument(
+                "at_least and at_most apply to exclusive locks only",
+            ));
+        }
+        if self.owner.is_some() && !applies(new, Setting::OwnerToken) {
+            return Err(Error::invalid_argument(
+                "an owner token applies to exclusive locks only: read, write and Redisson locks \
+                 take none",
+            ));
+        }
+        if self.fencing.is_some() && !applies(new, Setting::Fencing) {
+            return Err(Error::invalid_argument(format!(
+                "fencing does not apply to {}: {} have no fencing tokens",
+                new.what, new.plural
+            )));
+        }
+        Ok(())
     }
 
     /// `request` with the options every kind has, where they were set.
@@ -163,8 +203,8 @@ impl CRequest {
     pub(super) fn run(&self, call: Call<'_>) -> Result<AnyLock, Error> {
         let c = &self.client;
         let name: &[u8] = self.names.first().map_or(&[], Vec::as_slice);
-        Ok(match (self.kind, call) {
-            (Kind::Exclusive, call) => {
+        Ok(match (self.kind.label, call) {
+            (KindLabel::Exclusive, call) => {
                 let request = self.with_fencing(c.lock(name));
                 let request = match &self.owner {
                     Some(owner) => request.owner_token(owner),
@@ -185,26 +225,28 @@ impl CRequest {
                 }
             }
             (_, Call::Restore(_)) => return Err(self.does_not_apply("restore")),
-            (Kind::Read, Call::Try) => self.with_fencing(c.rw_lock(name)).try_read()?.into(),
-            (Kind::Read, Call::Wait(w)) => self.with_fencing(c.rw_lock(name)).read(w)?.into(),
-            (Kind::Write, Call::Try) => self.with_fencing(c.rw_lock(name)).try_write()?.into(),
-            (Kind::Write, Call::Wait(w)) => self.with_fencing(c.rw_lock(name)).write(w)?.into(),
-            (Kind::Redisson, Call::Try) => self
+            (KindLabel::Read, Call::Try) => self.with_fencing(c.rw_lock(name)).try_read()?.into(),
+            (KindLabel::Read, Call::Wait(w)) => self.with_fencing(c.rw_lock(name)).read(w)?.into(),
+            (KindLabel::Write, Call::Try) => self.with_fencing(c.rw_lock(name)).try_write()?.into(),
+            (KindLabel::Write, Call::Wait(w)) => {
+                self.with_fencing(c.rw_lock(name)).write(w)?.into()
+            }
+            (KindLabel::Redisson, Call::Try) => self
                 .with_options(c.redisson_lock(name))
                 .try_acquire()?
                 .into(),
-            (Kind::Redisson, Call::Wait(w)) => {
+            (KindLabel::Redisson, Call::Wait(w)) => {
                 self.with_options(c.redisson_lock(name)).acquire(w)?.into()
             }
-            (Kind::Semaphore, Call::Try) => {
+            (KindLabel::Semaphore, Call::Try) => {
                 let request = self.with_options(c.semaphore(name, self.permits));
                 request.try_acquire(self.take)?.into()
             }
-            (Kind::Semaphore, Call::Wait(w)) => {
+            (KindLabel::Semaphore, Call::Wait(w)) => {
                 let request = self.with_options(c.semaphore(name, self.permits));
                 request.acquire(self.take, w)?.into()
             }
-            (Kind::Leader, call) => {
+            (KindLabel::Leader, call) => {
                 // The Rust API checks the rest (empty, too long, control characters).
                 let identity = std::str::from_utf8(&self.identity)
                     .map_err(|_| Error::invalid_argument("the leader's identity is not UTF-8"))?;
@@ -214,11 +256,11 @@ impl CRequest {
                     _ => request.try_campaign()?.into(),
                 }
             }
-            (Kind::Set, Call::Try) => self
+            (KindLabel::Set, Call::Try) => self
                 .with_fencing(c.lock_all(&self.names))
                 .try_acquire()?
                 .into(),
-            (Kind::Set, Call::Wait(w)) => self
+            (KindLabel::Set, Call::Wait(w)) => self
                 .with_fencing(c.lock_all(&self.names))
                 .acquire(w)?
                 .into(),

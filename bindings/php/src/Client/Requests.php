@@ -154,7 +154,8 @@ trait Requests
     ): CData {
         return $this->configure(
             fn (CData $out): int => $this->ffi->redislock_request_new($this->handle(), $name, strlen($name), $out),
-            [Lock::READ => 1, Lock::WRITE => 2, Lock::REDISSON => 3][$kind] ?? null,
+            // The exclusive lock is a new request's own: no call to choose it.
+            $kind === null || $kind === Lock::EXCLUSIVE ? null : self::KIND_CODES[$kind] ?? null,
             null,
             $leaseMs,
             $autoRenew,

@@ -1,0 +1,264 @@
+//! The descriptor of each kind of lock: its name, its words in messages, its number in the C
+//! ABI, its constant in the PHP package, its flag on the command line, and what it offers
+//! (fencing, an owner token, `at_least`/`at_most`, downgrade, Redlock's masters).
+//!
+//! Every surface reads a kind from here: the API's marker types carry their descriptor
+//! ([`Kind::DESCRIPTOR`](crate::kind::Kind::DESCRIPTOR)), the engine's rules of a kind name
+//! theirs, the C setters check a request's options against it, the command-line tool picks and
+//! checks its flags with it, and the drift tests hold the C headers and the PHP package to the
+//! list [`ALL`]. [`KindLabel`], the kinds as the metrics' label names them, is here too
+//! (re-exported by the metrics), so that a kind is named in this one file of the base layer.
+
+/// A kind of lock, as the metrics' `kind` label names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KindLabel {
+    /// An exclusive lock.
+    Exclusive,
+    /// The read side of a read/write lock.
+    Read,
+    /// The write side of a read/write lock.
+    Write,
+    /// Permits of a semaphore.
+    Semaphore,
+    /// A set of exclusive locks taken together.
+    Set,
+    /// Redisson's RLock, as Java services take it.
+    Redisson,
+    /// The leadership of an election.
+    Leader,
+}
+
+impl KindLabel {
+    /// Every kind, in label order.
+    pub const ALL: [KindLabel; 7] = [
+        KindLabel::Exclusive,
+        KindLabel::Read,
+        KindLabel::Write,
+        KindLabel::Semaphore,
+        KindLabel::Set,
+        KindLabel::Redisson,
+        KindLabel::Leader,
+    ];
+
+    /// The `kind` label's value: the kind's name in its descriptor.
+    pub fn label(self) -> &'static str {
+        Descriptor::of_label(self).name
+    }
+}
+
+/// Whether a kind's grants carry fencing tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fencing {
+    /// When the request (or the client) asks for them: the `fencing` option applies.
+    Optional,
+    /// Always (a leadership's epoch): the option does not apply.
+    Always,
+    /// Never (permits of a semaphore, Redisson's lock): the option does not apply.
+    Never,
+}
+
+/// What a kind of lock is and offers, as every surface shows it (the list of all: [`ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Descriptor {
+    /// The kind as the metrics' and traces' `kind` label says it.
+    pub label: KindLabel,
+    /// Its name: the value of that label ("exclusive", "semaphore", ...).
+    pub name: &'static str,
+    /// A held grant of the kind in messages: "an exclusive lock", "permits of a semaphore".
+    pub what: &'static str,
+    /// A request for the kind in the C ABI's messages: "a semaphore".
+    pub asked: &'static str,
+    /// Grants of the kind, in the plural: "semaphores".
+    pub plural: &'static str,
+    /// Its `redislock_kind` enumerator and number in the C ABI
+    /// (`redislock_request_set_kind`), for the kinds of one lock name a request may choose.
+    pub c_kind: Option<(&'static str, u32)>,
+    /// Its constant of the PHP package's `Lock` class (`Lock::PERMITS`), whose value is the
+    /// name in lower case.
+    pub php: &'static str,
+    /// The flag of `redislock run` that takes it (the exclusive lock is the default).
+    pub cli_flag: Option<&'static str>,
+    /// Whether its grants carry fencing tokens.
+    pub fencing: Fencing,
+    /// Whether the application may name the owner token (and restore, detach).
+    pub owner_token: bool,
+    /// Whether `at_least` and `at_most` apply.
+    pub bounds: bool,
+    /// Whether a grant can be downgraded (a write lock to a read lock).
+    pub downgrade: bool,
+    /// Whether Redlock's masters offer it (every other topology offers every kind).
+    pub redlock: bool,
+}
+
+impl Descriptor {
+    /// Its name: the value of the metrics' `kind` label ("exclusive", "semaphore", ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether the `fencing` option of a request applies.
+    pub fn fencing_option(&self) -> bool {
+        self.fencing == Fencing::Optional
+    }
+
+    /// The descriptor of the kind a `redislock_kind` number stands for, if it stands for one.
+    pub fn of_c_kind(n: u32) -> Option<&'static Descriptor> {
+        ALL.into_iter()
+            .find(|d| d.c_kind.is_some_and(|(_, v)| v == n))
+    }
+
+    /// The descriptor of the kind `label` names.
+    pub fn of_label(label: KindLabel) -> &'static Descriptor {
+        // `ALL` is in the order of `KindLabel::ALL` (a unit test checks it).
+        ALL[label as usize]
+    }
+}
+
+/// An exclusive lock: one holder at a time.
+pub const EXCLUSIVE: Descriptor = Descriptor {
+    label: KindLabel::Exclusive,
+    name: "exclusive",
+    what: "an exclusive lock",
+    asked: "an exclusive lock",
+    plural: "exclusive locks",
+    c_kind: Some(("REDISLOCK_KIND_EXCLUSIVE", 0)),
+    php: "EXCLUSIVE",
+    cli_flag: None,
+    fencing: Fencing::Optional,
+    owner_token: true,
+    bounds: true,
+    downgrade: false,
+    redlock: true,
+};
+
+/// A read lock of a read/write lock.
+pub const READ: Descriptor = Descriptor {
+    label: KindLabel::Read,
+    name: "read",
+    what: "a read lock",
+    asked: "a read lock",
+    plural: "read locks",
+    c_kind: Some(("REDISLOCK_KIND_READ", 1)),
+    php: "READ",
+    cli_flag: Some("--read"),
+    ..ONE_OF_MANY
+};
+
+/// The write lock of a read/write lock.
+pub const WRITE: Descriptor = Descriptor {
+    label: KindLabel::Write,
+    name: "write",
+    what: "a write lock",
+    asked: "a write lock",
+    plural: "write locks",
+    c_kind: Some(("REDISLOCK_KIND_WRITE", 2)),
+    php: "WRITE",
+    cli_flag: Some("--write"),
+    downgrade: true,
+    ..ONE_OF_MANY
+};
+
+/// Permits of a semaphore.
+pub const SEMAPHORE: Descriptor = Descriptor {
+    label: KindLabel::Semaphore,
+    name: "semaphore",
+    what: "permits of a semaphore",
+    asked: "a semaphore",
+    plural: "semaphores",
+    php: "PERMITS",
+    cli_flag: Some("--permits"),
+    fencing: Fencing::Never,
+    ..ONE_OF_MANY
+};
+
+/// A set of exclusive locks taken all or none.
+pub const SET: Descriptor = Descriptor {
+    label: KindLabel::Set,
+    name: "set",
+    what: "a set of locks",
+    asked: "a set of locks",
+    plural: "sets of locks",
+    php: "SET",
+    ..ONE_OF_MANY
+};
+
+/// Redisson's RLock.
+pub const REDISSON: Descriptor = Descriptor {
+    label: KindLabel::Redisson,
+    name: "redisson",
+    what: "a Redisson lock",
+    asked: "a Redisson lock",
+    plural: "Redisson's locks",
+    c_kind: Some(("REDISLOCK_KIND_REDISSON", 3)),
+    php: "REDISSON",
+    cli_flag: Some("--redisson"),
+    fencing: Fencing::Never,
+    ..ONE_OF_MANY
+};
+
+/// The leadership of an election (`redislock elect` on the command line).
+pub const LEADER: Descriptor = Descriptor {
+    label: KindLabel::Leader,
+    name: "leader",
+    what: "a leader election",
+    asked: "a leader election (its epoch is always fenced)",
+    plural: "leader elections",
+    php: "LEADER",
+    fencing: Fencing::Always,
+    ..ONE_OF_MANY
+};
+
+/// What the kinds but the exclusive lock have in common: the defaults of the others above.
+const ONE_OF_MANY: Descriptor = Descriptor {
+    label: KindLabel::Exclusive,
+    name: "",
+    what: "",
+    asked: "",
+    plural: "",
+    c_kind: None,
+    php: "",
+    cli_flag: None,
+    fencing: Fencing::Optional,
+    owner_token: false,
+    bounds: false,
+    downgrade: false,
+    redlock: false,
+};
+
+/// Every kind, in the order of [`KindLabel::ALL`].
+pub const ALL: [&Descriptor; 7] = [
+    &EXCLUSIVE, &READ, &WRITE, &SEMAPHORE, &SET, &REDISSON, &LEADER,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_descriptor_per_label_in_label_order() {
+        let labels: Vec<KindLabel> = ALL.iter().map(|d| d.label).collect();
+        assert_eq!(labels, KindLabel::ALL);
+        for d in ALL {
+            assert_eq!(Descriptor::of_label(d.label), d);
+            assert_eq!(d.label.label(), d.name);
+            assert!(!d.what.is_empty() && !d.asked.is_empty() && !d.plural.is_empty());
+            assert!(d.php.chars().all(|c| c.is_ascii_uppercase()), "{}", d.php);
+        }
+    }
+
+    #[test]
+    fn c_numbers_are_distinct_and_found() {
+        let mut seen = Vec::new();
+        for d in ALL {
+            if let Some((name, n)) = d.c_kind {
+                assert!(name.starts_with("REDISLOCK_KIND_"), "{name}");
+                assert!(!seen.contains(&n), "{name}: {n} twice");
+                seen.push(n);
+                assert_eq!(Descriptor::of_c_kind(n), Some(d));
+            }
+        }
+        assert_eq!(Descriptor::of_c_kind(99), None);
+    }
+}
