@@ -81,7 +81,7 @@ step "tests (cargo nextest run --workspace: .config/nextest.toml sets how many a
 # once; nextest reports every test that passed only on its retry as FLAKY, so none is hidden.
 cargo nextest run --workspace --no-fail-fast --retries 1
 step "the tests that need the features: the metrics facade and the spans (--features metrics,tracing)"
-cargo nextest run --features metrics,tracing --test metrics_facade --test tracing_spans
+cargo nextest run --profile features --features metrics,tracing --test metrics_facade --test tracing_spans
 step "doc tests"
 cargo test --doc
 step "a release in dist/: both crates packaged together and verified, the Debian packages (lintian), the Composer artifact, SHA256SUMS; one version everywhere (scripts/release.sh)"
