@@ -69,6 +69,12 @@ t=$SECONDS
 # clean checkout packages the same files.
 # (Without SOURCE_DATE_EPOCH: the cc crate's build scripts watch it, and a value that changes with
 # every commit would rebuild ring and all above it each time.)
+# cargo unpacks the crates it verifies into its registry cache (~/.cargo/registry/src/-<hash>/, a
+# local registry of its own) and reuses an earlier unpacking of the same name and version: the
+# CLI would then be verified against the library as it was then. Those unpackings go first.
+for crate in redislock-sync redislock-cli; do
+    rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/"$crate-$version"
+done
 env -u SOURCE_DATE_EPOCH cargo package --quiet --locked --allow-dirty "${offline[@]}" \
     -p redislock-sync -p redislock-cli
 target_dir="$(cargo metadata --format-version 1 --no-deps "${offline[@]}" \
