@@ -527,6 +527,7 @@ pub mod fuzzing {
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
 pub use api::fence::Fence;
+pub use api::fenced::FencedResource;
 pub use api::guard::{
     AnyLock, Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
 };
