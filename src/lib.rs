@@ -477,7 +477,8 @@
 //! | `Internal` | `REDISLOCK_INTERNAL` (9) | a bug; please report it |
 //! | `Cancelled` | `REDISLOCK_CANCELLED` (12) | a waiting acquire was cancelled through its `Cancel` handle |
 //!
-//! C adds `REDISLOCK_NULL_PARAMETER` (10) and `REDISLOCK_PANIC` (11). Messages name the lock and
+//! C adds `REDISLOCK_NULL_PARAMETER` (10), `REDISLOCK_PANIC` (11) and `REDISLOCK_STALE` (13), a
+//! `NotHeld` that [`Error::is_stale`] tells (a fenced write refused). Messages name the lock and
 //! the server, never the token or the password. [`Error::is_timeout`] and [`Error::redis_code`]
 //! refine `Connection` and `Redis`; the PHP exception classes are listed in
 //! `bindings/php/README.md`.
