@@ -14,7 +14,7 @@
 //! deleted by name at the end. Exit code: 0 when A's stale write was refused, 1 when it was not
 //! or the demo failed, 2 when no usable Redis server was found.
 
-use std::process::{self, ExitCode};
+use std::process::ExitCode;
 use std::thread;
 use std::time::Duration;
 
@@ -24,18 +24,15 @@ use redislock::{Client, FencedResource};
 #[allow(dead_code)]
 mod oversell;
 
-use oversell::{Cleanup, Res, connect, pick_server};
+use oversell::{Cleanup, Res, connect, demo_prefix, pick_server};
 
 const LEASE: Duration = Duration::from_millis(300);
 const WAIT: Duration = Duration::from_secs(5);
 
 fn main() -> ExitCode {
-    let prefix = match getrandom::u32() {
-        Ok(random) => format!("redislock-demo:{{{}-{random:08x}}}:", process::id()),
-        Err(e) => {
-            eprintln!("error: no random numbers: {e}");
-            return ExitCode::from(1);
-        }
+    let prefix = match demo_prefix() {
+        Ok(prefix) => prefix,
+        Err(code) => return code,
     };
     let (lock, key) = (format!("{prefix}lock"), format!("{prefix}balance"));
     // `_server`, a private redis-server if one was started, is stopped when main returns.

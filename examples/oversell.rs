@@ -49,13 +49,25 @@ const TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-fn main() -> ExitCode {
-    let prefix = match getrandom::u32() {
-        Ok(random) => format!("redislock-demo:{{{}-{random:08x}}}:", process::id()),
+/// The demo's unique key prefix, `redislock-demo:{<pid>-<random>}:` (its hash tag keeps the keys
+/// in one Cluster slot); exit code 1 when there are no random numbers.
+pub(crate) fn demo_prefix() -> Result<String, ExitCode> {
+    match getrandom::u32() {
+        Ok(random) => Ok(format!(
+            "redislock-demo:{{{}-{random:08x}}}:",
+            process::id()
+        )),
         Err(e) => {
             eprintln!("error: no random numbers: {e}");
-            return ExitCode::from(1);
+            Err(ExitCode::from(1))
         }
+    }
+}
+
+fn main() -> ExitCode {
+    let prefix = match demo_prefix() {
+        Ok(prefix) => prefix,
+        Err(code) => return code,
     };
     // `_server`, a private redis-server if one was started, is stopped when main returns.
     let (url, data_url, _server) = match pick_server(&format!("{prefix}stock")) {
