@@ -179,6 +179,12 @@
 //! than the promoted one, so the resource refuses its holders once it has seen the new master's. What
 //! happens to the counter when a server loses it is in `docs/guarantees.md`.
 //!
+//! A fenced guard's [`fence()`](Lock::fence) gives the [`Fence`] to hand to the resource (name,
+//! token, epoch; ordered by the token). For a resource kept in Redis, [`FencedResource`] applies
+//! the check itself: each write (`set`, `incr_by`, a script of yours) is one script that writes only
+//! when the fence is not older than the resource's and advances it; an older one changes nothing
+//! and fails with [`Error::is_stale`] (`examples/fenced_write.rs`).
+//!
 //! ## Held at least and at most so long
 //!
 //! [`at_least(d)`](LockRequest::at_least) keeps the name taken until `d` after the grant even if

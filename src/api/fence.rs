@@ -12,7 +12,7 @@ use crate::engine::held::Held;
 /// a Cluster, the failover epoch of the master that granted it. A later grant of the name has a
 /// larger token, also across a failover (the token is `epoch × 2^48 + counter` there), so fences
 /// are ordered by their token alone: a resource refuses a write whose fence is older than the
-/// one it has seen.
+/// one it has seen ([`FencedResource`](crate::FencedResource)).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fence {
     name: Vec<u8>,

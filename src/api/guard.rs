@@ -163,7 +163,7 @@ impl Guard<Exclusive> {
 
     /// The fence of this grant, when the lock was acquired with fencing: its name, fencing token and, on a Sentinel group
     /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a `FencedResource`).
+    /// (a [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Option<Fence> {
         Fence::of(&self.held)
     }
@@ -205,7 +205,7 @@ impl Guard<Leader> {
 
     /// The fence of this grant, when always (a leadership is always fenced): its name, fencing token and, on a Sentinel group
     /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a `FencedResource`).
+    /// (a [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Fence {
         Fence::of(&self.held).unwrap_or_else(|| Fence::new(self.held.name(), 0, None))
     }
@@ -239,7 +239,7 @@ impl Guard<Read> {
 
     /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
     /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a `FencedResource`).
+    /// (a [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Option<Fence> {
         Fence::of(&self.held)
     }
@@ -254,7 +254,7 @@ impl Guard<Write> {
 
     /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
     /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a `FencedResource`).
+    /// (a [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Option<Fence> {
         Fence::of(&self.held)
     }

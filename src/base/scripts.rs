@@ -416,5 +416,8 @@ mod tests {
             let path = Path::new(&dir).join(format!("{}.lua", name.to_lowercase()));
             std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
+        // A caller's script of a fenced write, wrapped as `fenced_eval` wraps it.
+        let wrapped = super::fenced_eval("return redis.call('INCR', KEYS[1])");
+        std::fs::write(Path::new(&dir).join("fenced_eval.lua"), wrapped).unwrap();
     }
 }

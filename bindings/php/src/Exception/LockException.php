@@ -41,7 +41,7 @@ class LockException extends \RuntimeException
         Result::NULL_PARAMETER => InternalException::class,
         Result::PANIC => InternalException::class,
         Result::CANCELLED => CancelledException::class,
-        Result::STALE => NotHeldException::class,
+        Result::STALE => StaleException::class,
     ];
 
     /**
