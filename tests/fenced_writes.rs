@@ -161,6 +161,38 @@ fn fences_travel(t: Topology) {
     assert!(unfenced.fence().is_none());
 }
 
+/// Tokens compare as numbers: 10 after 9 (not as text), and tokens above 2^53 (a Cluster's, a
+/// Sentinel group's after failovers) apart by one, beyond what a Lua number holds exactly.
+#[test]
+fn tokens_compare_as_numbers_to_the_last_unit() {
+    let shared = Shared::get(Topology::Single);
+    let res = FencedResource::open(shared.url(), unique_name("fw-order")).unwrap();
+    let at = |token: u64| Fence::new("x", token, None);
+    res.set(&at(9), "9").unwrap();
+    res.set(&at(10), "10").unwrap();
+    assert!(res.set(&at(9), "9 again").unwrap_err().is_stale());
+    let big = (1u64 << 62) + 1;
+    res.set(&at(big), "big").unwrap();
+    assert!(res.set(&at(big - 1), "one less").unwrap_err().is_stale());
+    res.set(&at(big + 1), "one more").unwrap();
+    assert_eq!(res.current_fence().unwrap(), Some(big + 1));
+}
+
+/// The other fenced guards give fences too: a write lock, a leadership, a lock of any kind.
+#[test]
+fn other_guards_give_fences() {
+    let shared = Shared::get(Topology::Single);
+    let client = Client::builder(shared.url()).fencing(true).build().unwrap();
+    let w = client.rw_lock(&unique_name("fw-rw")).try_write().unwrap();
+    assert_eq!(w.fence().map(|f| f.token()), w.fencing_token());
+    let leader = client
+        .leader(&unique_name("fw-leader"))
+        .identity("a")
+        .try_campaign()
+        .unwrap();
+    assert_eq!(leader.fence().token(), leader.epoch());
+}
+
 #[test]
 fn redlock_urls_are_refused() {
     let url = "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/";
