@@ -25,8 +25,8 @@ pub(crate) struct LockKeys {
 
 /// Suffixes of the companion keys.
 const FENCE: &[u8] = b":fence";
-/// A fenced resource's fence (`api/fenced.rs`): not `FENCE`, so that a lock named as the
-/// resource keeps its counter apart.
+/// A fenced resource's fence (`api/fenced.rs`): a suffix of its own, so that the key is never
+/// read as a lock's fencing counter (by `Client::inspect`, or by an operator).
 const FENCED: &[u8] = b":fenced";
 const QUEUE: &[u8] = b":q";
 /// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
