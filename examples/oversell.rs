@@ -23,6 +23,9 @@
 //! a majority of the masters and the stock on the first one; the marks waiters leave on the
 //! masters expire within about two seconds.
 //!
+//! `examples/fenced_write.rs` chooses its server with the same functions (this file is a module
+//! of it).
+//!
 //! The demo only touches keys under its own `redislock-demo:{<pid>-<random>}:` prefix (its
 //! hash tag keeps them in one cluster slot) and deletes them by name at the end: it never lists
 //! or flushes keys. Exit code: 0 when the locked run sold
@@ -44,15 +47,27 @@ const RACE_WINDOW: Duration = Duration::from_micros(200);
 const LOCK_WAIT: Duration = Duration::from_secs(10);
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub(crate) type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-fn main() -> ExitCode {
-    let prefix = match getrandom::u32() {
-        Ok(random) => format!("redislock-demo:{{{}-{random:08x}}}:", process::id()),
+/// The demo's unique key prefix, `redislock-demo:{<pid>-<random>}:` (its hash tag keeps the keys
+/// in one Cluster slot); exit code 1 when there are no random numbers.
+pub(crate) fn demo_prefix() -> Result<String, ExitCode> {
+    match getrandom::u32() {
+        Ok(random) => Ok(format!(
+            "redislock-demo:{{{}-{random:08x}}}:",
+            process::id()
+        )),
         Err(e) => {
             eprintln!("error: no random numbers: {e}");
-            return ExitCode::from(1);
+            Err(ExitCode::from(1))
         }
+    }
+}
+
+fn main() -> ExitCode {
+    let prefix = match demo_prefix() {
+        Ok(prefix) => prefix,
+        Err(code) => return code,
     };
     // `_server`, a private redis-server if one was started, is stopped when main returns.
     let (url, data_url, _server) = match pick_server(&format!("{prefix}stock")) {
@@ -167,7 +182,7 @@ fn buy(conn: &mut redis::Connection, key: &str) -> Res<bool> {
 }
 
 /// A data connection with connect, read and write timeouts.
-fn connect(data: &redis::Client) -> Res<redis::Connection> {
+pub(crate) fn connect(data: &redis::Client) -> Res<redis::Connection> {
     let conn = data.get_connection_with_timeout(TIMEOUT)?;
     conn.set_read_timeout(Some(TIMEOUT))?;
     conn.set_write_timeout(Some(TIMEOUT))?;
@@ -175,7 +190,7 @@ fn connect(data: &redis::Client) -> Res<redis::Connection> {
 }
 
 /// Deletes the given keys of the demo, by exact name, when dropped.
-struct Cleanup(redis::Client, Vec<String>);
+pub(crate) struct Cleanup(pub(crate) redis::Client, pub(crate) Vec<String>);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
@@ -189,7 +204,7 @@ impl Drop for Cleanup {
 
 /// Chooses the server (see the top comment): the URL for the locks, the URL of the server that
 /// keeps the stock (`stock_key`), and the private server if one was started.
-fn pick_server(stock_key: &str) -> Res<(String, String, Option<PrivateServer>)> {
+pub(crate) fn pick_server(stock_key: &str) -> Res<(String, String, Option<PrivateServer>)> {
     if let Ok(url) = std::env::var("REDIS_URL") {
         let ping = || -> Res<String> {
             let data_url = data_server(&url, stock_key)?;
@@ -345,7 +360,7 @@ fn mask(url: &str) -> String {
 }
 
 /// A `redis-server` child on a free loopback port; killed, and its directory removed, on drop.
-struct PrivateServer {
+pub(crate) struct PrivateServer {
     child: Child,
     port: u16,
     dir: PathBuf,

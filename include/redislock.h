@@ -158,6 +158,11 @@ enum redislock_result
    * A waiting acquire was cancelled through its `redislock_cancel`.
    */
   REDISLOCK_CANCELLED = 12,
+  /**
+   * A fenced write was refused: its fencing token is older than the resource's fence (a later
+   * holder wrote since); nothing was written (`redislock_fenced_*`).
+   */
+  REDISLOCK_STALE = 13,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -342,6 +347,13 @@ typedef struct redislock_client redislock_client;
  * use one config from one thread at a time. It can build any number of clients.
  */
 typedef struct redislock_config redislock_config;
+
+/**
+ * A resource kept in Redis at one key, written only with a fencing token not older than the
+ * last one a write to it was applied with (kept in `{key}:fenced`). Open it with
+ * `redislock_fenced_open`; free it with `redislock_fenced_free`. Thread-safe.
+ */
+typedef struct redislock_fenced redislock_fenced;
 
 /**
  * What a lock looked like at one moment (`redislock_client_inspect`): whether it was held, as
@@ -608,6 +620,52 @@ redislock_result redislock_config_set_recheck_jitter(redislock_config *config, d
  * 1000000). An acquire beyond it fails with REDISLOCK_LIMIT_REACHED before touching Redis.
  */
 redislock_result redislock_config_set_max_renewed_locks(redislock_config *config, uint64_t n);
+
+/**
+ * Opens the resource `key` (`key_len` bytes, used as given: no key prefix) on the servers of
+ * `client` (one server, a Sentinel group or a Cluster). Touches no network. On success
+ * `*fenced_out` is a new handle to free with `redislock_fenced_free`.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (empty or oversized key; a Redlock client).
+ */
+redislock_result redislock_fenced_open(const redislock_client *client,
+                                       const uint8_t *key,
+                                       size_t key_len,
+                                       redislock_fenced **fenced_out);
+
+/**
+ * Sets the resource to `value` (`value_len` bytes) if `token` is not older than the resource's
+ * fence, and advances the fence to `token`, in one script. Errors: STALE (a later token wrote:
+ * nothing written), NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_fenced_set(const redislock_fenced *fenced,
+                                      uint64_t token,
+                                      const uint8_t *value,
+                                      size_t value_len);
+
+/**
+ * Adds `n` to the resource's integer (0 when it has none) if `token` is not older than the
+ * resource's fence, advances the fence to `token`, and writes the new value to `*value_out`.
+ * Errors: STALE (nothing written), NULL_PARAMETER, CONNECTION (also when the connection
+ * dropped after the write was sent: whether it applied is unknown), REDIS_ERROR (the value is
+ * not an integer).
+ */
+redislock_result redislock_fenced_incr_by(const redislock_fenced *fenced,
+                                          uint64_t token,
+                                          int64_t n,
+                                          int64_t *value_out);
+
+/**
+ * Frees the handle. NULL is a no-op.
+ */
+void redislock_fenced_free(redislock_fenced *fenced);
+
+/**
+ * Writes the failover epoch of the master that granted this fenced lock to `*epoch_out` (the
+ * fencing token's high bits: token = epoch × 2^48 + counter) on a Sentinel group or a Cluster,
+ * 0 on a single server. Errors: INVALID_ARGUMENT (acquired without fencing; a set or
+ * permits), NULL_PARAMETER.
+ */
+redislock_result redislock_lock_fence_epoch(const redislock_lock *lock, uint64_t *epoch_out);
 
 /**
  * Looks at the lock `name` (`name_len` bytes) without holding it: one round trip (with

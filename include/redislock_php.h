@@ -19,6 +19,7 @@ enum redislock_result
   REDISLOCK_NULL_PARAMETER = 10,
   REDISLOCK_PANIC = 11,
   REDISLOCK_CANCELLED = 12,
+  REDISLOCK_STALE = 13,
 };
 typedef uint32_t redislock_result;
 
@@ -67,6 +68,8 @@ typedef struct redislock_cancel redislock_cancel;
 typedef struct redislock_client redislock_client;
 
 typedef struct redislock_config redislock_config;
+
+typedef struct redislock_fenced redislock_fenced;
 
 typedef struct redislock_inspect redislock_inspect;
 
@@ -153,6 +156,25 @@ redislock_result redislock_config_set_recheck_interval_ms(redislock_config *conf
 redislock_result redislock_config_set_recheck_jitter(redislock_config *config, double fraction);
 
 redislock_result redislock_config_set_max_renewed_locks(redislock_config *config, uint64_t n);
+
+redislock_result redislock_fenced_open(const redislock_client *client,
+                                       const char *key,
+                                       size_t key_len,
+                                       redislock_fenced **fenced_out);
+
+redislock_result redislock_fenced_set(const redislock_fenced *fenced,
+                                      uint64_t token,
+                                      const char *value,
+                                      size_t value_len);
+
+redislock_result redislock_fenced_incr_by(const redislock_fenced *fenced,
+                                          uint64_t token,
+                                          int64_t n,
+                                          int64_t *value_out);
+
+void redislock_fenced_free(redislock_fenced *fenced);
+
+redislock_result redislock_lock_fence_epoch(const redislock_lock *lock, uint64_t *epoch_out);
 
 redislock_result redislock_client_inspect(const redislock_client *client,
                                           const char *name,

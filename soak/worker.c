@@ -23,7 +23,7 @@
  * checks this table against include/redislock.h. A code beyond it is counted in the last entry. */
 static const char *const CODE_NAMES[] = {
     "OK", "HELD", "WAIT_TIMEOUT", "NOT_HELD", "INVALID_ARGUMENT", "CONNECTION",
-    "REDIS_ERROR", "FORKED", "LIMIT_REACHED", "INTERNAL", "NULL_PARAMETER", "PANIC", "CANCELLED"};
+    "REDIS_ERROR", "FORKED", "LIMIT_REACHED", "INTERNAL", "NULL_PARAMETER", "PANIC", "CANCELLED", "STALE"};
 #define NCODES ((int)(sizeof CODE_NAMES / sizeof CODE_NAMES[0]))
 
 static redislock_client *client;

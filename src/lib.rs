@@ -179,6 +179,12 @@
 //! than the promoted one, so the resource refuses its holders once it has seen the new master's. What
 //! happens to the counter when a server loses it is in `docs/guarantees.md`.
 //!
+//! A fenced guard's [`fence()`](Lock::fence) gives the [`Fence`] to hand to the resource (name,
+//! token, epoch; ordered by the token). For a resource kept in Redis, [`FencedResource`] applies
+//! the check itself: each write (`set`, `incr_by`, a script of yours) is one script that writes only
+//! when the fence is not older than the resource's and advances it; an older one changes nothing
+//! and fails with [`Error::is_stale`] (`examples/fenced_write.rs`).
+//!
 //! ## Held at least and at most so long
 //!
 //! [`at_least(d)`](LockRequest::at_least) keeps the name taken until `d` after the grant even if
@@ -477,7 +483,8 @@
 //! | `Internal` | `REDISLOCK_INTERNAL` (9) | a bug; please report it |
 //! | `Cancelled` | `REDISLOCK_CANCELLED` (12) | a waiting acquire was cancelled through its `Cancel` handle |
 //!
-//! C adds `REDISLOCK_NULL_PARAMETER` (10) and `REDISLOCK_PANIC` (11). Messages name the lock and
+//! C adds `REDISLOCK_NULL_PARAMETER` (10), `REDISLOCK_PANIC` (11) and `REDISLOCK_STALE` (13), a
+//! `NotHeld` that [`Error::is_stale`] tells (a fenced write refused). Messages name the lock and
 //! the server, never the token or the password. [`Error::is_timeout`] and [`Error::redis_code`]
 //! refine `Connection` and `Redis`; the PHP exception classes are listed in
 //! `bindings/php/README.md`.
@@ -526,6 +533,8 @@ pub mod fuzzing {
 
 pub use api::builder::ClientBuilder;
 pub use api::client::Client;
+pub use api::fence::Fence;
+pub use api::fenced::FencedResource;
 pub use api::guard::{
     AnyLock, Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
 };

@@ -19,6 +19,9 @@
 //!
 //! Needs cc, php (FFI, pcntl, phpredis) and redis-server; a missing one fails the test with
 //! the hint to run `scripts/setup.sh`.
+//!
+//! The fenced-write demo (`examples/fenced_write.rs`) runs with a `redis-cluster://` URL: it
+//! must exit 0 (its stale write refused) and leave no key behind.
 
 mod support;
 
@@ -383,5 +386,35 @@ fn demos_say_an_unreachable_redis_url_is_unreachable() {
             !stderr.contains("nstall"),
             "the {name} demo suggests installing Redis: {stderr}"
         );
+    }
+}
+
+/// The fenced-write demo (`examples/fenced_write.rs`) with a `redis-cluster://` URL: A's stale
+/// write is refused, B's stays, and no key is left behind.
+#[test]
+fn fenced_write_demo_runs_with_a_cluster_url() {
+    let cluster = thread::spawn(Cluster::start);
+    let demo = cargo_build_example(repo_root(), "fenced_write", BUILD_TIMEOUT);
+    let cluster = cluster.join().expect("the cluster did not start");
+    let child = Command::new(&demo)
+        .current_dir(repo_root())
+        .env("REDIS_URL", cluster.url())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start the fenced_write demo");
+    let out = wait_child(child, DEMO_TIMEOUT);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("A's stale write was refused"),
+        "the fenced_write demo did not succeed ({})\n--- stdout ---\n{stdout}--- stderr ---\n\
+         {stderr}",
+        out.status
+    );
+    for master in cluster.masters() {
+        let left = dbsize(&mut master.conn());
+        assert_eq!(left, 0, "keys left on {}", master.addr());
     }
 }

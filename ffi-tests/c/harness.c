@@ -178,7 +178,7 @@ const char *h_code_name(redislock_result code) {
         "REDISLOCK_NOT_HELD",     "REDISLOCK_INVALID_ARGUMENT", "REDISLOCK_CONNECTION",
         "REDISLOCK_REDIS_ERROR",  "REDISLOCK_FORKED",        "REDISLOCK_LIMIT_REACHED",
         "REDISLOCK_INTERNAL",     "REDISLOCK_NULL_PARAMETER", "REDISLOCK_PANIC",
-        "REDISLOCK_CANCELLED",
+        "REDISLOCK_CANCELLED",    "REDISLOCK_STALE",
     };
     return (unsigned)code < sizeof names / sizeof names[0] ? names[code] : "(unknown code)";
 }

@@ -115,6 +115,7 @@ const char *h_code_name(redislock_result code);
     X(auto_renew_keeps_lock)                                                                   \
     X(fencing_tokens_increase)                                                                 \
     X(fencing_token_without_fencing)                                                           \
+    X(fenced_writes)                                                                           \
     X(free_releases_held_lock)                                                                 \
     X(lock_outlives_client)                                                                    \
     X(limit_reached)                                                                           \

@@ -18,7 +18,7 @@ static const redislock_result all_codes[] = {
     REDISLOCK_NOT_HELD,     REDISLOCK_INVALID_ARGUMENT, REDISLOCK_CONNECTION,
     REDISLOCK_REDIS_ERROR,  REDISLOCK_FORKED,        REDISLOCK_LIMIT_REACHED,
     REDISLOCK_INTERNAL,     REDISLOCK_NULL_PARAMETER, REDISLOCK_PANIC,
-    REDISLOCK_CANCELLED,
+    REDISLOCK_CANCELLED,    REDISLOCK_STALE,
 };
 
 /* The value of a key as text ("" and 0 if it does not exist); returns 1 if it exists. */
@@ -824,6 +824,64 @@ void test_fencing_token_without_fencing(void) {
     CHECK(strstr(h_last_error(), "fencing") != NULL);
     CHECK_RC(redislock_lock_release(lock), REDISLOCK_OK);
     redislock_lock_free(lock);
+    redislock_client_free(client);
+}
+
+/* Fenced writes: the current token writes, an equal one writes again, an older one is refused
+ * with REDISLOCK_STALE and changes nothing. */
+void test_fenced_writes(void) {
+    redislock_client *client = h_client();
+    redislock_fenced *res = NULL;
+    redislock_lock *a = NULL, *b = NULL;
+    char name[128], key[128], value[32];
+    uint64_t old = 0, cur = 0, epoch = 1;
+    int64_t n = 0;
+    resp_conn c;
+
+    h_name(name, sizeof name, "fenced-lock");
+    h_name(key, sizeof key, "fenced-res");
+    CHECK_RC(redislock_fenced_open(client, NAME(key), &res), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 10000, false, true, &a), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(a, &old), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fence_epoch(a, &epoch), REDISLOCK_OK);
+    CHECK(epoch == 0); /* a single server */
+    CHECK_RC(redislock_lock_release(a), REDISLOCK_OK);
+    CHECK_RC(h_try_acquire_with(client, NAME(name), 10000, false, true, &b), REDISLOCK_OK);
+    CHECK_RC(redislock_lock_fencing_token(b, &cur), REDISLOCK_OK);
+    CHECK(cur > old);
+
+    CHECK_RC(redislock_fenced_set(res, cur, NAME("from-b")), REDISLOCK_OK);
+    CHECK_RC(redislock_fenced_set(res, cur, NAME("again")), REDISLOCK_OK);
+    CHECK_RC(redislock_fenced_set(res, old, NAME("from-a")), REDISLOCK_STALE);
+    CHECK(strstr(h_last_error(), "stale write") != NULL);
+    if (h_resp(&c) == 0) {
+        CHECK(key_value(&c, key, strlen(key), value, sizeof value) == 1);
+        CHECK(strcmp(value, "again") == 0);
+        resp_close(&c);
+    }
+
+    redislock_fenced_free(res);
+    h_name(key, sizeof key, "fenced-count");
+    CHECK_RC(redislock_fenced_open(client, NAME(key), &res), REDISLOCK_OK);
+    CHECK_RC(redislock_fenced_incr_by(res, cur, 5, &n), REDISLOCK_OK);
+    CHECK(n == 5);
+    n = 0;
+    CHECK_RC(redislock_fenced_incr_by(res, old, 5, &n), REDISLOCK_STALE);
+    CHECK(n == 0);
+
+    /* Misuse. */
+    CHECK_RC(redislock_fenced_open(client, NULL, 3, &res), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_fenced_open(NULL, NAME(key), &res), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_fenced_open(client, (const uint8_t *)"", 0, &res),
+             REDISLOCK_INVALID_ARGUMENT);
+    CHECK_RC(redislock_fenced_set(NULL, cur, NAME("x")), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_fenced_incr_by(res, cur, 1, NULL), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_lock_fence_epoch(NULL, &epoch), REDISLOCK_NULL_PARAMETER);
+    redislock_fenced_free(res);
+    redislock_fenced_free(NULL);
+    redislock_lock_free(a);
+    CHECK_RC(redislock_lock_release(b), REDISLOCK_OK);
+    redislock_lock_free(b);
     redislock_client_free(client);
 }
 

@@ -221,7 +221,7 @@ const REDIS_ERROR: u32 = 6;
 const NULL_PARAMETER: u32 = 10;
 const PANIC: u32 = 11;
 /// How many result codes there are (0 to CODES - 1); src/ffi/drift_tests.rs checks it.
-const CODES: u32 = 13;
+const CODES: u32 = 14;
 
 const MAX_NAME: usize = 4096;
 const MAX_OPS: usize = 64;

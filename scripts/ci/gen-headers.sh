@@ -76,7 +76,7 @@ awk '
 # byte-string parameters `name`, `prefix`, `owner` and `identity` (each followed by an explicit
 # length, binary-safe) are declared `const char *` instead of `const uint8_t *`: ABI-identical (same size, alignment
 # and passing of a pointer), and include/redislock.h keeps `const uint8_t *` for C callers.
-sed -i -E 's/const uint8_t \*(name|prefix|owner|identity)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
+sed -i -E 's/const uint8_t \*(name|prefix|owner|identity|key|value)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
 # Likewise the array of names of a set: `const char *const *names`, so that PHP can store its
 # strings' pointers in the array it passes.
 sed -i -E 's/const uint8_t \*const \*names([,)])/const char *const *names\1/' "$tmp/redislock_php.h"

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::api::fence::Fence;
 use crate::api::kind::{
     Exclusive, Kind, Leader, OneName, Read, Redisson, Semaphore, Set, SetParts, Write,
 };
@@ -160,6 +161,13 @@ impl Guard<Exclusive> {
         self.held.fencing_token()
     }
 
+    /// The fence of this grant, when the lock was acquired with fencing: its name, fencing token and, on a Sentinel group
+    /// or a Cluster, epoch, to hand to the resources it protects
+    /// (a [`FencedResource`](crate::FencedResource)).
+    pub fn fence(&self) -> Option<Fence> {
+        Fence::of(&self.held)
+    }
+
     /// The lock's owner token: the random value its Redis key holds while the lock is ours.
     /// It is a bearer secret (whoever knows it can release or extend the lock): hand it only to
     /// the code that is to take the lock over, for example a queued job that
@@ -195,6 +203,13 @@ impl Guard<Leader> {
         self.held.fencing_token().unwrap_or(0)
     }
 
+    /// The fence of this grant, when always (a leadership is always fenced): its name, fencing token and, on a Sentinel group
+    /// or a Cluster, epoch, to hand to the resources it protects
+    /// (a [`FencedResource`](crate::FencedResource)).
+    pub fn fence(&self) -> Fence {
+        Fence::of(&self.held).unwrap_or_else(|| Fence::new(self.held.name(), 0, None))
+    }
+
     /// Whether this process still leads, as far as it knows, without a round trip: not
     /// resigned, not found lost, and the lease not run out by this process's clock. A leader
     /// paused past its lease (a stop, a long pause) sees `false` before it acts again; check
@@ -221,6 +236,13 @@ impl Guard<Read> {
     pub fn fencing_token(&self) -> Option<u64> {
         self.held.fencing_token()
     }
+
+    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
+    /// or a Cluster, epoch, to hand to the resources it protects
+    /// (a [`FencedResource`](crate::FencedResource)).
+    pub fn fence(&self) -> Option<Fence> {
+        Fence::of(&self.held)
+    }
 }
 
 impl Guard<Write> {
@@ -228,6 +250,13 @@ impl Guard<Write> {
     /// earlier grant of the name.
     pub fn fencing_token(&self) -> Option<u64> {
         self.held.fencing_token()
+    }
+
+    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
+    /// or a Cluster, epoch, to hand to the resources it protects
+    /// (a [`FencedResource`](crate::FencedResource)).
+    pub fn fence(&self) -> Option<Fence> {
+        Fence::of(&self.held)
     }
 
     /// Turns the write lock into a read lock without a gap (one round trip): no writer can come
@@ -361,6 +390,14 @@ impl AnyLock {
     /// [`fencing_token_at`](Self::fencing_token_at)).
     pub fn fencing_token(&self) -> Result<Option<u64>, Error> {
         self.fencing_token_of(None)
+    }
+
+    /// The fence of a lock of one name, when acquired with fencing (a leadership's always): its
+    /// name, fencing token and, on a Sentinel group or a Cluster, epoch. A set of names has
+    /// none: [invalid](Error::is_invalid_argument), as [`fencing_token`](Self::fencing_token).
+    pub fn fence(&self) -> Result<Option<Fence>, Error> {
+        self.fencing_token()?;
+        Ok(Fence::of(&self.held))
     }
 
     /// The fencing token of name `index` of a set (in the order the names were given); index 0

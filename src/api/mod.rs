@@ -3,6 +3,8 @@
 
 pub(crate) mod builder;
 pub(crate) mod client;
+pub(crate) mod fence;
+pub(crate) mod fenced;
 pub(crate) mod guard;
 pub mod kind;
 pub(crate) mod request;

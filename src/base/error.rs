@@ -74,6 +74,7 @@ pub struct Error {
     message: Box<str>,
     timeout: bool,
     code: Option<Box<str>>,
+    stale: bool,
 }
 
 impl Error {
@@ -83,6 +84,7 @@ impl Error {
             message: message.into_boxed_str(),
             timeout: false,
             code: None,
+            stale: false,
         }
     }
 
@@ -143,6 +145,21 @@ impl Error {
             ErrorKind::InvalidArgument,
             format!("invalid argument: {what}"),
         )
+    }
+
+    /// A fenced write refused: the writer's fence is older than the resource's (a later holder
+    /// of the lock wrote since). Of kind [`ErrorKind::NotHeld`], told apart by
+    /// [`is_stale`](Error::is_stale).
+    pub(crate) fn stale(resource: &str, token: u64, stored: &str) -> Error {
+        let mut e = Error::new(
+            ErrorKind::NotHeld,
+            format!(
+                "stale write to {resource} refused: fencing token {token} is older than the \
+                 resource's fence {stored} (a later holder wrote); nothing was written"
+            ),
+        );
+        e.stale = true;
+        e
     }
 
     pub(crate) fn connection(server: &str, what: impl fmt::Display, timeout: bool) -> Error {
@@ -270,6 +287,13 @@ impl Error {
     /// The lock is not ours any more (released, expired, lost or taken over).
     pub fn is_not_held(&self) -> bool {
         self.kind == ErrorKind::NotHeld
+    }
+    /// A fenced write was refused as stale: its fence is older than the one the resource has
+    /// seen, so a later holder of the lock wrote since, and nothing was written
+    /// ([`FencedResource`](crate::FencedResource)). Its kind is [`ErrorKind::NotHeld`]: the
+    /// writer's lock is not its own any more.
+    pub fn is_stale(&self) -> bool {
+        self.stale
     }
     /// Bad input or configuration.
     pub fn is_invalid_argument(&self) -> bool {

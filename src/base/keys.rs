@@ -25,6 +25,9 @@ pub(crate) struct LockKeys {
 
 /// Suffixes of the companion keys.
 const FENCE: &[u8] = b":fence";
+/// A fenced resource's fence (`api/fenced.rs`): a suffix of its own, so that the key is never
+/// read as a lock's fencing counter (by `Client::inspect`, or by an operator).
+const FENCED: &[u8] = b":fenced";
 const QUEUE: &[u8] = b":q";
 /// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
 const SIGNAL: &[u8] = b":s:";
@@ -108,6 +111,12 @@ impl LockKeys {
     /// Fencing counter (INCR on every fenced grant; never expires).
     pub(crate) fn fence(&self) -> Vec<u8> {
         self.companion(FENCE, b"")
+    }
+
+    /// For a resource of fenced writes (the key as the "lock"): the largest fencing token a
+    /// write was applied with (never expires).
+    pub(crate) fn fenced(&self) -> Vec<u8> {
+        self.companion(FENCED, b"")
     }
 
     /// Waiter queue: a list of waiter entries in arrival order.

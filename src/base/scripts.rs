@@ -191,7 +191,40 @@ scripts! {
         /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
         pub(crate) static REDISSON_RENEW = ["redisson_renew.lua"];
     }
+
+    // ---- Fenced writes to a resource (`api/fenced.rs`) ----
+    ["lib/fenced.lua"] {
+        /// FENCED_SET: set the resource if the writer's fence is not older: `fenced_set.lua`.
+        pub(crate) static FENCED_SET = ["fenced_set.lua"];
+        /// FENCED_INCR: INCRBY the resource if the writer's fence is not older: `fenced_incr.lua`.
+        pub(crate) static FENCED_INCR = ["fenced_incr.lua"];
+    }
 }
+
+/// What a caller's script of a fenced write (`api/fenced.rs`) is wrapped in: the check of
+/// `lib/fenced.lua` first, the caller's script as a function, the fence advanced after it. The
+/// caller's KEYS and ARGV come first; the resource's fence key and the token are taken off their
+/// ends. Returns {1, the caller's reply} when run, or {0, fence} when stale (the caller's script
+/// not run).
+pub(crate) fn fenced_eval(script: &str) -> String {
+    const HEAD: &str = "local fence_key = table.remove(KEYS)\n\
+                        local token = table.remove(ARGV)\n\
+                        local stored = stale_fence(fence_key, token)\n\
+                        if stored then return {0, stored} end\n\
+                        local reply = (function()\n";
+    const TAIL: &str = "\nend)()\n\
+                        redis.call('SET', fence_key, token)\n\
+                        return {1, reply}\n";
+    let mut text = String::with_capacity(FENCED_LIB.len() + HEAD.len() + script.len() + 40);
+    text.push_str(FENCED_LIB);
+    text.push_str(HEAD);
+    text.push_str(script);
+    text.push_str(TAIL);
+    text
+}
+
+/// `lib/fenced.lua`, for [`fenced_eval`].
+const FENCED_LIB: &str = lua!([] "lib/fenced.lua");
 
 #[cfg(test)]
 mod tests {
@@ -383,5 +416,8 @@ mod tests {
             let path = Path::new(&dir).join(format!("{}.lua", name.to_lowercase()));
             std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }
+        // A caller's script of a fenced write, wrapped as `fenced_eval` wraps it.
+        let wrapped = super::fenced_eval("return redis.call('INCR', KEYS[1])");
+        std::fs::write(Path::new(&dir).join("fenced_eval.lua"), wrapped).unwrap();
     }
 }

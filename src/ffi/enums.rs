@@ -40,6 +40,9 @@ pub enum redislock_result {
     REDISLOCK_PANIC = 11,
     /// A waiting acquire was cancelled through its `redislock_cancel`.
     REDISLOCK_CANCELLED = 12,
+    /// A fenced write was refused: its fencing token is older than the resource's fence (a later
+    /// holder wrote since); nothing was written (`redislock_fenced_*`).
+    REDISLOCK_STALE = 13,
 }
 
 /// A result code as received from C. A C caller can pass any number where a `redislock_result`

@@ -29,6 +29,9 @@ pub(crate) fn set(message: impl Into<String>) {
 /// Records `e` as this thread's last error and returns its result code.
 pub(crate) fn fail(e: &Error) -> redislock_result {
     set(e.to_string());
+    if e.is_stale() {
+        return redislock_result::REDISLOCK_STALE;
+    }
     redislock_result::from_kind(e.kind())
 }
 

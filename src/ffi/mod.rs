@@ -31,6 +31,7 @@ pub mod cancel;
 pub mod client;
 pub mod config;
 pub mod enums;
+pub mod fenced;
 pub mod inspect;
 pub mod last_error;
 pub mod leader;

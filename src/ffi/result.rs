@@ -31,12 +31,17 @@ impl redislock_result {
         }
     }
 
-    /// Every code: those of the C boundary's own, which report no error kind, and each error
-    /// kind's. The tests check that this is exactly the enum of the generated header.
+    /// Every code: those of the C boundary's own, which report no error kind (STALE refines
+    /// NOT_HELD: a fenced write refused), and each error kind's. The tests check that this is exactly the enum of the generated header.
     pub(crate) fn all() -> impl Iterator<Item = redislock_result> {
-        [REDISLOCK_OK, REDISLOCK_NULL_PARAMETER, REDISLOCK_PANIC]
-            .into_iter()
-            .chain(ErrorKind::ALL.iter().map(|&k| Self::from_kind(k)))
+        [
+            REDISLOCK_OK,
+            REDISLOCK_NULL_PARAMETER,
+            REDISLOCK_PANIC,
+            REDISLOCK_STALE,
+        ]
+        .into_iter()
+        .chain(ErrorKind::ALL.iter().map(|&k| Self::from_kind(k)))
     }
 
     /// The code with this number, if there is one.
@@ -61,6 +66,9 @@ impl redislock_result {
             (REDISLOCK_OK, None) => "success",
             (REDISLOCK_NULL_PARAMETER, None) => "a required pointer parameter was NULL",
             (REDISLOCK_PANIC, None) => "a panic was caught inside redislock (please report it)",
+            (REDISLOCK_STALE, None) => {
+                "a fenced write was refused: its fencing token is older than the resource's fence"
+            }
             // A code that is neither of these nor any kind's: the tests check there is none.
             (_, None) => "unknown result code",
         }

@@ -25,6 +25,7 @@ final class Result
     public const NULL_PARAMETER = 10;
     public const PANIC = 11;
     public const CANCELLED = 12;
+    public const STALE = 13;
 
     /** The C enumerator name of each code, as in the header. */
     public const NAMES = [
@@ -41,6 +42,7 @@ final class Result
         self::NULL_PARAMETER => 'REDISLOCK_NULL_PARAMETER',
         self::PANIC => 'REDISLOCK_PANIC',
         self::CANCELLED => 'REDISLOCK_CANCELLED',
+        self::STALE => 'REDISLOCK_STALE',
     ];
 
     private function __construct()

@@ -41,6 +41,7 @@ class LockException extends \RuntimeException
         Result::NULL_PARAMETER => InternalException::class,
         Result::PANIC => InternalException::class,
         Result::CANCELLED => CancelledException::class,
+        Result::STALE => StaleException::class,
     ];
 
     /**
