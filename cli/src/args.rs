@@ -39,6 +39,7 @@ pub const AFTER_LONG_HELP: &str = concat!(
     "  redislock status nightly-backup\n",
     "  redislock elect scheduler --id \"$(hostname)\" -- ./scheduler   # one leader at a time\n",
     "  redislock leader --watch scheduler\n",
+    "  redislock run --fencing orders -- sh -c 'redislock fenced incr orders:count'\n",
     "\n",
     "Exit statuses:\n",
     "  (the command's)  run: the command's own exit status\n",
@@ -51,6 +52,8 @@ pub const AFTER_LONG_HELP: &str = concat!(
     "  75               not acquired within --wait, or held with --no-wait (EX_TEMPFAIL)\n",
     "  76               run, elect: the lock (leadership) was lost while the command ran;\n",
     "                   extend, release: the lock is not held with this token any more\n",
+    "  77               fenced: the write was refused as stale, a later fencing token wrote\n",
+    "                   since; nothing was written (EX_NOPERM)\n",
     "  78               bad URL, option or password; the name is in use as another kind\n",
     "                   of lock (EX_CONFIG)\n",
     "  126              run: the command cannot be run\n",
@@ -60,6 +63,7 @@ pub const AFTER_LONG_HELP: &str = concat!(
     "  REDIS_URL              the URL when --url is not given\n",
     "  REDISLOCK_PASSWORD     the password, overriding the URL's (keeps it off the command line)\n",
     "  REDISLOCK_OWNER_TOKEN  the owner token for extend and release (else read from stdin)\n",
+    "  REDISLOCK_FENCING_TOKEN  the fencing token for fenced set and incr (run --fencing sets it)\n",
     "\n",
     "Durations: 500ms, 30s, 2m, 1h, 1d (a bare number is seconds; 1.5s works). See also\n",
     "`redislock man`."
@@ -121,12 +125,19 @@ pub enum Command {
     /// Show who leads the election NAME: identity, epoch, remaining lease (exit 0 led, 1
     /// nobody); with --watch, print each change
     Leader(LeaderArgs),
+    /// Write to a key with the fencing token of `run --fencing` (REDISLOCK_FENCING_TOKEN):
+    /// refused, exit 77, when a later token wrote to it since
+    #[command(
+        after_help = "Example:\n  redislock run --fencing orders -- sh -c 'redislock fenced set orders:last \"$(date +%s)\"'"
+    )]
+    Fenced(FencedArgs),
     /// Print the man page (roff) of redislock, or of one of its commands, on standard output
     #[command(
         after_help = "Example:\n  redislock man > redislock.1; redislock man run > redislock-run.1"
     )]
     Man {
-        /// The command whose page to print (run, acquire, extend, release, status, elect, leader)
+        /// The command whose page to print (run, acquire, extend, release, status, elect, leader,
+        /// fenced)
         command: Option<String>,
     },
     /// Print the completion script of SHELL on standard output
@@ -269,6 +280,42 @@ pub struct LeaderArgs {
     pub watch: bool,
     /// The election's name
     pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct FencedArgs {
+    /// The fencing token to write with (default: REDISLOCK_FENCING_TOKEN, as `run --fencing`
+    /// sets it, else REDISLOCK_EPOCH, as `elect` sets it)
+    #[arg(long, global = true, value_name = "TOKEN")]
+    pub token: Option<u64>,
+    #[command(subcommand)]
+    pub op: FencedOp,
+}
+
+/// What `fenced` does. KEY is used as given (no --prefix); its fence is kept in `KEY:fenced`.
+#[derive(Debug, Subcommand)]
+pub enum FencedOp {
+    /// Set KEY to VALUE; prints OK
+    Set {
+        /// The key written
+        key: String,
+        /// Its new value
+        value: String,
+    },
+    /// Add N (default 1) to the integer at KEY (0 when it has none); prints the new value
+    Incr {
+        /// The key written
+        key: String,
+        /// How much to add (may be negative)
+        #[arg(default_value_t = 1, allow_negative_numbers = true)]
+        by: i64,
+    },
+    /// Print KEY's fence: the largest token a write to it was applied with (exit 1, "none",
+    /// before the first)
+    Fence {
+        /// The key
+        key: String,
+    },
 }
 
 /// What a command gets when its lock is lost.

@@ -14,6 +14,8 @@ pub const SOFTWARE: u8 = 70;
 pub const TEMPFAIL: u8 = 75;
 /// The lock was lost while the command ran, or is not held with the given token.
 pub const LOST: u8 = 76;
+/// `fenced`: the write was refused as stale, a later fencing token wrote since (EX_NOPERM).
+pub const STALE: u8 = 77;
 /// Bad URL, option or password (EX_CONFIG).
 pub const CONFIG: u8 = 78;
 /// The command cannot be run.

@@ -5,6 +5,7 @@ mod args;
 mod commands;
 mod connect;
 mod exit;
+mod fenced;
 mod run;
 mod signals;
 
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         Command::Status(a) => commands::status(&cli.conn, a),
         Command::Elect(a) => run::run(&cli.conn, a.into_run()),
         Command::Leader(a) => commands::leader(&cli.conn, a),
+        Command::Fenced(a) => fenced::fenced(&cli.conn, a),
         Command::Man { command } => man(command.as_deref()),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "redislock", &mut io::stdout());
