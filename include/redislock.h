@@ -655,6 +655,39 @@ redislock_result redislock_fenced_incr_by(const redislock_fenced *fenced,
                                           int64_t *value_out);
 
 /**
+ * Runs the caller's Lua `script` (NUL-terminated UTF-8: the body of a function, whose `return`
+ * is the reply) if `token` is not older than the resource's fence, then advances the fence to
+ * `token`, all in one script. The script sees the resource's key as `KEYS[1]`, then the
+ * `keys_count` keys (key i is `keys_len[i]` bytes at `keys[i]`), and the `args_count`
+ * arguments as `ARGV` (likewise); on a Cluster every key must share the resource's slot (give
+ * them its hash tag). The script's reply is copied into `reply_buf`: a string as it is, an
+ * integer in decimal, nil (or false) as nothing; at most `reply_buf_len - 1` bytes, then a NUL
+ * (binary-safe: a reply holding NUL bytes is copied whole up to the cut); `reply_buf` may be
+ * NULL when `reply_buf_len` is 0. `*reply_len_out` gets the whole reply's length: a value `>=
+ * reply_buf_len` means it was cut. The script is not run again to fetch the rest, so size the
+ * buffer for the replies the script gives. A script that fails leaves the fence as it was
+ * (what it wrote before failing stays, as with any Redis script).
+ * Errors: STALE (a later token wrote: the script did not run), NULL_PARAMETER (`script` or
+ * `reply_len_out` NULL; `keys`, `keys_len`, `args` or `args_len` NULL with a count; an item
+ * NULL with a length), INVALID_ARGUMENT (the script is not UTF-8; the script ran and the fence
+ * advanced, but it replied with a table, which has no byte form), CONNECTION (also when the
+ * connection dropped after the script was sent: whether it ran is unknown; it is never sent
+ * twice), REDIS_ERROR (the script failed: a Lua error, a key of another slot).
+ */
+redislock_result redislock_fenced_eval(const redislock_fenced *fenced,
+                                       uint64_t token,
+                                       const char *script,
+                                       const uint8_t *const *keys,
+                                       const size_t *keys_len,
+                                       size_t keys_count,
+                                       const uint8_t *const *args,
+                                       const size_t *args_len,
+                                       size_t args_count,
+                                       char *reply_buf,
+                                       size_t reply_buf_len,
+                                       size_t *reply_len_out);
+
+/**
  * Frees the handle. NULL is a no-op.
  */
 void redislock_fenced_free(redislock_fenced *fenced);

@@ -172,6 +172,19 @@ redislock_result redislock_fenced_incr_by(const redislock_fenced *fenced,
                                           int64_t n,
                                           int64_t *value_out);
 
+redislock_result redislock_fenced_eval(const redislock_fenced *fenced,
+                                       uint64_t token,
+                                       const char *script,
+                                       const char *const *keys,
+                                       const size_t *keys_len,
+                                       size_t keys_count,
+                                       const char *const *args,
+                                       const size_t *args_len,
+                                       size_t args_count,
+                                       char *reply_buf,
+                                       size_t reply_buf_len,
+                                       size_t *reply_len_out);
+
 void redislock_fenced_free(redislock_fenced *fenced);
 
 redislock_result redislock_lock_fence_epoch(const redislock_lock *lock, uint64_t *epoch_out);

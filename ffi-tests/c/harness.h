@@ -116,6 +116,8 @@ const char *h_code_name(redislock_result code);
     X(fencing_tokens_increase)                                                                 \
     X(fencing_token_without_fencing)                                                           \
     X(fenced_writes)                                                                           \
+    X(fenced_stale_holder)                                                                     \
+    X(fenced_eval)                                                                             \
     X(free_releases_held_lock)                                                                 \
     X(lock_outlives_client)                                                                    \
     X(limit_reached)                                                                           \

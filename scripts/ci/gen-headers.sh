@@ -77,9 +77,9 @@ awk '
 # length, binary-safe) are declared `const char *` instead of `const uint8_t *`: ABI-identical (same size, alignment
 # and passing of a pointer), and include/redislock.h keeps `const uint8_t *` for C callers.
 sed -i -E 's/const uint8_t \*(name|prefix|owner|identity|key|value)([,)])/const char *\1\2/' "$tmp/redislock_php.h"
-# Likewise the array of names of a set: `const char *const *names`, so that PHP can store its
-# strings' pointers in the array it passes.
-sed -i -E 's/const uint8_t \*const \*names([,)])/const char *const *names\1/' "$tmp/redislock_php.h"
+# Likewise the arrays of byte strings (the names of a set; a fenced script's keys and args):
+# `const char *const *names`, so that PHP can store its strings' pointers in the array it passes.
+sed -i -E 's/const uint8_t \*const \*(names|keys|args)([,)])/const char *const *\1\2/' "$tmp/redislock_php.h"
 if grep -n 'uint8_t \*' "$tmp/redislock_php.h" >&2; then
     echo "error: redislock_php.h has a uint8_t pointer parameter left (above): decide whether it" >&2
     echo "       is a byte string PHP should pass directly and extend the rewrite above" >&2
