@@ -655,6 +655,14 @@ redislock_result redislock_fenced_incr_by(const redislock_fenced *fenced,
                                           int64_t *value_out);
 
 /**
+ * Writes the resource's fence to `*fence_out`: the largest fencing token a write to it was
+ * applied with, 0 before the first (tokens start at 1). One round trip.
+ * Errors: NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+ */
+redislock_result redislock_fenced_current_fence(const redislock_fenced *fenced,
+                                                uint64_t *fence_out);
+
+/**
  * Runs the caller's Lua `script` (NUL-terminated UTF-8: the body of a function, whose `return`
  * is the reply) if `token` is not older than the resource's fence, then advances the fence to
  * `token`, all in one script. The script sees the resource's key as `KEYS[1]`, then the

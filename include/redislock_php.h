@@ -172,6 +172,9 @@ redislock_result redislock_fenced_incr_by(const redislock_fenced *fenced,
                                           int64_t n,
                                           int64_t *value_out);
 
+redislock_result redislock_fenced_current_fence(const redislock_fenced *fenced,
+                                                uint64_t *fence_out);
+
 redislock_result redislock_fenced_eval(const redislock_fenced *fenced,
                                        uint64_t token,
                                        const char *script,

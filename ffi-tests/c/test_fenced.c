@@ -72,6 +72,17 @@ void test_fenced_stale_holder(void) {
     CHECK(strcmp(value, "from-b") == 0);
     CHECK(get_key(count_key, value, sizeof value) == 1);
     CHECK(strcmp(value, "11") == 0);
+    /* The resource's fence is B's token; a resource never written has none (0). */
+    CHECK_RC(redislock_fenced_current_fence(res, &token_a), REDISLOCK_OK);
+    CHECK(token_a == token_b);
+    redislock_fenced_free(count);
+    h_name(count_key, sizeof count_key, "fenced-story-unwritten");
+    CHECK_RC(redislock_fenced_open(client, NAME(count_key), &count), REDISLOCK_OK);
+    token_a = 99;
+    CHECK_RC(redislock_fenced_current_fence(count, &token_a), REDISLOCK_OK);
+    CHECK(token_a == 0);
+    CHECK_RC(redislock_fenced_current_fence(NULL, &token_a), REDISLOCK_NULL_PARAMETER);
+    CHECK_RC(redislock_fenced_current_fence(count, NULL), REDISLOCK_NULL_PARAMETER);
     /* Its lock is gone too. */
     CHECK_RC(redislock_lock_release(a), REDISLOCK_NOT_HELD);
 

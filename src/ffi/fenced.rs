@@ -85,6 +85,25 @@ pub extern "C" fn redislock_fenced_incr_by(
     }
 }
 
+/// Writes the resource's fence to `*fence_out`: the largest fencing token a write to it was
+/// applied with, 0 before the first (tokens start at 1). One round trip.
+/// Errors: NULL_PARAMETER, CONNECTION, REDIS_ERROR.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_fenced_current_fence(
+    fenced: *const redislock_fenced,
+    fence_out: *mut u64,
+) -> redislock_result {
+    ffi_panic_boundary! {
+        let res = try_ref!(fenced);
+        try_out!(fence_out);
+        let fence = try_rust!(res.current_fence()).unwrap_or(0);
+        // SAFETY: `fence_out` is not NULL (checked above) and points to writable memory for a
+        // `uint64_t` (calling conventions).
+        unsafe { write_out(fence_out, fence) };
+        REDISLOCK_OK
+    }
+}
+
 /// The most keys, or arguments, one `redislock_fenced_eval` takes (Lua's own limit on a
 /// script's arguments is lower still).
 const MAX_EVAL_ITEMS: usize = 1 << 20;
