@@ -76,6 +76,8 @@ $classes = [
     Redislock\Lock::class,
     Redislock\LeaderInfo::class,
     Redislock\Semaphore::class,
+    Redislock\Fence::class,
+    Redislock\FencedResource::class,
     Redislock\RequestEnd::class,
 ];
 foreach (glob(__DIR__ . '/src/Exception/*.php') ?: [] as $file) {

@@ -187,6 +187,18 @@ final class Client
         return new self($ffi, Options::newClient($ffi, $url, $options));
     }
 
+    /**
+     * The resource `$key` kept in Redis on this client's servers, written only with a fence not
+     * older than its own ({@see FencedResource}); the key is used as given, without the key
+     * prefix.
+     *
+     * @throws InvalidArgumentException for an empty key or a Redlock URL
+     */
+    public function fencedResource(string $key): FencedResource
+    {
+        return FencedResource::ofClient($this, $key);
+    }
+
     /** @internal the `redislock_client*` handle */
     public function handle(): CData
     {

@@ -278,6 +278,23 @@ final class Lock
     }
 
     /**
+     * The fence of this grant, for a {@see FencedResource}: the lock's name, its fencing token
+     * and the failover epoch of the master that granted it (0 on a single server); null when
+     * taken without fencing (and for permits and sets).
+     */
+    public function fence(): ?Fence
+    {
+        $token = $this->fencingToken();
+        if ($token === null) {
+            return null;
+        }
+        $epoch = $this->ffi->new('uint64_t');
+        Library::check($this->ffi->redislock_lock_fence_epoch($this->handle(), FFI::addr($epoch)));
+
+        return new Fence($this->name, $token, (int) $epoch->cdata);
+    }
+
+    /**
      * The fencing token of each name, by name, or null when taken without fencing (or for
      * permits, which have none). A set has one token per name, each from its name's own counter;
      * any other lock has its one token under its name.
