@@ -165,7 +165,7 @@ if [[ $cli -eq 1 ]]; then
     strip --strip-unneeded --remove-section=.comment -o "$stage/redislock" "$tool"
     mkdir -p "$stage/man1"
     "$stage/redislock" man > "$stage/man1/redislock.1"
-    for command in run acquire extend release status; do
+    for command in run acquire extend release status elect leader fenced; do
         "$stage/redislock" man "$command" > "$stage/man1/redislock-$command.1"
     done
     "$stage/redislock" completions bash > "$stage/redislock.bash"
