@@ -2,7 +2,8 @@
 //! `scripts/ci/php-tests.sh`, with `REDISLOCK_LIB` naming the cdylib of this cargo build: it
 //! builds the test kit's program and points `REDISLOCK_TESTKIT` at it, and runs `phpunit -c
 //! bindings/php/phpunit.xml`. The PHP tests start their own redis-server processes on free
-//! loopback ports through that program (`redislock-testkit single`).
+//! loopback ports through that program (`redislock-testkit single`); FencedSqlTest uses the
+//! PostgreSQL started here, whose URL it gets in `REDISLOCK_TEST_PG_URL`.
 //!
 //! Needs php (FFI, pcntl, posix, phpredis), Symfony Lock 5.4, phpunit 9 and redis-server;
 //! `scripts/setup.sh` installs them on Debian. Missing tools fail this test with that hint.
@@ -34,12 +35,15 @@ fn php_package_phpunit_suite() {
         missing.join(", ")
     );
 
+    // The PostgreSQL of FencedSqlTest (fenced writes to a SQL row with PDO).
+    let pg = support::Postgres::start();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = Command::new("bash")
         .arg(root.join("scripts/ci/php-tests.sh"))
         .current_dir(root)
         // The library of this cargo build: the script builds none of its own then.
         .env("REDISLOCK_LIB", support::lib_dir().join("libredislock.so"))
+        .env("REDISLOCK_TEST_PG_URL", pg.url())
         .stdin(Stdio::null())
         .output()
         .expect("cannot run scripts/ci/php-tests.sh");

@@ -5,7 +5,9 @@
 # Usage: ffi-tests/c/run.sh plain|asan|valgrind BINARY LIBDIR [TEST-NAME-FILTER...]
 #   BINARY   the test program (built plain for plain and valgrind, instrumented for asan)
 #   LIBDIR   the directory holding libredislock.so
-# Needs REDISLOCK_TEST_URL (redis://127.0.0.1:PORT/ of a test server) in the environment.
+# Needs REDISLOCK_TEST_URL (redis://127.0.0.1:PORT/ of a test server) in the environment; the
+# fenced SQL program (test_fenced_sql.c, built apart by tests/ffi_c.rs) also needs
+# REDISLOCK_TEST_PG_URL (postgres://user@127.0.0.1:PORT/db of a test PostgreSQL).
 set -euo pipefail
 
 mode="${1:?usage: $0 plain|asan|valgrind BINARY LIBDIR [FILTER...]}"
