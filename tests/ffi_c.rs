@@ -9,7 +9,7 @@
 //! library, next to this test binary), so it runs no cargo of its own. It needs a C and a C++ compiler and valgrind;
 //! without them it fails and names `scripts/setup.sh`, which installs them.
 //!
-//! The fenced write to a SQL row (`ffi-tests/c/test_fenced_sql.c`, linked with libpq) is a
+//! The fenced write to a SQL row (`ffi-tests/c/sql/fenced_sql.c`, linked with libpq) is a
 //! program of its own, built here and run by `ffi-tests/c/run.sh` in the same three modes
 //! against a Redis and a PostgreSQL started here (`REDISLOCK_TEST_PG_URL`); it needs libpq's
 //! headers and `pg_config` too (Debian: libpq-dev).
@@ -137,7 +137,7 @@ fn output_of(program: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-/// `ffi-tests/c/test_fenced_sql.c`: a paused holder's UPDATE and INSERT ... ON CONFLICT with
+/// `ffi-tests/c/sql/fenced_sql.c`: a paused holder's UPDATE and INSERT ... ON CONFLICT with
 /// libpq affect no row, the later holder's write stays; plain, under ASan + UBSan and under
 /// valgrind (no error, no leak).
 #[test]
@@ -165,10 +165,9 @@ fn c_fenced_sql_passes_plain_under_sanitizers_and_under_valgrind() {
                 "-g",
             ])
             .args(sanitize)
-            .arg("-DREDISLOCK_FENCED_SQL_MAIN")
             .arg("-Iinclude")
             .arg(format!("-I{pg_includes}"))
-            .arg("ffi-tests/c/test_fenced_sql.c")
+            .arg("ffi-tests/c/sql/fenced_sql.c")
             .arg(format!("-L{}", lib.display()))
             .arg(format!("-Wl,-rpath,{}", lib.display()))
             .args(["-lredislock", "-lpq", "-lpthread", "-lm", "-o"])
@@ -178,7 +177,7 @@ fn c_fenced_sql_passes_plain_under_sanitizers_and_under_valgrind() {
             .expect("cannot run cc");
         assert!(
             status.success(),
-            "compiling test_fenced_sql.c failed ({status})"
+            "compiling fenced_sql.c failed ({status})"
         );
     };
     let (plain, asan) = (build.join("fenced-sql"), build.join("fenced-sql-asan"));
@@ -211,7 +210,7 @@ fn c_fenced_sql_passes_plain_under_sanitizers_and_under_valgrind() {
         let report = format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}");
         assert!(
             out.status.success() && stdout.contains(" checks, 0 failed"),
-            "test_fenced_sql.c failed in the {mode} run ({})\n{report}",
+            "fenced_sql.c failed in the {mode} run ({})\n{report}",
             out.status
         );
         if mode == "valgrind" {

@@ -6,7 +6,7 @@
 #   BINARY   the test program (built plain for plain and valgrind, instrumented for asan)
 #   LIBDIR   the directory holding libredislock.so
 # Needs REDISLOCK_TEST_URL (redis://127.0.0.1:PORT/ of a test server) in the environment; the
-# fenced SQL program (test_fenced_sql.c, built apart by tests/ffi_c.rs) also needs
+# fenced SQL program (sql/fenced_sql.c, built apart by tests/ffi_c.rs) also needs
 # REDISLOCK_TEST_PG_URL (postgres://user@127.0.0.1:PORT/db of a test PostgreSQL).
 set -euo pipefail
 

@@ -4,14 +4,10 @@
  * late UPDATE and INSERT ... ON CONFLICT are refused, and B writing again with its own token is
  * applied.
  *
- * A program of its own, linked with -lpq: tests/ffi_c.rs builds it with
- * -DREDISLOCK_FENCED_SQL_MAIN and runs it through ffi-tests/c/run.sh (plain, ASan + UBSan,
- * valgrind) with REDISLOCK_TEST_URL (Redis) and REDISLOCK_TEST_PG_URL (PostgreSQL,
- * postgres://user@host:port/db). Without that macro (scripts/ci/c-tests.sh compiles every
- * C file of ffi-tests/c into its shared program) it compiles to nothing. */
-#ifndef REDISLOCK_FENCED_SQL_MAIN
-typedef int redislock_fenced_sql_is_built_apart;
-#else
+ * A program of its own, linked with -lpq (so it sits apart from the C files of ffi-tests/c, which
+ * scripts/ci/c-tests.sh builds into one program): tests/ffi_c.rs builds it and runs it through
+ * ffi-tests/c/run.sh (plain, ASan + UBSan, valgrind) with REDISLOCK_TEST_URL (Redis) and
+ * REDISLOCK_TEST_PG_URL (PostgreSQL, postgres://user@host:port/db). */
 
 #define _POSIX_C_SOURCE 200809L
 
@@ -213,5 +209,3 @@ int main(void) {
     printf("fenced_sql: %d checks, %d failed\n", checks, failures);
     return failures == 0 ? 0 : 1;
 }
-
-#endif
