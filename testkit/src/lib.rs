@@ -24,6 +24,9 @@
 //! * [`History`], [`FencedResource`] and [`check`]: clients record their calls, the fenced
 //!   resource what it accepted, and the checker reports overlaps, stale tokens accepted, lost
 //!   updates, liveness gaps and overrun bounds.
+//! * [`Postgres`] starts a private PostgreSQL (Debian's `initdb` and `postgres`, run as the
+//!   `postgres` user when the tests run as root) on a free loopback port, for the tests of
+//!   fenced writes to SQL rows; never the machine's own PostgreSQL on 5432.
 //! * [`unique_name`] gives per-test unique key / lock names; [`get`], [`exists`], [`pttl`],
 //!   [`llen`], [`wait_for_len`], [`leftover_keys`] and [`eventually`] are the small helpers
 //!   every test file wants.
@@ -45,6 +48,7 @@ mod cluster;
 mod history;
 mod masters;
 mod partition;
+mod postgres;
 mod process;
 mod proxy;
 mod sentinel;
@@ -68,6 +72,7 @@ pub use history::{
 };
 pub use masters::RedlockMasters;
 pub use partition::{Direction, Partition, peer_ports};
+pub use postgres::{PG_BIN_ENV, Postgres};
 pub use process::{
     cargo_build_example, child_env, spawn_anchored, spawn_self, wait_child, wait_child_ok,
 };
