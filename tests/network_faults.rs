@@ -62,9 +62,9 @@ use std::time::{Duration, Instant};
 use redislock::{Client, ErrorKind, Fence, Lock, Permits, RedissonLock, WriteLock};
 use support::{
     ChildProcess, Cluster, Direction, Event, FaultProxy, FencedResource, History, ISOLATED_SOURCE,
-    Op, PEER_SOURCE, Partition, Recorder, RedisServer, RedlockMasters, Report, SentinelGroup,
-    check, child_role, conn_within, eventually, first_grant_after, lib_dir, peer_ports,
-    slot_master_at, unique_name,
+    Op, PEER_SOURCE, Partition, Postgres, Recorder, RedisServer, RedlockMasters, Report,
+    SentinelGroup, check, child_role, conn_within, eventually, first_grant_after, lib_dir,
+    peer_ports, slot_master_at, unique_name,
 };
 
 const CONNECT: Duration = Duration::from_millis(300);
@@ -219,7 +219,23 @@ enum Sink {
         pool: Mutex<Vec<redis::Connection>>,
         tally: Tally,
     },
+    /// A row in PostgreSQL with a fence column, written by the SQL recipe: [`WORK`], then
+    /// [`SQL_FENCED_INCREMENT`] with the grant's token (no row updated: stale).
+    SqlFenced {
+        url: String,
+        pool: Mutex<Vec<postgres::Client>>,
+        tally: Tally,
+    },
 }
+
+/// The table of [`Sink::SqlFenced`]: one row, its value and the fence of its last write.
+const SQL_TABLE: &str = "CREATE TABLE fenced (id bigint PRIMARY KEY, v bigint NOT NULL, fence bigint NOT NULL); \
+     INSERT INTO fenced VALUES (1, 0, 0)";
+
+/// The fenced increment: applies only when the writer's token is not older than the row's
+/// fence, and advances the fence; returns the value it left, or no row when stale.
+const SQL_FENCED_INCREMENT: &str =
+    "UPDATE fenced SET v = v + 1, fence = $1 WHERE id = 1 AND fence <= $1 RETURNING v";
 
 /// What the holders' writes to a resource of the test's own came to.
 #[derive(Default)]
@@ -291,6 +307,19 @@ impl Sink {
         }
     }
 
+    /// The row of [`SQL_TABLE`] in the PostgreSQL of `url` (a server of the test's own), which
+    /// this creates.
+    fn sql_fenced(url: &str) -> Sink {
+        let mut db = postgres::Client::connect(url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("PostgreSQL at {url}: {e}"));
+        db.batch_execute(SQL_TABLE).unwrap();
+        Sink::SqlFenced {
+            url: url.to_owned(),
+            pool: Mutex::new(vec![db]),
+            tally: Tally::default(),
+        }
+    }
+
     /// One increment by the holder of `held`, recorded in `rec`'s history (refusals, errors;
     /// the file also records what it accepted).
     fn write(&self, rec: &Recorder, held: &Held) {
@@ -347,6 +376,32 @@ impl Sink {
                     }
                 }
             }
+            Sink::SqlFenced { url, pool, tally } => {
+                let token_i64 = i64::try_from(token).expect("tokens fit a bigint");
+                thread::sleep(WORK);
+                let popped = pool.lock().unwrap().pop();
+                let written = popped
+                    .map_or_else(|| postgres::Client::connect(url, postgres::NoTls), Ok)
+                    .and_then(|mut db| {
+                        let row = db.query_opt(SQL_FENCED_INCREMENT, &[&token_i64])?;
+                        pool.lock().unwrap().push(db);
+                        Ok(row.map(|r| r.get::<_, i64>(0)))
+                    });
+                match written {
+                    Ok(Some(v)) => tally.applied.lock().unwrap().push((v, token)),
+                    Ok(None) => {
+                        tally.refused.fetch_add(1, Ordering::Relaxed);
+                        rec.record(Op::Rejected { token });
+                    }
+                    Err(e) => {
+                        tally.failed.fetch_add(1, Ordering::Relaxed);
+                        rec.record(Op::Error {
+                            op: "sql write".into(),
+                            what: e.to_string(),
+                        });
+                    }
+                }
+            }
         }
     }
 
@@ -357,6 +412,14 @@ impl Sink {
 
     /// The figures once the run is over (the file's from the checker's `report`).
     fn figures(&self, report: &Report) -> SinkFigures {
+        if let Sink::SqlFenced { url, tally, .. } = self {
+            let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            let value: i64 = db
+                .query_one("SELECT v FROM fenced WHERE id = 1", &[])
+                .unwrap()
+                .get(0);
+            return tally.figures("sql-fenced", value);
+        }
         let (label, server, key, tally) = match self {
             Sink::File(file) => {
                 return SinkFigures {
@@ -378,10 +441,18 @@ impl Sink {
             Sink::RedisUnfenced {
                 key, server, tally, ..
             } => ("redis-unfenced", server, key.as_bytes().to_vec(), tally),
+            Sink::SqlFenced { .. } => unreachable!("above"),
         };
         let mut con = server.get_connection().unwrap();
         let value: Option<i64> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
-        let value = value.unwrap_or(0);
+        tally.figures(label, value.unwrap_or(0))
+    }
+}
+
+impl Tally {
+    /// The figures of the writes tallied, the resource's final value being `value`.
+    fn figures(&self, label: &'static str, value: i64) -> SinkFigures {
+        let tally = self;
         let mut applied = tally.applied.lock().unwrap().clone();
         // In the order of the values they left: the server's, for the fenced increments.
         applied.sort_unstable();
@@ -1751,6 +1822,22 @@ fn sentinel_split_brain_fenced_writes() {
             Sink::redis_fenced(&url, "fenced"),
             Sink::redis_unfenced(&url, "unfenced"),
         ]),
+    );
+}
+
+/// The same split brain, each holder writing a row in a PostgreSQL of the test kit's (reached
+/// from both sides throughout) by the SQL recipe: a fence column, and `UPDATE ... SET v = v + 1,
+/// fence = $token WHERE ... AND fence <= $token` ([`SQL_FENCED_INCREMENT`]), no row updated
+/// meaning stale. The row refuses the old side's writes once it has seen the new side's and
+/// holds every applied increment once.
+#[test]
+fn sentinel_split_brain_fenced_sql() {
+    let db = Postgres::start();
+    sentinel_split_brain_on(
+        "sentinel/split-brain/sql-fenced",
+        0,
+        Safety::Fenced,
+        Some(vec![Sink::sql_fenced(&db.url())]),
     );
 }
 
