@@ -15,10 +15,19 @@
 //! * **split brain** (Sentinel): the master cut from its replicas and sentinels for 6 s while
 //!   its clients still reach it, with `min_replicas(1)` (safety asserted) and without (two
 //!   holders at once, shown; the fencing tokens asserted: none granted twice, no update lost).
+//!   Without `min_replicas` also with the holders writing resources outside the group, reached
+//!   from both sides throughout: two keys on a Redis of their own (one through
+//!   `redislock::FencedResource::incr_by`, asserted to lose no update; one by a plain `GET` then
+//!   `SET` under the lock, whose lost updates are printed, not asserted), and a PostgreSQL row by
+//!   the SQL recipe (a fence column, `UPDATE ... WHERE fence <= $token`; asserted as the fenced
+//!   key). Their figures are in the RESULT line's `writes`.
+//! * **a holder process stopped** (one server): a holder (this binary in a child role) stopped
+//!   with SIGSTOP past its lease while this process takes the lock and writes a fenced key, then
+//!   continued: its write must be refused as stale, and no update lost.
 //! * **one-way loss** (one server): the server's replies dropped, its requests delivered.
 //!
 //! Four threads of two clients race on one name with the exclusive lock (fencing on but on Redlock, lease 2 s,
-//! no renewal), each holder incrementing a fenced file resource; every call is recorded in the
+//! no renewal), each holder incrementing a fenced file resource (or the case's own, above); every call is recorded in the
 //! test kit's history and the checker reads it. Each case asserts safety (no two holders by
 //! their own lease accounting, no fencing token granted twice, no stale token accepted, no lost
 //! update), liveness (the name is granted again within the read timeout + 1 s after the fault
