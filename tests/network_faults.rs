@@ -26,9 +26,10 @@
 //!   continued: its write must be refused as stale, and no update lost.
 //! * **one-way loss** (one server): the server's replies dropped, its requests delivered.
 //!
-//! Four threads of two clients race on one name with the exclusive lock (fencing on but on Redlock, lease 2 s,
-//! no renewal), each holder incrementing a fenced file resource (or the case's own, above); every call is recorded in the
-//! test kit's history and the checker reads it. Each case asserts safety (no two holders by
+//! Four threads of two clients race on one name with the exclusive lock (fencing on but on
+//! Redlock, lease 2 s, no renewal), each holder incrementing a fenced file resource (or the
+//! case's own, above); every call is recorded in the test kit's history and the checker reads
+//! it. Each case asserts safety (no two holders by
 //! their own lease accounting, no fencing token granted twice, no stale token accepted, no lost
 //! update), liveness (the name is granted again within the read timeout + 1 s after the fault
 //! ends) and bounds (no call returns later than its wait + read timeout + checkout timeout +
