@@ -1014,7 +1014,6 @@ fn run_case_mixed(
     let dir = std::env::temp_dir().join(unique_name("netfault"));
     std::fs::create_dir_all(&dir).unwrap();
     let resource = Arc::new(FencedResource::create(&dir.join("resource")));
-    let foreign = ForeignClients::start(foreign, clients, name, resource.path(), &dir);
     let report = run_case_on(
         case,
         clients,
@@ -1024,14 +1023,16 @@ fn run_case_mixed(
         safety,
         vec![Sink::File(resource)],
         foreign,
+        &dir,
     );
     let _ = std::fs::remove_dir_all(&dir);
     report
 }
 
 /// [`run_case_mixed`] with the holders writing each of `sinks` in turn (the clients of other
-/// languages in `foreign`, already started, write the file, which must then be the first). The
-/// RESULT line's resource figures are the first sink's; every sink's are in its `writes`.
+/// languages in `foreign`, started here with their files in `dir`, write the file, which must
+/// then be the first). The RESULT line's resource figures are the first sink's; every sink's
+/// are in its `writes`.
 #[allow(clippy::too_many_arguments)]
 fn run_case_on(
     case: &str,
@@ -1041,15 +1042,22 @@ fn run_case_on(
     fault_len: Duration,
     safety: Safety,
     sinks: Vec<Sink>,
-    mut foreign: ForeignClients,
+    foreign: &[ForeignProgram],
+    dir: &Path,
 ) -> Report {
-    assert!(
-        foreign.running.is_empty() || matches!(sinks.first(), Some(Sink::File(_))),
-        "the clients of other languages write the file: it must be the first sink"
-    );
-    let sinks = Arc::new(sinks);
     let history = History::new();
     let threads_before = threads_now();
+    let mut foreign = match sinks.first() {
+        Some(Sink::File(file)) => ForeignClients::start(foreign, clients, name, file.path(), dir),
+        _ => {
+            assert!(
+                foreign.is_empty(),
+                "the clients of other languages write the file: it must be the first sink"
+            );
+            ForeignClients::none()
+        }
+    };
+    let sinks = Arc::new(sinks);
     let workers = Workers::start(clients, name, &history, &sinks);
     thread::sleep(WARM_UP);
     // Marked once the fault is in place (an nft rule takes tens of milliseconds to install).
@@ -1793,7 +1801,8 @@ fn sentinel_split_brain_on(
             SPLIT_BRAIN,
             safety,
             sinks,
-            ForeignClients::none(),
+            &[],
+            &std::env::temp_dir(),
         ),
     };
     failed_over(&group, port);
