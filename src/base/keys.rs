@@ -99,7 +99,8 @@ impl LockKeys {
         }
     }
 
-    fn companion(&self, suffix: &[u8], tail: &[u8]) -> Vec<u8> {
+    /// A companion key: the base, `suffix` and `tail` (a kind names its own in its file).
+    pub(crate) fn companion(&self, suffix: &[u8], tail: &[u8]) -> Vec<u8> {
         let base = self.base();
         let mut k = Vec::with_capacity(base.len() + suffix.len() + tail.len());
         k.extend_from_slice(base);
