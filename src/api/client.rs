@@ -177,6 +177,17 @@ impl Client {
         Request::new(self, vec![name.as_ref()], 0).with_fencing()
     }
 
+    /// A request for the recipe lock `name` (cargo feature `recipe-kind`: the kind
+    /// ARCHITECTURE.md's "Adding a kind" adds, for its tests; no part of the API).
+    #[cfg(feature = "recipe-kind")]
+    #[doc(hidden)]
+    pub fn recipe_lock<'a, N: AsRef<[u8]> + ?Sized>(
+        &'a self,
+        name: &'a N,
+    ) -> Request<'a, crate::api::kind::Recipe> {
+        Request::new(self, vec![name.as_ref()], 0).without_fencing()
+    }
+
     /// Who leads the election `name` now, without campaigning: its identity, epoch and
     /// remaining lease, or `None` when nobody leads. Fails with an invalid-argument error when
     /// the name is held as a plain lock.

@@ -304,6 +304,27 @@ impl Request<'_, Redisson> {
     }
 }
 
+#[cfg(feature = "recipe-kind")]
+impl Request<'_, crate::api::kind::Recipe> {
+    /// One attempt: fails with [`Error::is_held`] at once if another owner holds the lock.
+    pub fn try_acquire(&self) -> Result<Guard<crate::api::kind::Recipe>, Error> {
+        self.take(None)
+    }
+
+    /// Waits up to `wait` for the lock (fails with [`Error::is_wait_timeout`]), woken by the
+    /// holder's release on the lock's channel.
+    pub fn acquire(&self, wait: Duration) -> Result<Guard<crate::api::kind::Recipe>, Error> {
+        self.take(Some(wait))
+    }
+
+    fn take(&self, wait: Option<Duration>) -> Result<Guard<crate::api::kind::Recipe>, Error> {
+        let keys = self.keys()?;
+        let kind = crate::engine::kinds::recipe::Recipe;
+        let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
+        Ok(Guard::new(held, ()))
+    }
+}
+
 impl Request<'_, ReadWrite> {
     /// Waits up to `wait` for a read lock (fails with [`Error::is_wait_timeout`]). Granted at
     /// once while readers hold the name and nobody waits; otherwise in arrival order.
