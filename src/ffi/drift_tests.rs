@@ -324,3 +324,54 @@ fn php_kind_numbers_are_the_headers() {
         "every REDISLOCK_KIND_* of the header in PHP"
     );
 }
+
+/// The PHP package's mirrors of the other C enums (`Client::HELD_AS`, by number, and
+/// `Client::INSPECT_KINDS`, by constant name) are the PHP header's `redislock_held_as` and
+/// `redislock_inspect_kind`: every enumerator, each under its own name.
+#[test]
+fn php_mirrors_of_the_inspect_enums_are_the_headers() {
+    let client = repo_file("bindings/php/src/Client.php");
+    let header = repo_file("include/redislock_php.h");
+    let entries = |table: &str| -> Vec<(String, String)> {
+        between(&client, &format!("private const {table} = ["), "];")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.trim_end_matches(',').split_once(" => ").expect(l);
+                (k.trim_matches('\'').to_owned(), v.trim_matches('\'').to_owned())
+            })
+            .collect()
+    };
+
+    // What holds a lock: 'exclusive' for REDISLOCK_HELD_EXCLUSIVE, ...; none for NONE (null).
+    let held: Vec<(String, String)> = header_enum(&header, "redislock_held_as")
+        .into_iter()
+        .filter(|(name, _)| name != "REDISLOCK_HELD_NONE")
+        .map(|(name, n)| {
+            let word = name.strip_prefix("REDISLOCK_HELD_").unwrap().to_lowercase();
+            (n.to_string(), word)
+        })
+        .collect();
+    assert!(held.len() >= 5, "{held:?}");
+    assert_eq!(
+        entries("HELD_AS"),
+        held,
+        "Client::HELD_AS against the header's redislock_held_as"
+    );
+
+    // Whose waiters are counted: 'rwlock' => 'REDISLOCK_INSPECT_RWLOCK', ...
+    let kinds: Vec<(String, String)> = header_enum(&header, "redislock_inspect_kind")
+        .into_iter()
+        .map(|(name, _)| {
+            let word = name.strip_prefix("REDISLOCK_INSPECT_").unwrap().to_lowercase();
+            (word, name)
+        })
+        .collect();
+    assert!(kinds.len() >= 4, "{kinds:?}");
+    assert_eq!(
+        entries("INSPECT_KINDS"),
+        kinds,
+        "Client::INSPECT_KINDS against the header's redislock_inspect_kind"
+    );
+}
