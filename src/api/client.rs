@@ -22,7 +22,7 @@ use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
 use crate::engine::kinds::Rules;
-use crate::engine::kinds::exclusive::{self, Exclusive};
+use crate::engine::kinds::exclusive::{self, ExclusiveRules};
 use crate::engine::kinds::leader::{self, LeaderInfo};
 use crate::engine::renewal::Stats;
 use crate::stores::Check;
@@ -152,7 +152,7 @@ impl Client {
                     keys.shown()
                 ))
             })?;
-            if Exclusive.release(&b, &keys, &Token::from_held(holder))? {
+            if ExclusiveRules.release(&b, &keys, &Token::from_held(holder))? {
                 return Ok(true);
             }
         }

@@ -26,12 +26,12 @@ use crate::engine::acquire;
 use crate::engine::cancel::Cancel;
 use crate::engine::held::Held;
 use crate::engine::kinds::Rules;
-use crate::engine::kinds::exclusive::Exclusive as ExclusiveRules;
-use crate::engine::kinds::leader::Leader as LeaderRules;
-use crate::engine::kinds::multi::{self, Set as SetRules};
-use crate::engine::kinds::redisson::Redisson as RedissonRules;
-use crate::engine::kinds::rwlock::Rw;
-use crate::engine::kinds::semaphore::Permits as PermitsRules;
+use crate::engine::kinds::exclusive::ExclusiveRules;
+use crate::engine::kinds::leader::LeaderRules;
+use crate::engine::kinds::multi::{self, SetRules};
+use crate::engine::kinds::redisson::RedissonRules;
+use crate::engine::kinds::rwlock::RwRules;
+use crate::engine::kinds::semaphore::PermitsRules;
 
 /// A request for a lock of kind `K`: its name(s) and how to take it. Made by
 /// [`Client::lock`], [`Client::rw_lock`], [`Client::semaphore`] and [`Client::lock_all`], with
@@ -471,7 +471,7 @@ impl Request<'_, crate::api::kind::Recipe> {
 
     fn take(&self, wait: Option<Duration>) -> Result<Guard<crate::api::kind::Recipe>, Error> {
         let keys = self.keys()?;
-        let kind = crate::engine::kinds::recipe::Recipe;
+        let kind = crate::engine::kinds::recipe::RecipeRules;
         let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
         Ok(Guard::new(held, ()))
     }
@@ -504,7 +504,7 @@ impl Request<'_, ReadWrite> {
 
     fn take(&self, write: bool, wait: Option<Duration>) -> Result<Held, Error> {
         let keys = self.keys()?;
-        let (held, _) = self.take_as(Box::new(Rw { write }), keys, None, wait)?;
+        let (held, _) = self.take_as(Box::new(RwRules { write }), keys, None, wait)?;
         Ok(held)
     }
 }

@@ -339,7 +339,10 @@ fn php_mirrors_of_the_inspect_enums_are_the_headers() {
             .filter(|l| !l.is_empty())
             .map(|l| {
                 let (k, v) = l.trim_end_matches(',').split_once(" => ").expect(l);
-                (k.trim_matches('\'').to_owned(), v.trim_matches('\'').to_owned())
+                (
+                    k.trim_matches('\'').to_owned(),
+                    v.trim_matches('\'').to_owned(),
+                )
             })
             .collect()
     };
@@ -364,7 +367,10 @@ fn php_mirrors_of_the_inspect_enums_are_the_headers() {
     let kinds: Vec<(String, String)> = header_enum(&header, "redislock_inspect_kind")
         .into_iter()
         .map(|(name, _)| {
-            let word = name.strip_prefix("REDISLOCK_INSPECT_").unwrap().to_lowercase();
+            let word = name
+                .strip_prefix("REDISLOCK_INSPECT_")
+                .unwrap()
+                .to_lowercase();
             (word, name)
         })
         .collect();

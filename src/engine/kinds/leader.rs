@@ -44,18 +44,18 @@ pub const MAX_IDENTITY_LEN: usize = 256;
 
 /// The leadership of one election, campaigned for with an identity.
 #[derive(Debug)]
-pub(crate) struct Leader {
+pub(crate) struct LeaderRules {
     identity: Box<str>,
     /// Whether the store is a Cluster, whose channels are sharded ([`sharded`]).
     cluster: bool,
 }
 
-impl Leader {
+impl LeaderRules {
     /// A campaign with `identity`, checked: not empty, at most [`MAX_IDENTITY_LEN`] bytes, UTF-8
     /// without control characters (it is shown to observers and on terminals).
     /// `cluster`: the client's deployment is a Cluster.
-    pub(crate) fn new(identity: &[u8], cluster: bool) -> Result<Leader, Error> {
-        Ok(Leader {
+    pub(crate) fn new(identity: &[u8], cluster: bool) -> Result<LeaderRules, Error> {
+        Ok(LeaderRules {
             identity: check_identity(identity)?.into(),
             cluster,
         })
@@ -113,7 +113,7 @@ fn campaign(
     })
 }
 
-impl Rules for Leader {
+impl Rules for LeaderRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::LEADER
     }
@@ -180,7 +180,7 @@ impl Rules for Leader {
 }
 
 /// LEADER_EXTEND: the lock key and the leader key together.
-impl ExtendScript for Leader {
+impl ExtendScript for LeaderRules {
     fn script(&self) -> &'static redis::Script {
         &scripts::LEADER_EXTEND
     }

@@ -24,7 +24,7 @@ use crate::stores::wait::Step;
 
 /// A recipe lock: one holder at a time.
 #[derive(Debug)]
-pub(crate) struct Recipe;
+pub(crate) struct RecipeRules;
 
 /// The channel a release publishes on (a key of the lock's slot, as sharded pub/sub needs).
 fn channel(keys: &LockKeys) -> Vec<u8> {
@@ -48,7 +48,7 @@ fn take(c: &mut Connection, keys: &LockKeys, token: &Token, lease_ms: u64) -> Re
     })
 }
 
-impl Rules for Recipe {
+impl Rules for RecipeRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::RECIPE
     }
@@ -89,7 +89,7 @@ impl Rules for Recipe {
 }
 
 /// Its renewal: the exclusive lock's EXTEND (the lock key holds the token).
-impl ExtendScript for Recipe {
+impl ExtendScript for RecipeRules {
     fn script(&self) -> &'static redis::Script {
         ExclusiveExtend.script()
     }
