@@ -101,7 +101,7 @@ fn the_recipe_kind_through_the_c_abi() {
             "-g",
         ])
         .arg(format!("-I{}", root.join("include").display()))
-        .arg("-DREDISLOCK_RECIPE_KIND")
+        .args(["-D", "REDISLOCK_RECIPE_KIND"])
         .arg(root.join("ffi-tests/recipe/recipe_kind.c"))
         .arg(format!("-L{}", lib.display()))
         .arg(format!("-Wl,-rpath,{}", lib.display()))
@@ -113,7 +113,10 @@ fn the_recipe_kind_through_the_c_abi() {
         built.success(),
         "{cc} failed to build ffi-tests/recipe/recipe_kind.c"
     );
+    // This library first: cargo's LD_LIBRARY_PATH names target/<profile> too, whose copy is
+    // the last `cargo build`'s.
     let child = Command::new(&exe)
+        .env("LD_LIBRARY_PATH", &lib)
         .env("REDISLOCK_TEST_URL", srv.url())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -124,6 +127,14 @@ fn the_recipe_kind_through_the_c_abi() {
     let _ = std::fs::remove_file(&exe);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
+    // Cargo keeps one libredislock.so per profile, whatever the features: a build of the
+    // library without the feature after the last one with it leaves one without the kind.
+    assert!(
+        !stderr.contains("100 is not a redislock_kind"),
+        "{} was built without the feature recipe-kind (the last build of the library had other \
+         features, and this one was fresh): `touch src/lib.rs` and run again\n{stderr}",
+        lib.join("libredislock.so").display()
+    );
     assert!(
         out.status.success(),
         "the C test of the recipe kind failed ({})\n{stdout}\n{stderr}",
