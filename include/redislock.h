@@ -284,6 +284,12 @@ enum redislock_kind
    * fencing, no owner token; refused on Redlock URLs.
    */
   REDISLOCK_KIND_REDISSON = 3,
+#if defined(REDISLOCK_RECIPE_KIND)
+  /**
+   * The recipe kind (a library built with the cargo feature `recipe-kind`, for its tests).
+   */
+  REDISLOCK_KIND_RECIPE = 100,
+#endif
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L

@@ -65,8 +65,8 @@ if [ $quick -eq 1 ]; then
 fi
 step "cargo clippy --all-targets --workspace -- -D warnings"
 cargo clippy --all-targets --workspace -- -D warnings
-step "cargo clippy with the metrics facade and the spans (--features metrics,tracing)"
-cargo clippy --lib --tests --features metrics,tracing -- -D warnings
+step "cargo clippy with the metrics facade, the spans and the recipe kind (--features metrics,tracing,recipe-kind)"
+cargo clippy --lib --tests --features metrics,tracing,recipe-kind -- -D warnings
 step "luacheck (src/base/scripts/, and each Lua script as Redis receives it: .luacheckrc)"
 rm -rf target/luacheck
 LUACHECK_DIR="$PWD/target/luacheck" cargo test --quiet --lib base::scripts::tests::write_for_luacheck \
@@ -80,8 +80,11 @@ step "tests (cargo nextest run --workspace: .config/nextest.toml sets how many a
 # One retry: on a 2-core machine shared with builds, a timing-bound test can miss its bound
 # once; nextest reports every test that passed only on its retry as FLAKY, so none is hidden.
 cargo nextest run --workspace --no-fail-fast --retries 1
-step "the tests that need the features: the metrics facade and the spans (--features metrics,tracing)"
-cargo nextest run --profile features --features metrics,tracing --test metrics_facade --test tracing_spans
+# One build for the three features: the recipe kind (ARCHITECTURE.md, "Adding a kind") through
+# the Rust API and the C ABI rides on it.
+step "the tests that need the features: the metrics facade, the spans, the recipe kind (--features metrics,tracing,recipe-kind)"
+cargo nextest run --profile features --features metrics,tracing,recipe-kind \
+  --test metrics_facade --test tracing_spans --test recipe_kind
 step "doc tests"
 cargo test --doc
 step "a release in dist/: both crates packaged together and verified, the Debian packages (lintian), the Composer artifact, SHA256SUMS; one version everywhere (scripts/release.sh)"

@@ -300,6 +300,88 @@ fn no_module_imports_from_a_layer_above_its_own() {
     );
 }
 
+/// Every import between two files of the library, as `(file, file)` (their module paths), but
+/// a module's of its own submodules: a path resolves to the file of the longest module it
+/// starts with.
+fn file_imports(src: &Path) -> BTreeSet<(String, String)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_of(f, src)).collect();
+    let mut edges = BTreeSet::new();
+    for file in &files {
+        let module = module_of(file, src);
+        let code = code_of(&std::fs::read_to_string(file).unwrap());
+        for path in paths_in(&code, &module) {
+            let target = (1..=path.len())
+                .rev()
+                .map(|n| path[..n].to_vec())
+                .find(|m| modules.contains(m));
+            // A module's own file may use its submodules (it declares them and re-exports
+            // from them); they may use it.
+            if let Some(target) = target
+                && !target.starts_with(&module)
+            {
+                edges.insert((module.join("::"), target.join("::")));
+            }
+        }
+    }
+    edges
+}
+
+/// A circle among `edges`, if there is one: its files in order.
+fn circle(edges: &BTreeSet<(String, String)>) -> Option<Vec<String>> {
+    fn visit<'a>(
+        at: &'a str,
+        edges: &'a BTreeSet<(String, String)>,
+        path: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| *p == at) {
+            return Some(path[i..].iter().map(|s| s.to_string()).collect());
+        }
+        if !done.insert(at) {
+            return None;
+        }
+        path.push(at);
+        for (_, to) in edges.iter().filter(|(from, _)| from == at) {
+            if let Some(c) = visit(to, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .iter()
+        .find_map(|(from, _)| visit(from, edges, &mut Vec::new(), &mut done))
+}
+
+/// No file of the library imports, through others, from itself (`a` uses `b`, which uses `a`):
+/// each import points one way, so a file can be read, changed and tested after those it uses.
+#[test]
+fn no_import_circle_among_the_files() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = file_imports(&src);
+    assert!(
+        edges.len() > 100,
+        "{} imports: the check sees too few",
+        edges.len()
+    );
+    if let Some(c) = circle(&edges) {
+        panic!("an import circle: {} -> {}", c.join(" -> "), c[0]);
+    }
+    let shown: BTreeSet<(String, String)> = [("a", "b"), ("b", "c"), ("c", "a")]
+        .iter()
+        .map(|(x, y)| (x.to_string(), y.to_string()))
+        .collect();
+    assert_eq!(
+        circle(&shown).map(|c| c.len()),
+        Some(3),
+        "the check finds a circle"
+    );
+}
+
 /// ARCHITECTURE.md names every source file of the library, and every `src/…` path it names
 /// exists: a file added, moved or removed without the page following fails here.
 #[test]

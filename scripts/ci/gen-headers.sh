@@ -63,8 +63,13 @@ generate cbindgen-php.toml "$tmp/redislock_php.raw.h"
 
 # PHP FFI has no preprocessor, but cbindgen 0.29 always writes C23 `#if` blocks around enums
 # with a fixed size (`enum E : uint32_t` for C23, `typedef uint32_t E` before). Keep the
-# pre-C23 branch, which is what a C99 compiler sees too.
+# pre-C23 branch, which is what a C99 compiler sees too. The items of the hidden cargo feature
+# `recipe-kind` (`#if defined(REDISLOCK_RECIPE_KIND)`, cbindgen.toml) are left out: the PHP
+# package has no use for them.
 awk '
+    $0 == "#if defined(REDISLOCK_RECIPE_KIND)" { hidden = 1; next }
+    hidden && $0 == "#endif" { hidden = 0; next }
+    hidden { next }
     $0 == "#if __STDC_VERSION__ >= 202311L" { skip = 1; inside = 1; next }
     $0 == "#else" && inside                  { skip = 0; next }
     $0 == "#endif // __STDC_VERSION__ >= 202311L" { skip = 0; inside = 0; next }

@@ -7,6 +7,21 @@ use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::stores;
 
+impl Client {
+    /// A client with default settings for the given URL: `redis://[user:password@]host:port/db`,
+    /// a Sentinel URL `redis-sentinel://[user:password@]h1:p1,h2:p2[/db]#master`, or a Redlock URL
+    /// `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` (see `docs/topologies.md`).
+    /// Connects lazily.
+    pub fn open(url: &str) -> Result<Client, Error> {
+        Client::builder(url).build()
+    }
+
+    /// A builder to configure a client; see [`ClientBuilder`] for every setting and default.
+    pub fn builder(url: &str) -> ClientBuilder {
+        ClientBuilder::new(url)
+    }
+}
+
 /// Builds a [`Client`]. Every setter's documentation states its default.
 ///
 /// ```no_run

@@ -12,12 +12,7 @@ use std::time::Duration;
 
 use crate::base::sync::{PerProcess, RwLock};
 
-use crate::api::builder::ClientBuilder;
 use crate::api::guard::Lock;
-use crate::api::request::{
-    LeaderRequest, LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest,
-    SemaphoreRequest,
-};
 use crate::base::config::{Config, check_wait};
 use crate::base::error::Error;
 use crate::base::inspect::{LockInfo, LockKind};
@@ -27,7 +22,7 @@ use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
 use crate::engine::kinds::Rules;
-use crate::engine::kinds::exclusive::{self, Exclusive};
+use crate::engine::kinds::exclusive::{self, ExclusiveRules};
 use crate::engine::kinds::leader::{self, LeaderInfo};
 use crate::engine::renewal::Stats;
 use crate::stores::Check;
@@ -59,19 +54,6 @@ struct Shared {
 }
 
 impl Client {
-    /// A client with default settings for the given URL: `redis://[user:password@]host:port/db`,
-    /// a Sentinel URL `redis-sentinel://[user:password@]h1:p1,h2:p2[/db]#master`, or a Redlock URL
-    /// `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` (see `docs/topologies.md`).
-    /// Connects lazily.
-    pub fn open(url: &str) -> Result<Client, Error> {
-        Client::builder(url).build()
-    }
-
-    /// A builder to configure a client; see [`ClientBuilder`] for every setting and default.
-    pub fn builder(url: &str) -> ClientBuilder {
-        ClientBuilder::new(url)
-    }
-
     pub(crate) fn from_config(cfg: Config, info: redis::ConnectionInfo) -> Client {
         Client {
             shared: Arc::new(Shared {
@@ -104,77 +86,6 @@ impl Client {
         f: impl FnOnce(&Lock) -> R,
     ) -> Result<R, Error> {
         self.lock(name.as_ref()).run(wait, f)
-    }
-
-    /// A request for the lock `name` that can override the client's lease, auto-renewal and
-    /// fencing defaults before acquiring.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let lock = client
-    ///     .lock("report:daily")
-    ///     .lease(Duration::from_secs(60))
-    ///     .auto_renew(false)
-    ///     .fencing(true)
-    ///     .acquire(Duration::from_millis(500))?;
-    /// let token = lock.fencing_token().unwrap();
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LockRequest<'a> {
-        Request::new(self, vec![name.as_ref()], 0)
-    }
-
-    /// Redisson's RLock `name`, shared with Java services that lock it with Redisson (its
-    /// `getLock(name)`): a hash at the name whose field is this client's id and the calling
-    /// thread's id, reentrant per thread, released with Redisson's unlock message on its channel
-    /// (docs/redisson.md). The lease is Redisson's watchdog timeout (30 s there); with
-    /// auto-renewal the lock is renewed every lease/3, as Redisson renews it. Refused with a
-    /// `redlock://` URL. Options (lease, auto-renewal, cancel) default to the client's; there
-    /// are no fencing tokens.
-    ///
-    /// ```no_run
-    /// # fn main() -> Result<(), redislock::Error> {
-    /// use std::time::Duration;
-    /// let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let lock = client
-    ///     .redisson_lock("orders")
-    ///     .lease(Duration::from_secs(30))
-    ///     .acquire(Duration::from_secs(5))?;
-    /// // ... the Java services' RLock "orders" waits meanwhile ...
-    /// lock.release()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn redisson_lock<'a, N: AsRef<[u8]> + ?Sized>(
-        &'a self,
-        name: &'a N,
-    ) -> RedissonLockRequest<'a> {
-        Request::new(self, vec![name.as_ref()], 0).without_fencing()
-    }
-
-    /// A campaign for the leadership of the election `name` (docs/leaders.md): give it an
-    /// [`identity`](LeaderRequest::identity), then [`campaign`](LeaderRequest::campaign) (wait
-    /// to lead) or [`try_campaign`](LeaderRequest::try_campaign). The leadership is an
-    /// exclusive lock on `name` with a fencing token, its [`epoch`](crate::Leadership::epoch);
-    /// lease, auto-renewal and cancel default to the client's. Refused with a `redlock://` URL,
-    /// which has no fencing tokens.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let leadership = client
-    ///     .leader("scheduler")
-    ///     .identity("host-a:4242")
-    ///     .campaign(Duration::from_secs(60))?;
-    /// while leadership.is_leader() {
-    ///     // ... one step of the leader's work, fenced with leadership.epoch() ...
-    /// #   break;
-    /// }
-    /// leadership.resign()?;
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn leader<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LeaderRequest<'a> {
-        Request::new(self, vec![name.as_ref()], 0).with_fencing()
     }
 
     /// Who leads the election `name` now, without campaigning: its identity, epoch and
@@ -222,73 +133,6 @@ impl Client {
         leader::wait_change(&*b.store, &keys, since, timeout)
     }
 
-    /// The read/write lock `name`: many readers or one writer at a time, each holding its own
-    /// lease (renewed like an exclusive lock's). Options (lease, auto-renewal, fencing, cancel)
-    /// default to the client's, as for [`Client::lock`]; [`read`](RwLockRequest::read) and
-    /// [`write`](RwLockRequest::write) then acquire, and the request can be used again.
-    ///
-    /// The write side is the exclusive lock of the same name: an exclusive lock or a plain
-    /// `SET name token NX PX` client excludes, and is excluded by, both writers and readers.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let doc = client.rw_lock("doc:7");
-    /// let r = doc.read(Duration::from_secs(5))?; // other readers may hold it too
-    /// // ... read the document ...
-    /// r.release()?;
-    /// let w = doc.write(Duration::from_secs(5))?; // alone; waiting readers queue behind
-    /// // ... rewrite it, then let readers in without a gap:
-    /// let r = w.downgrade()?;
-    /// r.release()?;
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn rw_lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> RwLockRequest<'a> {
-        Request::new(self, vec![name.as_ref()], 0)
-    }
-
-    /// The semaphore `name` with `permits` permits: up to that many may be held at once, taken
-    /// one or more at a time, each grant with its own lease and (by default) auto-renewal.
-    /// The first user of a name fixes its number of permits while anything is held or waiting;
-    /// a request that gives another number fails with [`Error::is_invalid_argument`], and so
-    /// does a name in use as a lock.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let pdf = client.semaphore("pdf-renderers", 3);
-    /// let permit = pdf.acquire(1, Duration::from_secs(10))?; // at most 3 renders at once
-    /// // ... render ...
-    /// permit.release()?;
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn semaphore<'a, N: AsRef<[u8]> + ?Sized>(
-        &'a self,
-        name: &'a N,
-        permits: u32,
-    ) -> SemaphoreRequest<'a> {
-        Request::new(self, vec![name.as_ref()], permits).without_fencing()
-    }
-
-    /// A request for the exclusive locks of all `names` at once: granted all together or not
-    /// at all, released together. Each name is an ordinary exclusive lock of that name while
-    /// the set holds it. An empty set and a name given twice are
-    /// [invalid](Error::is_invalid_argument).
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// // Move stock between two warehouses: both counters locked, or neither.
-    /// let both = client.lock_all(&["stock:berlin:42", "stock:paris:42"]);
-    /// let locks = both.acquire(Duration::from_secs(5))?;
-    /// // ... move the stock ...
-    /// locks.release()?;
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn lock_all<'a, N: AsRef<[u8]>>(&'a self, names: &'a [N]) -> MultiLockRequest<'a> {
-        Request::new(self, names.iter().map(AsRef::as_ref).collect(), 0)
-    }
-
     /// Releases the lock `name` whoever holds it (or hands it to the oldest waiter), as an
     /// operator's last resort for a holder that is gone. Returns whether a holder was there.
     /// The holder is not told; its next release or extend reports [`Error::is_not_held`].
@@ -308,7 +152,7 @@ impl Client {
                     keys.shown()
                 ))
             })?;
-            if Exclusive.release(&b, &keys, &Token::from_held(holder))? {
+            if ExclusiveRules.release(&b, &keys, &Token::from_held(holder))? {
                 return Ok(true);
             }
         }

@@ -89,6 +89,25 @@ pub enum Redisson {}
 #[derive(Debug)]
 pub enum Leader {}
 
+/// The recipe kind (cargo feature `recipe-kind`): a kind added by ARCHITECTURE.md's "Adding a
+/// kind", for its tests; no part of the API.
+#[cfg(feature = "recipe-kind")]
+#[doc(hidden)]
+#[derive(Debug)]
+pub enum Recipe {}
+
+#[cfg(feature = "recipe-kind")]
+impl sealed::Sealed for Recipe {}
+#[cfg(feature = "recipe-kind")]
+impl Kind for Recipe {
+    const DESCRIPTOR: &'static Descriptor = &crate::base::kind::RECIPE;
+    type Parts = ();
+}
+#[cfg(feature = "recipe-kind")]
+impl OneName for Recipe {}
+#[cfg(feature = "recipe-kind")]
+impl RequestKind for Recipe {}
+
 impl sealed::Sealed for Exclusive {}
 impl sealed::Sealed for Leader {}
 impl sealed::Sealed for Redisson {}

@@ -26,12 +26,12 @@ use crate::engine::acquire;
 use crate::engine::cancel::Cancel;
 use crate::engine::held::Held;
 use crate::engine::kinds::Rules;
-use crate::engine::kinds::exclusive::Exclusive as ExclusiveRules;
-use crate::engine::kinds::leader::Leader as LeaderRules;
-use crate::engine::kinds::multi::{self, Set as SetRules};
-use crate::engine::kinds::redisson::Redisson as RedissonRules;
-use crate::engine::kinds::rwlock::Rw;
-use crate::engine::kinds::semaphore::Permits as PermitsRules;
+use crate::engine::kinds::exclusive::ExclusiveRules;
+use crate::engine::kinds::leader::LeaderRules;
+use crate::engine::kinds::multi::{self, SetRules};
+use crate::engine::kinds::redisson::RedissonRules;
+use crate::engine::kinds::rwlock::RwRules;
+use crate::engine::kinds::semaphore::PermitsRules;
 
 /// A request for a lock of kind `K`: its name(s) and how to take it. Made by
 /// [`Client::lock`], [`Client::rw_lock`], [`Client::semaphore`] and [`Client::lock_all`], with
@@ -76,6 +76,158 @@ pub type MultiLockRequest<'a> = Request<'a, Set>;
 pub type RedissonLockRequest<'a> = Request<'a, Redisson>;
 /// A campaign for the leadership of an election.
 pub type LeaderRequest<'a> = Request<'a, Leader>;
+
+/// The requests of every kind, as the client makes them with its defaults.
+impl Client {
+    /// A request for the lock `name` that can override the client's lease, auto-renewal and
+    /// fencing defaults before acquiring.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client
+    ///     .lock("report:daily")
+    ///     .lease(Duration::from_secs(60))
+    ///     .auto_renew(false)
+    ///     .fencing(true)
+    ///     .acquire(Duration::from_millis(500))?;
+    /// let token = lock.fencing_token().unwrap();
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LockRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0)
+    }
+
+    /// The read/write lock `name`: many readers or one writer at a time, each holding its own
+    /// lease (renewed like an exclusive lock's). Options (lease, auto-renewal, fencing, cancel)
+    /// default to the client's, as for [`Client::lock`]; [`read`](RwLockRequest::read) and
+    /// [`write`](RwLockRequest::write) then acquire, and the request can be used again.
+    ///
+    /// The write side is the exclusive lock of the same name: an exclusive lock or a plain
+    /// `SET name token NX PX` client excludes, and is excluded by, both writers and readers.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let doc = client.rw_lock("doc:7");
+    /// let r = doc.read(Duration::from_secs(5))?; // other readers may hold it too
+    /// // ... read the document ...
+    /// r.release()?;
+    /// let w = doc.write(Duration::from_secs(5))?; // alone; waiting readers queue behind
+    /// // ... rewrite it, then let readers in without a gap:
+    /// let r = w.downgrade()?;
+    /// r.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn rw_lock<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> RwLockRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0)
+    }
+
+    /// The semaphore `name` with `permits` permits: up to that many may be held at once, taken
+    /// one or more at a time, each grant with its own lease and (by default) auto-renewal.
+    /// The first user of a name fixes its number of permits while anything is held or waiting;
+    /// a request that gives another number fails with [`Error::is_invalid_argument`], and so
+    /// does a name in use as a lock.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let pdf = client.semaphore("pdf-renderers", 3);
+    /// let permit = pdf.acquire(1, Duration::from_secs(10))?; // at most 3 renders at once
+    /// // ... render ...
+    /// permit.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn semaphore<'a, N: AsRef<[u8]> + ?Sized>(
+        &'a self,
+        name: &'a N,
+        permits: u32,
+    ) -> SemaphoreRequest<'a> {
+        Request::new(self, vec![name.as_ref()], permits).without_fencing()
+    }
+
+    /// A request for the exclusive locks of all `names` at once: granted all together or not
+    /// at all, released together. Each name is an ordinary exclusive lock of that name while
+    /// the set holds it. An empty set and a name given twice are
+    /// [invalid](Error::is_invalid_argument).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// // Move stock between two warehouses: both counters locked, or neither.
+    /// let both = client.lock_all(&["stock:berlin:42", "stock:paris:42"]);
+    /// let locks = both.acquire(Duration::from_secs(5))?;
+    /// // ... move the stock ...
+    /// locks.release()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn lock_all<'a, N: AsRef<[u8]>>(&'a self, names: &'a [N]) -> MultiLockRequest<'a> {
+        Request::new(self, names.iter().map(AsRef::as_ref).collect(), 0)
+    }
+
+    /// Redisson's RLock `name`, shared with Java services that lock it with Redisson (its
+    /// `getLock(name)`): a hash at the name whose field is this client's id and the calling
+    /// thread's id, reentrant per thread, released with Redisson's unlock message on its channel
+    /// (docs/redisson.md). The lease is Redisson's watchdog timeout (30 s there); with
+    /// auto-renewal the lock is renewed every lease/3, as Redisson renews it. Refused with a
+    /// `redlock://` URL. Options (lease, auto-renewal, cancel) default to the client's; there
+    /// are no fencing tokens.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redislock::Error> {
+    /// use std::time::Duration;
+    /// let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client
+    ///     .redisson_lock("orders")
+    ///     .lease(Duration::from_secs(30))
+    ///     .acquire(Duration::from_secs(5))?;
+    /// // ... the Java services' RLock "orders" waits meanwhile ...
+    /// lock.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn redisson_lock<'a, N: AsRef<[u8]> + ?Sized>(
+        &'a self,
+        name: &'a N,
+    ) -> RedissonLockRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0).without_fencing()
+    }
+
+    /// A campaign for the leadership of the election `name` (docs/leaders.md): give it an
+    /// [`identity`](LeaderRequest::identity), then [`campaign`](LeaderRequest::campaign) (wait
+    /// to lead) or [`try_campaign`](LeaderRequest::try_campaign). The leadership is an
+    /// exclusive lock on `name` with a fencing token, its [`epoch`](crate::Leadership::epoch);
+    /// lease, auto-renewal and cancel default to the client's. Refused with a `redlock://` URL,
+    /// which has no fencing tokens.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
+    /// let leadership = client
+    ///     .leader("scheduler")
+    ///     .identity("host-a:4242")
+    ///     .campaign(Duration::from_secs(60))?;
+    /// while leadership.is_leader() {
+    ///     // ... one step of the leader's work, fenced with leadership.epoch() ...
+    /// #   break;
+    /// }
+    /// leadership.resign()?;
+    /// # Ok::<(), redislock::Error>(())
+    /// ```
+    pub fn leader<'a, N: AsRef<[u8]> + ?Sized>(&'a self, name: &'a N) -> LeaderRequest<'a> {
+        Request::new(self, vec![name.as_ref()], 0).with_fencing()
+    }
+
+    /// A request for the recipe lock `name` (cargo feature `recipe-kind`: the kind
+    /// ARCHITECTURE.md's "Adding a kind" adds, for its tests; no part of the API).
+    #[cfg(feature = "recipe-kind")]
+    #[doc(hidden)]
+    pub fn recipe_lock<'a, N: AsRef<[u8]> + ?Sized>(
+        &'a self,
+        name: &'a N,
+    ) -> Request<'a, crate::api::kind::Recipe> {
+        Request::new(self, vec![name.as_ref()], 0).without_fencing()
+    }
+}
 
 impl<'a, K: RequestKind> Request<'a, K> {
     /// A request with the client's defaults (fencing off for semaphores, which have none).
@@ -304,6 +456,27 @@ impl Request<'_, Redisson> {
     }
 }
 
+#[cfg(feature = "recipe-kind")]
+impl Request<'_, crate::api::kind::Recipe> {
+    /// One attempt: fails with [`Error::is_held`] at once if another owner holds the lock.
+    pub fn try_acquire(&self) -> Result<Guard<crate::api::kind::Recipe>, Error> {
+        self.take(None)
+    }
+
+    /// Waits up to `wait` for the lock (fails with [`Error::is_wait_timeout`]), woken by the
+    /// holder's release on the lock's channel.
+    pub fn acquire(&self, wait: Duration) -> Result<Guard<crate::api::kind::Recipe>, Error> {
+        self.take(Some(wait))
+    }
+
+    fn take(&self, wait: Option<Duration>) -> Result<Guard<crate::api::kind::Recipe>, Error> {
+        let keys = self.keys()?;
+        let kind = crate::engine::kinds::recipe::RecipeRules;
+        let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
+        Ok(Guard::new(held, ()))
+    }
+}
+
 impl Request<'_, ReadWrite> {
     /// Waits up to `wait` for a read lock (fails with [`Error::is_wait_timeout`]). Granted at
     /// once while readers hold the name and nobody waits; otherwise in arrival order.
@@ -331,7 +504,7 @@ impl Request<'_, ReadWrite> {
 
     fn take(&self, write: bool, wait: Option<Duration>) -> Result<Held, Error> {
         let keys = self.keys()?;
-        let (held, _) = self.take_as(Box::new(Rw { write }), keys, None, wait)?;
+        let (held, _) = self.take_as(Box::new(RwRules { write }), keys, None, wait)?;
         Ok(held)
     }
 }

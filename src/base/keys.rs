@@ -39,10 +39,6 @@ const BLOCKED: &[u8] = b":blocked";
 const WAKE: &[u8] = b":wake";
 const TURN: &[u8] = b":turn";
 const REDLOCK_QUEUE: &[u8] = b":rq";
-/// Leader election (`engine/kinds/leader.rs`): what observers read (who leads, its epoch), and
-/// the channel a change is published on.
-const LEADER: &[u8] = b":leader";
-const LEADER_CHANNEL: &[u8] = b":leader:ch";
 
 impl LockKeys {
     /// Checks the name and builds the keys.
@@ -99,7 +95,8 @@ impl LockKeys {
         }
     }
 
-    fn companion(&self, suffix: &[u8], tail: &[u8]) -> Vec<u8> {
+    /// A companion key: the base, `suffix` and `tail` (a kind names its own in its file).
+    pub(crate) fn companion(&self, suffix: &[u8], tail: &[u8]) -> Vec<u8> {
         let base = self.base();
         let mut k = Vec::with_capacity(base.len() + suffix.len() + tail.len());
         k.extend_from_slice(base);
@@ -167,18 +164,6 @@ impl LockKeys {
     /// ordered by when each first queued (their entries are the [`alive`](Self::alive) keys).
     pub(crate) fn redlock_queue(&self) -> Vec<u8> {
         self.companion(REDLOCK_QUEUE, b"")
-    }
-
-    /// Leader election: a hash of who leads (its identity, fence and master's epoch), with the
-    /// lock key's expiry.
-    pub(crate) fn leader(&self) -> Vec<u8> {
-        self.companion(LEADER, b"")
-    }
-
-    /// Leader election: the channel a new leader and a resign publish on (a name of the lock's
-    /// slot, as sharded pub/sub on a Cluster needs).
-    pub(crate) fn leader_channel(&self) -> Vec<u8> {
-        self.companion(LEADER_CHANNEL, b"")
     }
 
     /// The name as shown in messages (made only when needed: it is not cheap).

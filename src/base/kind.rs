@@ -26,11 +26,18 @@ pub enum KindLabel {
     Redisson,
     /// The leadership of an election.
     Leader,
+    /// The recipe kind (cargo feature `recipe-kind`): no part of the API.
+    #[cfg(feature = "recipe-kind")]
+    #[doc(hidden)]
+    Recipe,
 }
+
+/// How many kinds there are.
+const KINDS: usize = 7 + cfg!(feature = "recipe-kind") as usize;
 
 impl KindLabel {
     /// Every kind, in label order.
-    pub const ALL: [KindLabel; 7] = [
+    pub const ALL: [KindLabel; KINDS] = [
         KindLabel::Exclusive,
         KindLabel::Read,
         KindLabel::Write,
@@ -38,6 +45,8 @@ impl KindLabel {
         KindLabel::Set,
         KindLabel::Redisson,
         KindLabel::Leader,
+        #[cfg(feature = "recipe-kind")]
+        KindLabel::Recipe,
     ];
 
     /// The `kind` label's value: the kind's name in its descriptor.
@@ -76,7 +85,7 @@ pub struct Descriptor {
     /// (`redislock_request_set_kind`), for the kinds of one lock name a request may choose.
     pub c_kind: Option<(&'static str, u32)>,
     /// Its constant of the PHP package's `Lock` class (`Lock::PERMITS`), whose value is the
-    /// name in lower case.
+    /// name in lower case; empty for a kind the PHP package does not offer.
     pub php: &'static str,
     /// The flag of `redislock run` that takes it (the exclusive lock is the default).
     pub cli_flag: Option<&'static str>,
@@ -210,6 +219,21 @@ pub const LEADER: Descriptor = Descriptor {
     ..ONE_OF_MANY
 };
 
+/// The recipe kind (cargo feature `recipe-kind`): a kind added by ARCHITECTURE.md's "Adding a
+/// kind", for its tests; no part of the API.
+#[cfg(feature = "recipe-kind")]
+#[doc(hidden)]
+pub const RECIPE: Descriptor = Descriptor {
+    label: KindLabel::Recipe,
+    name: "recipe",
+    what: "a recipe lock",
+    asked: "a recipe lock",
+    plural: "recipe locks",
+    c_kind: Some(("REDISLOCK_KIND_RECIPE", 100)),
+    fencing: Fencing::Never,
+    ..ONE_OF_MANY
+};
+
 /// What the kinds but the exclusive lock have in common: the defaults of the others above.
 const ONE_OF_MANY: Descriptor = Descriptor {
     label: KindLabel::Exclusive,
@@ -228,8 +252,16 @@ const ONE_OF_MANY: Descriptor = Descriptor {
 };
 
 /// Every kind, in the order of [`KindLabel::ALL`].
-pub const ALL: [&Descriptor; 7] = [
-    &EXCLUSIVE, &READ, &WRITE, &SEMAPHORE, &SET, &REDISSON, &LEADER,
+pub const ALL: [&Descriptor; KINDS] = [
+    &EXCLUSIVE,
+    &READ,
+    &WRITE,
+    &SEMAPHORE,
+    &SET,
+    &REDISSON,
+    &LEADER,
+    #[cfg(feature = "recipe-kind")]
+    &RECIPE,
 ];
 
 #[cfg(test)]

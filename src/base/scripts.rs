@@ -190,6 +190,12 @@ scripts! {
         pub(crate) static REDISSON_UNLOCK = ["redisson_unlock.lua"];
         /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
         pub(crate) static REDISSON_RENEW = ["redisson_renew.lua"];
+
+        // ---- The recipe kind (`engine/kinds/recipe.rs`; cargo feature `recipe-kind`) ----
+
+        /// RECIPE_RELEASE: release a recipe lock, publish on its channel: `recipe_release.lua`.
+        #[cfg(feature = "recipe-kind")]
+        pub(crate) static RECIPE_RELEASE = ["recipe_release.lua"];
     }
 
     // ---- Fenced writes to a resource (`api/fenced.rs`) ----

@@ -17,7 +17,7 @@ use crate::engine::bounds::Bounds;
 use crate::engine::cancel::Cancel;
 use crate::engine::contended;
 use crate::engine::held::Held;
-use crate::engine::kinds::exclusive::Exclusive;
+use crate::engine::kinds::exclusive::ExclusiveRules;
 use crate::engine::kinds::{Acquiring, Rules};
 use crate::engine::lock::LockState;
 use crate::engine::renewable::Reservation;
@@ -249,7 +249,7 @@ pub(crate) fn restore(
     }
     let place = reserve(owner, opts)?;
     let sent = Instant::now();
-    if !Exclusive.extend(owner, &keys, &token, opts.lease)? {
+    if !ExclusiveRules.extend(owner, &keys, &token, opts.lease)? {
         return Err(Error::not_held(
             &keys.shown(),
             "its key does not hold this owner token (released, expired or taken over)",
@@ -263,7 +263,7 @@ pub(crate) fn restore(
         place,
         opts,
         sent,
-        Box::new(Exclusive),
+        Box::new(ExclusiveRules),
     )
 }
 

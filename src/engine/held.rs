@@ -294,7 +294,7 @@ mod tests {
     use crate::base::config::Config;
     use crate::base::keys::LockKeys;
     use crate::base::token::Token;
-    use crate::engine::kinds::exclusive::Exclusive;
+    use crate::engine::kinds::exclusive::ExclusiveRules;
     use crate::engine::lock::LockState;
     use crate::stores;
 
@@ -317,7 +317,7 @@ mod tests {
             None,
             lease,
             Instant::now(),
-            Box::new(Exclusive),
+            Box::new(ExclusiveRules),
             Default::default(),
         );
         let held = Held {

@@ -49,17 +49,25 @@ fn header_codes(header: &str) -> Vec<(String, u32)> {
     header_enum(header, "redislock_result")
 }
 
-/// `(name, number)` of every enumerator of `enum <name>` in a generated header, in order.
+/// `(name, number)` of every enumerator of `enum <name>` in a generated header, in order; those
+/// of the hidden cargo feature `recipe-kind` (`#if defined(REDISLOCK_RECIPE_KIND)`) only when
+/// this build has it.
 fn header_enum(header: &str, name: &str) -> Vec<(String, u32)> {
     let body = between(header, &format!("enum {name}\n"), "};");
-    body.lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("REDISLOCK_"))
-        .map(|l| {
-            let (name, n) = l.trim_end_matches(',').split_once(" = ").expect(l);
-            (name.to_owned(), n.parse().expect(l))
-        })
-        .collect()
+    let mut hidden = false;
+    let mut out = Vec::new();
+    for l in body.lines().map(str::trim) {
+        match l {
+            "#if defined(REDISLOCK_RECIPE_KIND)" => hidden = true,
+            "#endif" => hidden = false,
+            _ if l.starts_with("REDISLOCK_") && (!hidden || cfg!(feature = "recipe-kind")) => {
+                let (name, n) = l.trim_end_matches(',').split_once(" = ").expect(l);
+                out.push((name.to_owned(), n.parse().expect(l)));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The codes of the Rust enum, in numeric order, as `(REDISLOCK_NAME, number)`.
@@ -259,6 +267,12 @@ fn headers_have_every_lock_kind() {
     assert!(kinds.len() >= 4, "{kinds:?}");
     for header in ["include/redislock.h", "include/redislock_php.h"] {
         let text = repo_file(header);
+        // The PHP header has no items of the hidden feature `recipe-kind` (gen-headers.sh).
+        let kinds: Vec<_> = kinds
+            .iter()
+            .filter(|(name, _)| header == "include/redislock.h" || name != "REDISLOCK_KIND_RECIPE")
+            .cloned()
+            .collect();
         assert_eq!(
             header_enum(&text, "redislock_kind"),
             kinds,
@@ -283,7 +297,8 @@ fn php_kind_numbers_are_the_headers() {
     }
     let header = header_enum(&repo_file("include/redislock_php.h"), "redislock_kind");
     let mut expected = Vec::new();
-    for d in crate::kind::ALL {
+    // A kind the PHP package does not offer (the hidden feature `recipe-kind`'s) has no constant.
+    for d in crate::kind::ALL.iter().filter(|d| !d.php.is_empty()) {
         let value = d.php.to_lowercase();
         assert!(
             lock.contains(&format!("public const {} = '{value}';", d.php)),
@@ -307,5 +322,62 @@ fn php_kind_numbers_are_the_headers() {
         php.len(),
         header.len(),
         "every REDISLOCK_KIND_* of the header in PHP"
+    );
+}
+
+/// The PHP package's mirrors of the other C enums (`Client::HELD_AS`, by number, and
+/// `Client::INSPECT_KINDS`, by constant name) are the PHP header's `redislock_held_as` and
+/// `redislock_inspect_kind`: every enumerator, each under its own name.
+#[test]
+fn php_mirrors_of_the_inspect_enums_are_the_headers() {
+    let client = repo_file("bindings/php/src/Client.php");
+    let header = repo_file("include/redislock_php.h");
+    let entries = |table: &str| -> Vec<(String, String)> {
+        between(&client, &format!("private const {table} = ["), "];")
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let (k, v) = l.trim_end_matches(',').split_once(" => ").expect(l);
+                (
+                    k.trim_matches('\'').to_owned(),
+                    v.trim_matches('\'').to_owned(),
+                )
+            })
+            .collect()
+    };
+
+    // What holds a lock: 'exclusive' for REDISLOCK_HELD_EXCLUSIVE, ...; none for NONE (null).
+    let held: Vec<(String, String)> = header_enum(&header, "redislock_held_as")
+        .into_iter()
+        .filter(|(name, _)| name != "REDISLOCK_HELD_NONE")
+        .map(|(name, n)| {
+            let word = name.strip_prefix("REDISLOCK_HELD_").unwrap().to_lowercase();
+            (n.to_string(), word)
+        })
+        .collect();
+    assert!(held.len() >= 5, "{held:?}");
+    assert_eq!(
+        entries("HELD_AS"),
+        held,
+        "Client::HELD_AS against the header's redislock_held_as"
+    );
+
+    // Whose waiters are counted: 'rwlock' => 'REDISLOCK_INSPECT_RWLOCK', ...
+    let kinds: Vec<(String, String)> = header_enum(&header, "redislock_inspect_kind")
+        .into_iter()
+        .map(|(name, _)| {
+            let word = name
+                .strip_prefix("REDISLOCK_INSPECT_")
+                .unwrap()
+                .to_lowercase();
+            (word, name)
+        })
+        .collect();
+    assert!(kinds.len() >= 4, "{kinds:?}");
+    assert_eq!(
+        entries("INSPECT_KINDS"),
+        kinds,
+        "Client::INSPECT_KINDS against the header's redislock_inspect_kind"
     );
 }

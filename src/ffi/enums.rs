@@ -69,6 +69,9 @@ pub enum redislock_kind {
     /// with Redisson: reentrant per calling OS thread, woken by Redisson's unlock message. No
     /// fencing, no owner token; refused on Redlock URLs.
     REDISLOCK_KIND_REDISSON = 3,
+    /// The recipe kind (a library built with the cargo feature `recipe-kind`, for its tests).
+    #[cfg(feature = "recipe-kind")]
+    REDISLOCK_KIND_RECIPE = 100,
 }
 
 /// A kind as received from C: any number may come, and an out-of-range value in a Rust enum

@@ -59,7 +59,7 @@ pub(crate) struct Sentinel {
     /// The backend's metrics: the switches to a new master count there.
     metrics: Arc<Metrics>,
     connect_timeout: Duration,
-    master: Mutex<Master>,
+    master: Mutex<MasterState>,
     /// Held while the sentinels are asked, so that callers that want an answer at the same time
     /// wait for one question instead of each asking their own.
     asking: Mutex<Asking>,
@@ -84,7 +84,7 @@ struct Asking {
 }
 
 #[derive(Default)]
-struct Master {
+struct MasterState {
     named: Option<Named>,
     /// The highest epoch a sentinel has named a master in.
     epoch: u64,
@@ -117,7 +117,7 @@ impl Sentinel {
             cfg: cfg.clone(),
             metrics,
             connect_timeout: cfg.connect_timeout,
-            master: Mutex::new(Master::default()),
+            master: Mutex::new(MasterState::default()),
             asking: Mutex::new(Asking {
                 sentinels,
                 last: None,

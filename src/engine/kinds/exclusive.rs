@@ -27,9 +27,9 @@ use crate::stores::wait::{Mode, Queue, Step};
 
 /// The exclusive lock: one holder at a time.
 #[derive(Debug)]
-pub(crate) struct Exclusive;
+pub(crate) struct ExclusiveRules;
 
-impl Rules for Exclusive {
+impl Rules for ExclusiveRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::EXCLUSIVE
     }
@@ -191,7 +191,7 @@ pub(crate) fn holder(store: &dyn LockStore, keys: &LockKeys) -> Result<Option<Ve
 }
 
 /// The exclusive lock's (and the write lock's) EXTEND: the lock key holds the token.
-impl ExtendScript for Exclusive {
+impl ExtendScript for ExclusiveRules {
     fn script(&self) -> &'static redis::Script {
         ExclusiveExtend.script()
     }

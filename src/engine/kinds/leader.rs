@@ -44,18 +44,18 @@ pub const MAX_IDENTITY_LEN: usize = 256;
 
 /// The leadership of one election, campaigned for with an identity.
 #[derive(Debug)]
-pub(crate) struct Leader {
+pub(crate) struct LeaderRules {
     identity: Box<str>,
     /// Whether the store is a Cluster, whose channels are sharded ([`sharded`]).
     cluster: bool,
 }
 
-impl Leader {
+impl LeaderRules {
     /// A campaign with `identity`, checked: not empty, at most [`MAX_IDENTITY_LEN`] bytes, UTF-8
     /// without control characters (it is shown to observers and on terminals).
     /// `cluster`: the client's deployment is a Cluster.
-    pub(crate) fn new(identity: &[u8], cluster: bool) -> Result<Leader, Error> {
-        Ok(Leader {
+    pub(crate) fn new(identity: &[u8], cluster: bool) -> Result<LeaderRules, Error> {
+        Ok(LeaderRules {
             identity: check_identity(identity)?.into(),
             cluster,
         })
@@ -98,8 +98,8 @@ fn campaign(
     let (ours, fence, pttl): (i64, i64, i64) = scripts::LEADER_CAMPAIGN
         .key(keys.lock())
         .key(keys.fence())
-        .key(keys.leader())
-        .key(keys.leader_channel())
+        .key(leader_key(keys))
+        .key(channel(keys))
         .arg(token.as_str())
         .arg(lease_ms)
         .arg(identity)
@@ -113,7 +113,7 @@ fn campaign(
     })
 }
 
-impl Rules for Leader {
+impl Rules for LeaderRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::LEADER
     }
@@ -157,7 +157,7 @@ impl Rules for Leader {
         let (identity, cluster) = (&*self.identity, self.cluster);
         Ok(Waits::Channel(Box::new(ChannelWaiter {
             keys,
-            channel: keys.leader_channel(),
+            channel: channel(keys),
             seed: token.as_str().as_bytes(),
             attempt: move |c: &mut Connection, _retry: bool| {
                 campaign(cluster, c, keys, token, lease_ms, identity)
@@ -170,8 +170,8 @@ impl Rules for Leader {
         super::done(&*b.store, keys, |c| {
             scripts::LEADER_RESIGN
                 .key(keys.lock())
-                .key(keys.leader())
-                .key(keys.leader_channel())
+                .key(leader_key(keys))
+                .key(channel(keys))
                 .arg(token.as_str())
                 .arg(publish_command(self.cluster, c))
                 .invoke(c)
@@ -180,7 +180,7 @@ impl Rules for Leader {
 }
 
 /// LEADER_EXTEND: the lock key and the leader key together.
-impl ExtendScript for Leader {
+impl ExtendScript for LeaderRules {
     fn script(&self) -> &'static redis::Script {
         &scripts::LEADER_EXTEND
     }
@@ -188,7 +188,7 @@ impl ExtendScript for Leader {
     fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
         pipe.arg(2)
             .arg(keys.lock())
-            .arg(keys.leader())
+            .arg(leader_key(keys))
             .arg(token.as_str())
             .arg(lease_ms);
     }
@@ -211,7 +211,7 @@ pub(crate) fn read(store: &dyn LockStore, keys: &LockKeys) -> Result<Option<Lead
     let reply: Vec<redis::Value> = store.run(keys, |c, _| {
         scripts::LEADER_INFO
             .key(keys.lock())
-            .key(keys.leader())
+            .key(leader_key(keys))
             .invoke(c)
     })?;
     let int = |v: Option<&redis::Value>| -> Result<i64, Error> {
@@ -243,6 +243,18 @@ pub(crate) fn read(store: &dyn LockStore, keys: &LockKeys) -> Result<Option<Lead
     }
 }
 
+/// The election's hash of who leads (its identity, fence and master's epoch), with the lock
+/// key's expiry: what observers read.
+fn leader_key(keys: &LockKeys) -> Vec<u8> {
+    keys.companion(b":leader", b"")
+}
+
+/// The channel a new leader and a resign publish on (a key of the lock's slot, as sharded
+/// pub/sub on a Cluster needs).
+fn channel(keys: &LockKeys) -> Vec<u8> {
+    keys.companion(b":leader:ch", b"")
+}
+
 /// How long an observer without a subscription (none could be made) waits between reads.
 const UNSUBSCRIBED_READS: Duration = Duration::from_millis(250);
 
@@ -263,7 +275,7 @@ pub(crate) fn wait_change(
     let started = Instant::now();
     let deadline = started + timeout;
     let left = || deadline.saturating_duration_since(Instant::now());
-    let channel = keys.leader_channel();
+    let channel = channel(keys);
     let mut sub: Option<Subscription<'_>> = None;
     let mut backoff = Backoff::new(&channel);
     loop {

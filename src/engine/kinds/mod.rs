@@ -14,11 +14,11 @@
 pub(crate) mod exclusive;
 pub(crate) mod leader;
 pub(crate) mod multi;
+#[cfg(feature = "recipe-kind")]
+pub(crate) mod recipe;
 pub(crate) mod redisson;
 pub(crate) mod rwlock;
 pub(crate) mod semaphore;
-#[cfg(test)]
-mod throwaway_tests;
 
 use std::cell::OnceCell;
 use std::fmt;

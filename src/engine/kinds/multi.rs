@@ -64,11 +64,11 @@ pub(crate) fn keys(prefix: &[u8], names: &[&[u8]]) -> Result<Vec<LockKeys>, Erro
 /// A set of exclusive locks, taken all or none: every name's keys (the first name's are the
 /// held lock's own, for messages).
 #[derive(Debug)]
-pub(crate) struct Set {
+pub(crate) struct SetRules {
     pub names: Box<[LockKeys]>,
 }
 
-impl Rules for Set {
+impl Rules for SetRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::SET
     }
@@ -124,7 +124,7 @@ impl Rules for Set {
 }
 
 /// SET_EXTEND: every name's lease, if every key still holds the token.
-impl ExtendScript for Set {
+impl ExtendScript for SetRules {
     fn script(&self) -> &'static redis::Script {
         &scripts::SET_EXTEND
     }

@@ -42,24 +42,24 @@ const UNLOCK_MESSAGE: u8 = 0;
 
 /// Redisson's lock, held by the calling thread: one hold of it.
 #[derive(Debug)]
-pub(crate) struct Redisson {
+pub(crate) struct RedissonRules {
     /// The lease, which a release that keeps a hold resets.
     lease_ms: u64,
     /// The id of this hold's unlock latch (see [`Rules::release`]).
     latch: Box<str>,
 }
 
-impl Redisson {
+impl RedissonRules {
     /// A hold with `lease_ms`, its latch id new.
-    pub(crate) fn new(pid: u32, lease_ms: u64) -> Result<Redisson, Error> {
-        Ok(Redisson {
+    pub(crate) fn new(pid: u32, lease_ms: u64) -> Result<RedissonRules, Error> {
+        Ok(RedissonRules {
             lease_ms,
             latch: random_hex::<16>(pid)?.into(),
         })
     }
 }
 
-impl Rules for Redisson {
+impl Rules for RedissonRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::REDISSON
     }
@@ -126,7 +126,7 @@ impl Rules for Redisson {
 }
 
 /// REDISSON_RENEW: the hash's lease, if the owner's field is there.
-impl ExtendScript for Redisson {
+impl ExtendScript for RedissonRules {
     fn script(&self) -> &'static redis::Script {
         &scripts::REDISSON_RENEW
     }

@@ -32,11 +32,11 @@ use crate::stores::wait::{Mode, Queue, Step};
 
 /// One side of a read/write lock: the write lock (one writer, no reader) or a read lock.
 #[derive(Debug)]
-pub(crate) struct Rw {
+pub(crate) struct RwRules {
     pub write: bool,
 }
 
-impl Rules for Rw {
+impl Rules for RwRules {
     fn descriptor(&self) -> &'static Descriptor {
         if self.write {
             &kind::WRITE
@@ -77,7 +77,7 @@ impl Rules for Rw {
 
 /// The write lock's EXTEND is the exclusive lock's; a reader's (RW_EXTEND_READ) resets its own
 /// score in the readers' set.
-impl ExtendScript for Rw {
+impl ExtendScript for RwRules {
     fn script(&self) -> &'static redis::Script {
         if self.write {
             ExclusiveExtend.script()
@@ -257,6 +257,6 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
         place,
         &opts,
         sent,
-        Box::new(Rw { write: false }),
+        Box::new(RwRules { write: false }),
     )
 }

@@ -47,20 +47,20 @@ fn check(keys: &LockKeys, k: u32, n: u32) -> Result<(), Error> {
 
 /// `k` of the `n` permits of a semaphore.
 #[derive(Debug)]
-pub(crate) struct Permits {
+pub(crate) struct PermitsRules {
     pub k: u32,
     pub n: u32,
 }
 
-impl Permits {
+impl PermitsRules {
     /// A request for `k` of the `n` permits of the semaphore on `keys`, checked.
-    pub(crate) fn new(keys: &LockKeys, k: u32, n: u32) -> Result<Permits, Error> {
+    pub(crate) fn new(keys: &LockKeys, k: u32, n: u32) -> Result<PermitsRules, Error> {
         check(keys, k, n)?;
-        Ok(Permits { k, n })
+        Ok(PermitsRules { k, n })
     }
 }
 
-impl Rules for Permits {
+impl Rules for PermitsRules {
     fn descriptor(&self) -> &'static Descriptor {
         &kind::SEMAPHORE
     }
@@ -120,7 +120,7 @@ impl Rules for Permits {
 }
 
 /// SEM_EXTEND: resets the lease of this grant alone.
-impl ExtendScript for Permits {
+impl ExtendScript for PermitsRules {
     fn script(&self) -> &'static redis::Script {
         &scripts::SEM_EXTEND
     }

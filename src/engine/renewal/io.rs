@@ -37,13 +37,13 @@ pub(super) struct PendingExtend {
 
 #[derive(Default)]
 pub(super) struct PendingState {
-    pub(super) outcome: Option<Outcome>,
+    pub(super) outcome: Option<ExtendReply>,
     /// The renewal thread waits for this reply past the time it expected it: wake it.
     pub(super) waiting: bool,
 }
 
 /// What a renewal's reply did.
-pub(super) enum Outcome {
+pub(super) enum ExtendReply {
     /// Extended: the I/O thread has set the lock's new lease and next renewal already.
     Extended,
     /// The key no longer held the token (false), or the EXTEND failed: the renewal thread decides.
@@ -125,11 +125,11 @@ fn apply(r: &PendingExtend, outcome: Result<bool, Error>) {
                 st.last = r.last;
                 lock.metrics().renewals.inc();
             }
-            rs.outcome = Some(Outcome::Extended);
+            rs.outcome = Some(ExtendReply::Extended);
             rs.waiting
         }
         other => {
-            rs.outcome = Some(Outcome::Failed(other));
+            rs.outcome = Some(ExtendReply::Failed(other));
             true
         }
     };

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::sync::{Condvar, Mutex};
 
-use super::io::{Outcome, PendingExtend, submit};
+use super::io::{ExtendReply, PendingExtend, submit};
 use super::{IDLE_EXIT, Inner, stopping};
 use crate::base::metrics::LostReason;
 use crate::engine::renewable::{Phase, Renewable};
@@ -120,8 +120,8 @@ fn renew(lock: &Arc<dyn Renewable>, renewer: &Weak<Inner>) {
         };
         let result = match submitted {
             Ok(request) => match wait_for_reply(&**lock, &request, sent + lease / 3) {
-                Some(Outcome::Extended) => continue,
-                Some(Outcome::Failed(result)) => result,
+                Some(ExtendReply::Extended) => continue,
+                Some(ExtendReply::Failed(result)) => result,
                 // Released, or its lease ran out waiting: the loop above says which.
                 None => continue,
             },
@@ -162,7 +162,7 @@ fn wait_for_reply(
     lock: &dyn Renewable,
     request: &PendingExtend,
     expected: Instant,
-) -> Option<Outcome> {
+) -> Option<ExtendReply> {
     let mut st = lock.status().lock();
     loop {
         if st.phase != Phase::Held {

@@ -61,6 +61,8 @@ const _: () = {
         (REDISLOCK_KIND_READ, Read::DESCRIPTOR),
         (REDISLOCK_KIND_WRITE, Write::DESCRIPTOR),
         (REDISLOCK_KIND_REDISSON, Redisson::DESCRIPTOR),
+        #[cfg(feature = "recipe-kind")]
+        (REDISLOCK_KIND_RECIPE, crate::kind::Recipe::DESCRIPTOR),
     ];
     let mut i = 0;
     while i < pairs.len() {

@@ -238,6 +238,14 @@ impl CRequest {
             (KindLabel::Redisson, Call::Wait(w)) => {
                 self.with_options(c.redisson_lock(name)).acquire(w)?.into()
             }
+            #[cfg(feature = "recipe-kind")]
+            (KindLabel::Recipe, Call::Try) => {
+                self.with_options(c.recipe_lock(name)).try_acquire()?.into()
+            }
+            #[cfg(feature = "recipe-kind")]
+            (KindLabel::Recipe, Call::Wait(w)) => {
+                self.with_options(c.recipe_lock(name)).acquire(w)?.into()
+            }
             (KindLabel::Semaphore, Call::Try) => {
                 let request = self.with_options(c.semaphore(name, self.permits));
                 request.try_acquire(self.take)?.into()

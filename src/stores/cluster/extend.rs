@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::redirect::{Failure, Rules, Step};
+use super::redirect::{Failure, RedirectPolicy, Step};
 use super::{Cluster, Redirect};
 use crate::base::error::Error;
 use crate::stores::Node;
@@ -60,7 +60,7 @@ pub(super) fn extend_many_in_cluster(
                         // own error, never a master that did not answer.
                         let failure = Failure::new(Redirect::of(&e), false);
                         // A busy slot is not waited out (renewal retries soon anyway).
-                        let rules = Rules {
+                        let rules = RedirectPolicy {
                             moved: !last_round,
                             ask: true,
                             pause: None,

@@ -79,7 +79,7 @@ impl Failure {
 }
 
 /// What a caller of [`Cluster::follow`] lets a failure lead to.
-pub(super) struct Rules {
+pub(super) struct RedirectPolicy {
     /// Whether a MOVED is followed.
     pub(super) moved: bool,
     /// Whether an ASK is followed.
@@ -121,7 +121,7 @@ impl Cluster {
         slot: u16,
         node: &Arc<Node>,
         failure: Failure,
-        rules: &Rules,
+        rules: &RedirectPolicy,
     ) -> Result<Step, Error> {
         match failure {
             Failure::Redirect(Redirect::Moved(addr)) if rules.moved => {
@@ -198,7 +198,7 @@ impl Cluster {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            let rules = Rules {
+            let rules = RedirectPolicy {
                 moved: redirects < MAX_REDIRECTS,
                 ask: redirects < MAX_REDIRECTS,
                 pause: Some(pause).filter(|&p| started.elapsed() + p <= patience),
@@ -270,7 +270,7 @@ impl Cluster {
         // Each round of a wait (`wait.rs`) is one call: a MOVED is always followed, a busy slot
         // paused for once (the wait's rounds bound the pauses), a master that did not answer
         // looked for every time (the wait rides it out).
-        let rules = Rules {
+        let rules = RedirectPolicy {
             moved: true,
             ask: false,
             pause: Some(MAX_PAUSE.min(limit)),

@@ -38,10 +38,10 @@ pub(super) struct Refreshed {
 pub(super) struct Table {
     /// Empty until first read.
     slots: Vec<u16>,
-    masters: Vec<Master>,
+    masters: Vec<SlotOwner>,
 }
 
-struct Master {
+struct SlotOwner {
     addr: Addr,
     node: Arc<Node>,
 }
@@ -95,7 +95,7 @@ impl Cluster {
                 Some(i) => i,
                 None => {
                     let node = self.make_node(addr)?;
-                    t.masters.push(Master {
+                    t.masters.push(SlotOwner {
                         addr: addr.clone(),
                         node,
                     });
@@ -208,7 +208,7 @@ impl Cluster {
     /// Makes `ranges` the table, keeping the nodes (and their pools) of masters it names again.
     fn install(&self, ranges: Vec<SlotRange>) -> Result<(), Error> {
         let mut t = self.table.write();
-        let mut masters: Vec<Master> = Vec::new();
+        let mut masters: Vec<SlotOwner> = Vec::new();
         let mut slots = vec![UNSERVED; SLOTS];
         for (first, last, addr) in ranges {
             let i = match masters.iter().position(|m| m.addr == addr) {
@@ -218,7 +218,7 @@ impl Cluster {
                         Some(old) => t.masters[old].node.clone(),
                         None => self.make_node(&addr)?,
                     };
-                    masters.push(Master { addr, node });
+                    masters.push(SlotOwner { addr, node });
                     masters.len() - 1
                 }
             };

@@ -24,7 +24,7 @@ pub(super) enum Release {
 }
 
 /// What one master did with a release.
-enum Outcome {
+enum MasterRelease {
     /// The flags of `quorum_release.lua`: released (1), wanted (2), blocked here (4).
     Flags(i64),
     /// Handed over to the waiter `wid`, queued by its round `round`; `at`: the master it
@@ -57,7 +57,7 @@ fn sent_unanswered(answers: &[Option<Answer>]) -> u64 {
 }
 
 /// What master `i`'s answer to a release says.
-fn said(a: &Answer, i: usize, masters: &Masters) -> Result<Outcome, Error> {
+fn said(a: &Answer, i: usize, masters: &Masters) -> Result<MasterRelease, Error> {
     match a {
         Answer::Failed { error, .. } => Err(error.clone()),
         Answer::Replies(values) => values
@@ -68,7 +68,7 @@ fn said(a: &Answer, i: usize, masters: &Masters) -> Result<Outcome, Error> {
 }
 
 /// What a master's reply to a release says.
-fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
+fn outcome(v: &Value) -> redis::RedisResult<MasterRelease> {
     if let Value::BulkString(b) = v {
         let (free, b) = match b.strip_prefix(b"+") {
             Some(rest) => (true, rest),
@@ -78,7 +78,7 @@ fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
         let (at, round, wid) = (parts.next(), parts.next(), parts.next());
         let number = |n: Option<&[u8]>| n.and_then(|n| std::str::from_utf8(n).ok()?.parse().ok());
         return match (number(at), number(round), wid) {
-            (Some(at), Some(round), Some(wid)) => Ok(Outcome::Handed {
+            (Some(at), Some(round), Some(wid)) => Ok(MasterRelease::Handed {
                 wid: wid.to_vec(),
                 round,
                 at: at as usize,
@@ -90,7 +90,7 @@ fn outcome(v: &Value) -> redis::RedisResult<Outcome> {
             ))),
         };
     }
-    reply_value::<i64>(v).map(Outcome::Flags)
+    reply_value::<i64>(v).map(MasterRelease::Flags)
 }
 
 impl Masters {
@@ -227,11 +227,11 @@ impl Masters {
                 pay.push(i);
             }
             match said {
-                Ok(Outcome::Handed { free, .. }) => {
+                Ok(MasterRelease::Handed { free, .. }) => {
                     released += usize::from(!free);
                     home_answered |= i == home;
                 }
-                Ok(Outcome::Flags(r)) => {
+                Ok(MasterRelease::Flags(r)) => {
                     if r & 1 == 1 {
                         released += 1;
                     } else {
@@ -300,7 +300,7 @@ impl Masters {
     }
 
     /// What each master's answer to a release says (`None` for a master not asked).
-    fn outcomes(&self, answers: &[Option<Answer>]) -> Vec<Option<Result<Outcome, Error>>> {
+    fn outcomes(&self, answers: &[Option<Answer>]) -> Vec<Option<Result<MasterRelease, Error>>> {
         answers
             .iter()
             .enumerate()
@@ -309,10 +309,10 @@ impl Masters {
     }
 
     /// The waiters the masters' outcomes of a release say they handed the lock to.
-    fn handed(&self, outcomes: &[Option<Result<Outcome, Error>>]) -> Vec<Handed> {
+    fn handed(&self, outcomes: &[Option<Result<MasterRelease, Error>>]) -> Vec<Handed> {
         let mut handed: Vec<Handed> = Vec::new();
         for o in outcomes {
-            let Some(Ok(Outcome::Handed { wid, round, at, .. })) = o else {
+            let Some(Ok(MasterRelease::Handed { wid, round, at, .. })) = o else {
                 continue;
             };
             let (round, at) = (*round, *at);
