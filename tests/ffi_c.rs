@@ -175,10 +175,7 @@ fn c_fenced_sql_passes_plain_under_sanitizers_and_under_valgrind() {
             .current_dir(repo_root())
             .status()
             .expect("cannot run cc");
-        assert!(
-            status.success(),
-            "compiling fenced_sql.c failed ({status})"
-        );
+        assert!(status.success(), "compiling fenced_sql.c failed ({status})");
     };
     let (plain, asan) = (build.join("fenced-sql"), build.join("fenced-sql-asan"));
     compile(&plain, &[]);
