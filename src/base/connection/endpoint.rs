@@ -53,7 +53,12 @@ impl Endpoint {
         let deadline = Instant::now() + timeout;
         let inner = self.open(deadline)?;
         let mut conn = Connection(inner, known.flatten(), 0);
-        let left = remaining(deadline)?;
+        // Over TLS, making the client (its root certificates) can take the whole timeout on a
+        // slow machine: no time is then left for the handshake, which is what the error says.
+        let left = remaining(deadline).map_err(|error| {
+            let answered = false;
+            self.before_any_reply(SetUpError { error, answered }, timeout)
+        })?;
         conn.set_read_timeout(Some(left))?;
         conn.set_write_timeout(Some(left))?;
         let settings = self.info.redis_settings();
