@@ -17,7 +17,6 @@ use crate::api::guard::{
 use crate::api::kind::{
     Exclusive, Fenced, Leader, ReadWrite, Redisson, RequestKind, Semaphore, Set,
 };
-use crate::base::config::Deployment;
 use crate::base::error::Error;
 use crate::base::grant::{Grant, LockOptions};
 use crate::base::keys::LockKeys;
@@ -425,8 +424,7 @@ impl<'a> Request<'a, Leader> {
                 "a campaign needs the leader's identity (LeaderRequest::identity)",
             ));
         };
-        let cluster = matches!(self.client.config().deployment, Deployment::Cluster(_));
-        let kind = LeaderRules::new(identity.as_bytes(), cluster)?;
+        let kind = LeaderRules::new(identity.as_bytes())?;
         let keys = self.keys()?;
         let (held, _) = self.take_as(Box::new(kind), keys, None, wait)?;
         Ok(Guard::new(held, identity.into()))

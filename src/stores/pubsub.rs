@@ -127,13 +127,14 @@ pub(crate) trait Subscriber {
     fn seed(&self) -> &[u8];
     /// One attempt on `c`: take the grant, or find the holder's remaining lease. `retry`: the
     /// call is repeated after a dropped connection, and the first may have been applied.
-    fn attempt(&self, c: &mut Connection, retry: bool) -> RedisResult<Step>;
+    /// `sharded`: the store publishes sharded ([`sharded`]), for an attempt that publishes.
+    fn attempt(&self, c: &mut Connection, retry: bool, sharded: bool) -> RedisResult<Step>;
 }
 
 /// A waiter on a lock's channel made of its parts, the one [`Subscriber`] of every kind that
 /// waits on a channel (Redisson's lock, a leader's campaign): the lock's keys, the channel,
-/// the bytes that spread its pauses, and its attempt (given the connection and whether it is a
-/// retry).
+/// the bytes that spread its pauses, and its attempt (given the connection, whether it is a
+/// retry and whether the store publishes sharded).
 pub(crate) struct ChannelWaiter<'a, F> {
     pub keys: &'a LockKeys,
     pub channel: Vec<u8>,
@@ -143,7 +144,7 @@ pub(crate) struct ChannelWaiter<'a, F> {
 
 impl<F> Subscriber for ChannelWaiter<'_, F>
 where
-    F: Fn(&mut Connection, bool) -> RedisResult<Step>,
+    F: Fn(&mut Connection, bool, bool) -> RedisResult<Step>,
 {
     fn keys(&self) -> &LockKeys {
         self.keys
@@ -157,8 +158,8 @@ where
         self.seed
     }
 
-    fn attempt(&self, c: &mut Connection, retry: bool) -> RedisResult<Step> {
-        (self.attempt)(c, retry)
+    fn attempt(&self, c: &mut Connection, retry: bool, sharded: bool) -> RedisResult<Step> {
+        (self.attempt)(c, retry, sharded)
     }
 }
 
@@ -219,7 +220,7 @@ impl Session for ChannelSession<'_> {
         let step = match store.run(keys, |c, n| {
             sent = Instant::now();
             epoch = c.epoch();
-            self.w.attempt(c, n > 0)
+            self.w.attempt(c, n > 0, sharded(store))
         }) {
             Ok(step) => step,
             // Its server died or cannot serve yet (a failover): ridden out within the bound,

@@ -46,18 +46,14 @@ pub const MAX_IDENTITY_LEN: usize = 256;
 #[derive(Debug)]
 pub(crate) struct LeaderRules {
     identity: Box<str>,
-    /// Whether the store is a Cluster, whose channels are sharded ([`sharded`]).
-    cluster: bool,
 }
 
 impl LeaderRules {
     /// A campaign with `identity`, checked: not empty, at most [`MAX_IDENTITY_LEN`] bytes, UTF-8
     /// without control characters (it is shown to observers and on terminals).
-    /// `cluster`: the client's deployment is a Cluster.
-    pub(crate) fn new(identity: &[u8], cluster: bool) -> Result<LeaderRules, Error> {
+    pub(crate) fn new(identity: &[u8]) -> Result<LeaderRules, Error> {
         Ok(LeaderRules {
             identity: check_identity(identity)?.into(),
-            cluster,
         })
     }
 }
@@ -86,9 +82,9 @@ pub(crate) fn check_identity(identity: &[u8]) -> Result<&str, Error> {
     Ok(id)
 }
 
-/// One campaign attempt on `c`: LEADER_CAMPAIGN.
+/// One campaign attempt on `c`: LEADER_CAMPAIGN (`sharded`: see [`sharded`]).
 fn campaign(
-    cluster: bool,
+    sharded: bool,
     c: &mut Connection,
     keys: &LockKeys,
     token: &Token,
@@ -104,7 +100,7 @@ fn campaign(
         .arg(lease_ms)
         .arg(identity)
         .arg(c.epoch())
-        .arg(publish_command(cluster, c))
+        .arg(publish_command(sharded, c))
         .invoke(c)?;
     Ok(if ours == 1 {
         Step::granted(fence.max(0) as u64, pttl)
@@ -141,7 +137,7 @@ impl Rules for LeaderRules {
     ) -> Result<Option<Grant>, Error> {
         store.attempt(a.keys, a.lease, sent, &mut |c, _| {
             campaign(
-                self.cluster,
+                sharded(store),
                 c,
                 a.keys,
                 a.token,
@@ -154,13 +150,13 @@ impl Rules for LeaderRules {
     fn waiter<'a>(&'a self, a: &Acquiring<'a>) -> Result<Waits<'a>, Error> {
         // A campaigner waits for the leadership on the election's channel.
         let (keys, token, lease_ms) = (a.keys, a.token, a.lease_ms());
-        let (identity, cluster) = (&*self.identity, self.cluster);
+        let identity = &*self.identity;
         Ok(Waits::Channel(Box::new(ChannelWaiter {
             keys,
             channel: channel(keys),
             seed: token.as_str().as_bytes(),
-            attempt: move |c: &mut Connection, _retry: bool| {
-                campaign(cluster, c, keys, token, lease_ms, identity)
+            attempt: move |c: &mut Connection, _retry: bool, sharded: bool| {
+                campaign(sharded, c, keys, token, lease_ms, identity)
             },
         })))
     }
@@ -173,7 +169,7 @@ impl Rules for LeaderRules {
                 .key(leader_key(keys))
                 .key(channel(keys))
                 .arg(token.as_str())
-                .arg(publish_command(self.cluster, c))
+                .arg(publish_command(sharded(&*b.store), c))
                 .invoke(c)
         })
     }

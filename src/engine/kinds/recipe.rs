@@ -70,7 +70,9 @@ impl Rules for RecipeRules {
             keys,
             channel: channel(keys),
             seed: token.as_str().as_bytes(),
-            attempt: move |c: &mut Connection, _retry: bool| take(c, keys, token, lease_ms),
+            attempt: move |c: &mut Connection, _retry: bool, _sharded: bool| {
+                take(c, keys, token, lease_ms)
+            },
         })))
     }
 

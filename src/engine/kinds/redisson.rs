@@ -88,7 +88,9 @@ impl Rules for RedissonRules {
             keys,
             channel: channel(keys),
             seed: self.latch.as_bytes(),
-            attempt: move |c: &mut Connection, _retry: bool| attempt(c, keys, token, lease_ms),
+            attempt: move |c: &mut Connection, _retry: bool, _sharded: bool| {
+                attempt(c, keys, token, lease_ms)
+            },
         })))
     }
 
