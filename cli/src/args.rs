@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use redislock::LockKind;
 
 const AFTER_HELP: &str = "Examples, exit statuses and environment: redislock --help";
 
@@ -358,8 +360,8 @@ pub struct ReleaseArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Which kind's waiters to count
-    #[arg(long, value_enum, default_value_t = StatusKind::Any)]
-    pub kind: StatusKind,
+    #[arg(long, default_value = "any", value_parser = lock_kind())]
+    pub kind: LockKind,
     /// Print one JSON object instead of lines
     #[arg(long)]
     pub json: bool,
@@ -367,13 +369,10 @@ pub struct StatusArgs {
     pub name: String,
 }
 
-/// The kinds `status` looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StatusKind {
-    Exclusive,
-    Rwlock,
-    Semaphore,
-    Any,
+/// The kinds `status` looks at, by their names (`LockKind::name`).
+fn lock_kind() -> impl clap::builder::TypedValueParser<Value = LockKind> {
+    let names = LockKind::ALL.map(LockKind::name);
+    PossibleValuesParser::new(names).map(|name| LockKind::from_name(&name).expect("a listed name"))
 }
 
 /// A duration: a number with a unit (`500ms`, `30s`, `2m`, `1h`, `1d`); a bare number is

@@ -5,11 +5,9 @@
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::time::Duration;
 
-use redislock::{HeldAs, LeaderInfo, LockInfo, LockKind};
+use redislock::{HeldAs, LeaderInfo, LockInfo};
 
-use crate::args::{
-    AcquireArgs, Connection, ExtendArgs, LeaderArgs, ReleaseArgs, StatusArgs, StatusKind,
-};
+use crate::args::{AcquireArgs, Connection, ExtendArgs, LeaderArgs, ReleaseArgs, StatusArgs};
 use crate::connect;
 use crate::exit::{self, Failure};
 use crate::run::acquire as acquire_waiting;
@@ -58,13 +56,7 @@ pub fn release(conn: &Connection, a: ReleaseArgs) -> Result<u8, Failure> {
 /// `redislock status`: exit 0 when held, 1 when free.
 pub fn status(conn: &Connection, a: StatusArgs) -> Result<u8, Failure> {
     let client = connect::client(conn, Duration::from_secs(30), false)?;
-    let kind = match a.kind {
-        StatusKind::Exclusive => LockKind::Exclusive,
-        StatusKind::Rwlock => LockKind::RwLock,
-        StatusKind::Semaphore => LockKind::Semaphore,
-        StatusKind::Any => LockKind::Any,
-    };
-    let info = client.inspect(&a.name, kind)?;
+    let info = client.inspect(&a.name, a.kind)?;
     let text = if a.json {
         json(&a.name, &info)
     } else {
@@ -140,14 +132,7 @@ fn leader_json(name: &str, info: &Option<LeaderInfo>) -> String {
 }
 
 fn held_as(h: Option<HeldAs>) -> &'static str {
-    match h {
-        None => "free",
-        Some(HeldAs::Exclusive) => "exclusive",
-        Some(HeldAs::Readers) => "readers",
-        Some(HeldAs::Semaphore) => "semaphore",
-        Some(HeldAs::Redisson) => "redisson",
-        Some(_) => "other",
-    }
+    h.map_or("free", HeldAs::name)
 }
 
 fn lines(name: &str, i: &LockInfo) -> String {

@@ -184,12 +184,7 @@ impl Client {
     pub fn inspect(&self, name: impl AsRef<[u8]>, kind: LockKind) -> Result<LockInfo, Error> {
         let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
         let b = self.backend()?;
-        let what = match kind {
-            LockKind::RwLock => Some("a read/write lock"),
-            LockKind::Semaphore => Some("a semaphore"),
-            _ => None,
-        };
-        if let Some(what) = what {
+        if let Some(what) = kind.what() {
             b.store.check(Check::Kind {
                 what,
                 shown: &keys.shown(),

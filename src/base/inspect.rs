@@ -18,6 +18,53 @@ pub enum LockKind {
     Any,
 }
 
+impl LockKind {
+    /// Every kind, in the order of their names.
+    pub const ALL: [LockKind; 4] = [
+        LockKind::Exclusive,
+        LockKind::RwLock,
+        LockKind::Semaphore,
+        LockKind::Any,
+    ];
+
+    /// Its name, as the command-line tool and the PHP package write it: `exclusive`, `rwlock`,
+    /// `semaphore`, `any`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Exclusive => "exclusive",
+            LockKind::RwLock => "rwlock",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Any => "any",
+        }
+    }
+
+    /// The kind of that [`name`](LockKind::name).
+    pub fn from_name(name: &str) -> Option<LockKind> {
+        LockKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind that must not find the name used by another (its keys are of types of its
+    /// own), as messages call it; `None` for the kinds that look at any key.
+    pub(crate) fn what(self) -> Option<&'static str> {
+        match self {
+            LockKind::RwLock => Some("a read/write lock"),
+            LockKind::Semaphore => Some("a semaphore"),
+            LockKind::Exclusive | LockKind::Any => None,
+        }
+    }
+
+    /// Its waiters among INSPECT's counts of the exclusive lock's, the read/write lock's and the
+    /// semaphore's (`inspect.lua`).
+    pub(crate) fn waiters(self, [exclusive, rw, semaphore]: [i64; 3]) -> i64 {
+        match self {
+            LockKind::Exclusive => exclusive,
+            LockKind::RwLock => rw,
+            LockKind::Semaphore => semaphore,
+            LockKind::Any => exclusive + rw + semaphore,
+        }
+    }
+}
+
 /// What holds a lock now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -34,6 +81,41 @@ pub enum HeldAs {
     Redisson,
     /// A key of another type than the locks use: the name is not free for any lock.
     Other,
+}
+
+impl HeldAs {
+    /// Every value.
+    pub const ALL: [HeldAs; 5] = [
+        HeldAs::Exclusive,
+        HeldAs::Readers,
+        HeldAs::Semaphore,
+        HeldAs::Redisson,
+        HeldAs::Other,
+    ];
+
+    /// Its name, as the command-line tool and the PHP package write it: `exclusive`, `readers`,
+    /// `semaphore`, `redisson`, `other`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HeldAs::Exclusive => "exclusive",
+            HeldAs::Readers => "readers",
+            HeldAs::Semaphore => "semaphore",
+            HeldAs::Redisson => "redisson",
+            HeldAs::Other => "other",
+        }
+    }
+
+    /// What INSPECT's first reply means (`inspect.lua`): 0 free, then one value each.
+    pub(crate) fn from_code(used: i64) -> Option<HeldAs> {
+        match used {
+            1 => Some(HeldAs::Exclusive),
+            2 => Some(HeldAs::Readers),
+            3 => Some(HeldAs::Semaphore),
+            4 => Some(HeldAs::Other),
+            5 => Some(HeldAs::Redisson),
+            _ => None,
+        }
+    }
 }
 
 /// What [`Client::inspect`](crate::Client::inspect) saw of a lock, at one moment: it may have

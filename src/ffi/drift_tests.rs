@@ -327,7 +327,8 @@ fn php_kind_numbers_are_the_headers() {
 
 /// The PHP package's mirrors of the other C enums (`Client::HELD_AS`, by number, and
 /// `Client::INSPECT_KINDS`, by constant name) are the PHP header's `redislock_held_as` and
-/// `redislock_inspect_kind`: every enumerator, each under its own name.
+/// `redislock_inspect_kind`: every enumerator, each under its own name; and their words are the
+/// Rust names (`HeldAs::name`, `LockKind::name`), which the command-line tool prints and takes.
 #[test]
 fn php_mirrors_of_the_inspect_enums_are_the_headers() {
     let client = repo_file("bindings/php/src/Client.php");
@@ -357,6 +358,11 @@ fn php_mirrors_of_the_inspect_enums_are_the_headers() {
         })
         .collect();
     assert!(held.len() >= 5, "{held:?}");
+    let mut words: Vec<&str> = held.iter().map(|(_, w)| w.as_str()).collect();
+    let mut names = crate::HeldAs::ALL.map(crate::HeldAs::name).to_vec();
+    words.sort_unstable();
+    names.sort_unstable();
+    assert_eq!(words, names, "redislock_held_as against HeldAs::name");
     assert_eq!(
         entries("HELD_AS"),
         held,
@@ -375,6 +381,12 @@ fn php_mirrors_of_the_inspect_enums_are_the_headers() {
         })
         .collect();
     assert!(kinds.len() >= 4, "{kinds:?}");
+    let words: Vec<&str> = kinds.iter().map(|(w, _)| w.as_str()).collect();
+    let names = crate::LockKind::ALL.map(crate::LockKind::name);
+    assert_eq!(
+        words, names,
+        "redislock_inspect_kind against LockKind::name"
+    );
     assert_eq!(
         entries("INSPECT_KINDS"),
         kinds,

@@ -49,20 +49,8 @@ pub(crate) fn on_one_server<S: LockStore + ?Sized>(
     else {
         return Err(Error::internal("INSPECT's reply has the wrong shape"));
     };
-    let held_as = match used {
-        1 => Some(HeldAs::Exclusive),
-        2 => Some(HeldAs::Readers),
-        3 => Some(HeldAs::Semaphore),
-        4 => Some(HeldAs::Other),
-        5 => Some(HeldAs::Redisson),
-        _ => None,
-    };
-    let waiters = match kind {
-        LockKind::Exclusive => w_ex,
-        LockKind::RwLock => w_rw,
-        LockKind::Semaphore => w_sem,
-        _ => w_ex + w_rw + w_sem,
-    };
+    let held_as = HeldAs::from_code(used);
+    let waiters = kind.waiters([w_ex, w_rw, w_sem]);
     let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(u32::MAX);
     Ok(LockInfo {
         held: held_as.is_some(),
