@@ -106,6 +106,25 @@ fn tls_to_a_port_that_never_answers_fails_within_the_connect_timeout() {
     );
 }
 
+/// A connect timeout too short for setting up TLS at all (redis-rs makes the TLS client, with its
+/// root certificates, inside the connect): the error still names TLS, not just "Connection timed
+/// out" (as under valgrind on a loaded machine, where that takes seconds).
+#[test]
+fn a_connect_timeout_too_short_for_tls_names_tls() {
+    let url = format!("rediss://127.0.0.1:{}/", plain_port());
+    let c = quick(&url)
+        .connect_timeout(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    fails(
+        &url,
+        T,
+        ErrorKind::Connection,
+        &["TLS", "within 1 ms"],
+        || c.try_acquire(unique_name("tls-1ms")),
+    );
+}
+
 #[test]
 fn plain_to_a_tls_port_names_tls() {
     let pki = Pki::new();

@@ -51,14 +51,13 @@ impl Endpoint {
             .copied()
             .filter(|v| v.is_none_or(|v| v >= MIN_VERSION));
         let deadline = Instant::now() + timeout;
-        let inner = self.open(deadline)?;
+        // Over TLS, setting up the client (its root certificates) can take the whole timeout on
+        // a slow machine: the error then says that no TLS connection was made in time.
+        let inner = self
+            .open(deadline)
+            .map_err(|e| self.tls_timed_out(e, timeout))?;
         let mut conn = Connection(inner, known.flatten(), 0);
-        // Over TLS, making the client (its root certificates) can take the whole timeout on a
-        // slow machine: no time is then left for the handshake, which is what the error says.
-        let left = remaining(deadline).map_err(|error| {
-            let answered = false;
-            self.before_any_reply(SetUpError { error, answered }, timeout)
-        })?;
+        let left = remaining(deadline).map_err(|e| self.tls_timed_out(e, timeout))?;
         conn.set_read_timeout(Some(left))?;
         conn.set_write_timeout(Some(left))?;
         let settings = self.info.redis_settings();
@@ -144,6 +143,20 @@ impl Endpoint {
             format!("the TLS handshake failed: {error}")
         };
         io::Error::new(io, text).into()
+    }
+
+    /// A connect timed out before the set-up began: over TLS, the message says so (redis-rs'
+    /// alone reads "Connection timed out", which does not tell TLS from TCP).
+    fn tls_timed_out(&self, error: RedisError, timeout: Duration) -> RedisError {
+        if self.tls.is_none() || !error.is_timeout() {
+            return error;
+        }
+        let text = format!(
+            "no TLS connection within {} ms: connecting and setting up TLS took the whole \
+             connect timeout ({error})",
+            timeout.as_millis()
+        );
+        io::Error::new(io::ErrorKind::TimedOut, text).into()
     }
 
     /// The server's version from its reply to `HELLO` (every user may send it, whatever its
