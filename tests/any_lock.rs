@@ -92,7 +92,7 @@ fn each_kind_held_as_any_lock_offers_what_its_descriptor_says() {
 /// The descriptors list every kind once, and the markers carry theirs.
 #[test]
 fn the_markers_carry_the_descriptors() {
-    assert_eq!(kind::ALL.len(), 7);
+    assert_eq!(kind::ALL.len(), 7 + cfg!(feature = "recipe-kind") as usize);
     for d in kind::ALL {
         assert_eq!(kind::ALL.iter().filter(|e| e.name() == d.name()).count(), 1);
     }
@@ -101,5 +101,11 @@ fn the_markers_carry_the_descriptors() {
     assert!(Write::DESCRIPTOR.downgrade && !Write::DESCRIPTOR.redlock);
     assert_eq!(Leader::DESCRIPTOR.fencing, Fencing::Always);
     assert_eq!(Semaphore::DESCRIPTOR.php, "PERMITS");
+    let permits: Vec<&str> = kind::ALL
+        .iter()
+        .filter(|d| d.permits)
+        .map(|d| d.name())
+        .collect();
+    assert_eq!(permits, ["semaphore"]);
     assert_eq!(Write::DESCRIPTOR.c_kind, Some(("REDISLOCK_KIND_WRITE", 2)));
 }

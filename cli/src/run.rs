@@ -143,7 +143,7 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<AnyLock, Failur
                 (true, None) => rw.try_write().map(AnyLock::from),
             })
         }
-        _ => {
+        KindLabel::Exclusive => {
             let mut lock = client.lock(name).fencing(a.fencing).cancel_on(cancel);
             if let Some(d) = a.at_least {
                 lock = lock.at_least(d);
@@ -156,6 +156,14 @@ fn take(client: &Client, a: &RunArgs, cancel: &Cancel) -> Result<AnyLock, Failur
                 None => lock.try_acquire(),
             })
             .map(AnyLock::from)
+        }
+        // A kind whose flag `kind_of` picks must have its own arm above: no kind quietly
+        // takes another kind's lock.
+        _ => {
+            return Err(Failure::new(
+                exit::SOFTWARE,
+                format!("redislock run cannot take {}", kind.what),
+            ));
         }
     };
     Ok(held?)

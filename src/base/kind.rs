@@ -95,6 +95,8 @@ pub struct Descriptor {
     pub owner_token: bool,
     /// Whether `at_least` and `at_most` apply.
     pub bounds: bool,
+    /// Whether a request takes a number of permits (`redislock_request_set_permits`).
+    pub permits: bool,
     /// Whether a grant can be downgraded (a write lock to a read lock).
     pub downgrade: bool,
     /// Whether Redlock's masters offer it (every other topology offers every kind).
@@ -138,6 +140,7 @@ pub const EXCLUSIVE: Descriptor = Descriptor {
     fencing: Fencing::Optional,
     owner_token: true,
     bounds: true,
+    permits: false,
     downgrade: false,
     redlock: true,
 };
@@ -179,6 +182,7 @@ pub const SEMAPHORE: Descriptor = Descriptor {
     php: "PERMITS",
     cli_flag: Some("--permits"),
     fencing: Fencing::Never,
+    permits: true,
     ..ONE_OF_MANY
 };
 
@@ -247,6 +251,7 @@ const ONE_OF_MANY: Descriptor = Descriptor {
     fencing: Fencing::Optional,
     owner_token: false,
     bounds: false,
+    permits: false,
     downgrade: false,
     redlock: false,
 };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::kind::{self, Descriptor, Fenced, Kind, RequestKind, Semaphore};
+use crate::kind::{self, Descriptor, Fenced, RequestKind};
 use crate::metrics::KindLabel;
 use crate::{AnyLock, Cancel, Client, Error, Request as ApiRequest};
 
@@ -46,7 +46,7 @@ pub(crate) fn applies(kind: &Descriptor, setting: Setting) -> bool {
         Setting::Fencing => kind.fencing_option(),
         Setting::OwnerToken => kind.owner_token,
         Setting::AtLeast | Setting::AtMost => kind.bounds,
-        Setting::Permits => kind == Semaphore::DESCRIPTOR,
+        Setting::Permits => kind.permits,
         Setting::Side => kind.c_kind.is_some(),
     }
 }
