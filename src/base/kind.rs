@@ -8,6 +8,7 @@
 //! checks its flags with it, and the drift tests hold the C headers and the PHP package to the
 //! list [`ALL`]. [`KindLabel`], the kinds as the metrics' label names them, is here too
 //! (re-exported by the metrics), so that a kind is named in this one file of the base layer.
+use crate::base::keys::LockKeys;
 
 /// A kind of lock, as the metrics' `kind` label names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +102,82 @@ pub struct Descriptor {
     pub downgrade: bool,
     /// Whether Redlock's masters offer it (every other topology offers every kind).
     pub redlock: bool,
+    /// The suffixes of its own companion keys (empty for the kinds that use the lock's shared
+    /// waiter queue).
+    pub(crate) keys: &'static KindKeys,
+}
+
+/// The suffixes of a kind's own companion keys, beside the lock key in its hash slot
+/// ([`LockKeys::companion`]): each kind that has them has suffixes of its own, so that one
+/// kind's queue never holds another kind's entries.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct KindKeys {
+    /// A sorted set of holder token → expiry (server time, ms), beside the lock key.
+    holders: &'static [u8],
+    /// The queue of waiters, in arrival order. The scripts make a waiter's signal list and
+    /// liveness key from the queue key (the queue key less its last byte, then `s:` or `e:`):
+    /// keep `signal` and `alive` in step with it.
+    queue: &'static [u8],
+    signal: &'static [u8],
+    alive: &'static [u8],
+}
+
+impl KindKeys {
+    /// The holders' sorted set.
+    pub(crate) fn holders(&self, keys: &LockKeys) -> Vec<u8> {
+        keys.companion(self.holders, b"")
+    }
+
+    /// The queue of waiters, in arrival order.
+    pub(crate) fn queue(&self, keys: &LockKeys) -> Vec<u8> {
+        keys.companion(self.queue, b"")
+    }
+
+    /// The signal list of one waiter.
+    pub(crate) fn signal(&self, keys: &LockKeys, waiter_id: &str) -> Vec<u8> {
+        keys.companion(self.signal, waiter_id.as_bytes())
+    }
+
+    /// The liveness key of one waiter.
+    pub(crate) fn alive(&self, keys: &LockKeys, waiter_id: &str) -> Vec<u8> {
+        keys.companion(self.alive, waiter_id.as_bytes())
+    }
+}
+
+/// No companion keys of the kind's own.
+const NO_KEYS: KindKeys = KindKeys {
+    holders: b"",
+    queue: b"",
+    signal: b"",
+    alive: b"",
+};
+
+/// The read/write lock's: its write side is the lock key itself (a plain string holding the
+/// writer's token), its readers a sorted set.
+const RW_KEYS: KindKeys = KindKeys {
+    holders: b":rw:r",
+    queue: b":rw:q",
+    signal: b":rw:s:",
+    alive: b":rw:e:",
+};
+
+/// The semaphore's: it keeps its holders in the lock key as a sorted set, so a name used as a
+/// semaphore and as a lock at once meets a key of the wrong type and fails clearly.
+const SEM_KEYS: KindKeys = KindKeys {
+    holders: b"",
+    queue: b":sem:q",
+    signal: b":sem:s:",
+    alive: b":sem:e:",
+};
+
+/// The kinds' own companion keys that INSPECT reads, in its order of keys after the lock's
+/// fence and queue: the read/write lock's readers and queue, the semaphore's queue.
+pub(crate) fn inspect_keys(keys: &LockKeys) -> [Vec<u8>; 3] {
+    [
+        READ.keys.holders(keys),
+        READ.keys.queue(keys),
+        SEMAPHORE.keys.queue(keys),
+    ]
 }
 
 impl Descriptor {
@@ -143,6 +220,7 @@ pub const EXCLUSIVE: Descriptor = Descriptor {
     permits: false,
     downgrade: false,
     redlock: true,
+    keys: &NO_KEYS,
 };
 
 /// A read lock of a read/write lock.
@@ -155,6 +233,7 @@ pub const READ: Descriptor = Descriptor {
     c_kind: Some(("REDISLOCK_KIND_READ", 1)),
     php: "READ",
     cli_flag: Some("--read"),
+    keys: &RW_KEYS,
     ..ONE_OF_MANY
 };
 
@@ -169,6 +248,7 @@ pub const WRITE: Descriptor = Descriptor {
     php: "WRITE",
     cli_flag: Some("--write"),
     downgrade: true,
+    keys: &RW_KEYS,
     ..ONE_OF_MANY
 };
 
@@ -183,6 +263,7 @@ pub const SEMAPHORE: Descriptor = Descriptor {
     cli_flag: Some("--permits"),
     fencing: Fencing::Never,
     permits: true,
+    keys: &SEM_KEYS,
     ..ONE_OF_MANY
 };
 
@@ -254,6 +335,7 @@ const ONE_OF_MANY: Descriptor = Descriptor {
     permits: false,
     downgrade: false,
     redlock: false,
+    keys: &NO_KEYS,
 };
 
 /// Every kind, in the order of [`KindLabel::ALL`].
@@ -297,5 +379,41 @@ mod tests {
             }
         }
         assert_eq!(Descriptor::of_c_kind(99), None);
+    }
+}
+
+#[cfg(test)]
+mod kind_key_tests {
+    use super::*;
+    use crate::base::keys::slot;
+
+    #[test]
+    fn kind_companions_share_the_lock_slot_and_differ() {
+        for name in [&b"orders:7"[..], b"{orders}:7", b"a{}b"] {
+            let k = LockKeys::new(b"app:", name).unwrap();
+            let s = slot(k.lock());
+            let all = [
+                k.fence(),
+                k.queue(),
+                READ.keys.holders(&k),
+                READ.keys.queue(&k),
+                READ.keys.signal(&k, "ab"),
+                READ.keys.alive(&k, "ab"),
+                SEMAPHORE.keys.queue(&k),
+                SEMAPHORE.keys.signal(&k, "ab"),
+                SEMAPHORE.keys.alive(&k, "ab"),
+            ];
+            for c in &all {
+                assert_eq!(slot(c), s, "{:?}", String::from_utf8_lossy(c));
+            }
+            let distinct: std::collections::HashSet<_> = all.iter().collect();
+            assert_eq!(distinct.len(), all.len());
+        }
+        let k = LockKeys::new(b"", b"doc").unwrap();
+        assert_eq!(READ.keys.holders(&k), b"{doc}:rw:r");
+        assert_eq!(READ.keys.queue(&k), b"{doc}:rw:q");
+        assert_eq!(READ.keys.signal(&k, "ab"), b"{doc}:rw:s:ab");
+        assert_eq!(SEMAPHORE.keys.queue(&k), b"{doc}:sem:q");
+        assert_eq!(SEMAPHORE.keys.alive(&k, "ab"), b"{doc}:sem:e:ab");
     }
 }

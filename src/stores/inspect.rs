@@ -8,6 +8,7 @@ use crate::base::error::Error;
 use crate::base::grant::fencing_token;
 use crate::base::inspect::{HeldAs, LockInfo, LockKind};
 use crate::base::keys::LockKeys;
+use crate::base::kind;
 use crate::base::scripts;
 use crate::stores::{LockStore, run_on};
 
@@ -17,12 +18,8 @@ pub(crate) fn on_one_server<S: LockStore + ?Sized>(
     keys: &LockKeys,
     kind: LockKind,
 ) -> Result<LockInfo, Error> {
-    let (queue, rw_readers, rw_queue, sem_queue) = (
-        keys.queue(),
-        keys.rw_readers(),
-        keys.rw_queue(),
-        keys.sem_queue(),
-    );
+    let queue = keys.queue();
+    let [k1, k2, k3] = kind::inspect_keys(keys);
     let mut epoch = 0;
     let r: Vec<i64> = run_on(store, keys, |c, _| {
         epoch = c.epoch();
@@ -30,9 +27,9 @@ pub(crate) fn on_one_server<S: LockStore + ?Sized>(
             .key(keys.lock())
             .key(keys.fence())
             .key(&queue)
-            .key(&rw_readers)
-            .key(&rw_queue)
-            .key(&sem_queue)
+            .key(&k1)
+            .key(&k2)
+            .key(&k3)
             .invoke(c)
     })?;
     let [

@@ -66,8 +66,8 @@ impl Rules for RwRules {
             scripts::RW_RELEASE
                 .key(keys.lock())
                 .key(keys.fence())
-                .key(keys.rw_readers())
-                .key(keys.rw_queue())
+                .key(kind::WRITE.keys.holders(keys))
+                .key(kind::WRITE.keys.queue(keys))
                 .arg(token.as_str())
                 .arg(kind_arg(self.write))
                 .invoke(c)
@@ -92,7 +92,7 @@ impl ExtendScript for RwRules {
         }
         pipe.arg(2)
             .arg(keys.lock())
-            .arg(keys.rw_readers())
+            .arg(kind::WRITE.keys.holders(keys))
             .arg(token.as_str())
             .arg(lease_ms);
     }
@@ -126,8 +126,8 @@ impl<'a> RwWaiter<'a> {
                 u8::from(a.fencing),
                 a.token.as_str()
             ),
-            alive: a.keys.rw_alive(wid),
-            signals: [a.keys.rw_signal(wid)],
+            alive: kind::WRITE.keys.alive(a.keys, wid),
+            signals: [kind::WRITE.keys.signal(a.keys, wid)],
         }
     }
 
@@ -169,8 +169,8 @@ impl Queue for RwWaiter<'_> {
 
     fn step(&self, c: &mut Connection, mode: Mode, entry_ttl: Duration) -> RedisResult<Step> {
         let (readers, queue, fence) = (
-            self.keys.rw_readers(),
-            self.keys.rw_queue(),
+            kind::WRITE.keys.holders(self.keys),
+            kind::WRITE.keys.queue(self.keys),
             self.keys.fence(),
         );
         let mut call = self.script_keys(&scripts::RW_ENQUEUE, &readers, &queue, &fence);
@@ -186,8 +186,8 @@ impl Queue for RwWaiter<'_> {
 
     fn leave(&self, c: &mut Connection) -> RedisResult<Step> {
         let (readers, queue, fence) = (
-            self.keys.rw_readers(),
-            self.keys.rw_queue(),
+            kind::WRITE.keys.holders(self.keys),
+            kind::WRITE.keys.queue(self.keys),
             self.keys.fence(),
         );
         let mut call = self.script_keys(&scripts::RW_LEAVE, &readers, &queue, &fence);
@@ -226,8 +226,8 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
         let done: i64 = scripts::RW_DOWNGRADE
             .key(s.keys.lock())
             .key(s.keys.fence())
-            .key(s.keys.rw_readers())
-            .key(s.keys.rw_queue())
+            .key(kind::WRITE.keys.holders(&s.keys))
+            .key(kind::WRITE.keys.queue(&s.keys))
             .arg(s.token.as_str())
             .arg(lease.as_millis() as u64)
             .invoke(c)?;

@@ -107,7 +107,7 @@ impl Rules for PermitsRules {
         super::done(&*b.store, keys, |c| {
             scripts::SEM_RELEASE
                 .key(keys.lock())
-                .key(keys.sem_queue())
+                .key(kind::SEMAPHORE.keys.queue(keys))
                 .arg(token.as_str())
                 .arg(self.k)
                 .invoke(c)
@@ -173,8 +173,8 @@ impl<'a> SemWaiter<'a> {
             n,
             lease_ms,
             entry: format!("{wid}:{k}:{n}:{lease_ms}:{}", a.token.as_str()),
-            alive: a.keys.sem_alive(wid),
-            signals: [a.keys.sem_signal(wid)],
+            alive: kind::SEMAPHORE.keys.alive(a.keys, wid),
+            signals: [kind::SEMAPHORE.keys.signal(a.keys, wid)],
         }
     }
 }
@@ -193,7 +193,7 @@ impl SemWaiter<'_> {
     fn call<'s>(&'s self, script: &'s redis::Script) -> redis::ScriptInvocation<'s> {
         let mut call = script.prepare_invoke();
         call.key(self.keys.lock())
-            .key(self.keys.sem_queue())
+            .key(kind::SEMAPHORE.keys.queue(self.keys))
             .key(&self.alive)
             .key(&self.signals[0])
             .arg(self.token.as_str())
