@@ -105,16 +105,23 @@ impl HeldAs {
         }
     }
 
-    /// What INSPECT's first reply means (`inspect.lua`): 0 free, then one value each.
-    pub(crate) fn from_code(used: i64) -> Option<HeldAs> {
-        match used {
-            1 => Some(HeldAs::Exclusive),
-            2 => Some(HeldAs::Readers),
-            3 => Some(HeldAs::Semaphore),
-            4 => Some(HeldAs::Other),
-            5 => Some(HeldAs::Redisson),
-            _ => None,
+    /// Its number: INSPECT's first reply (`inspect.lua`; 0 is a free lock) and the C ABI's
+    /// `redislock_held_as`.
+    pub fn code(self) -> u32 {
+        match self {
+            HeldAs::Exclusive => 1,
+            HeldAs::Readers => 2,
+            HeldAs::Semaphore => 3,
+            HeldAs::Other => 4,
+            HeldAs::Redisson => 5,
         }
+    }
+
+    /// What INSPECT's first reply means: the value of that [`code`](HeldAs::code), or free.
+    pub(crate) fn from_code(used: i64) -> Option<HeldAs> {
+        HeldAs::ALL
+            .into_iter()
+            .find(|h| i64::from(h.code()) == used)
     }
 }
 

@@ -101,6 +101,16 @@ pub enum redislock_inspect_kind {
 #[derive(Debug, Clone, Copy)]
 pub struct InspectKindCode(pub u32);
 
+impl redislock_inspect_kind {
+    /// Every value, in the order of their numbers.
+    pub(crate) const ALL: [redislock_inspect_kind; 4] = [
+        redislock_inspect_kind::REDISLOCK_INSPECT_EXCLUSIVE,
+        redislock_inspect_kind::REDISLOCK_INSPECT_RWLOCK,
+        redislock_inspect_kind::REDISLOCK_INSPECT_SEMAPHORE,
+        redislock_inspect_kind::REDISLOCK_INSPECT_ANY,
+    ];
+}
+
 /// What holds a lock (`redislock_inspect_held_as`). The numbers are stable.
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +128,54 @@ pub enum redislock_held_as {
     /// Redisson's lock (`REDISLOCK_KIND_REDISSON`, or Redisson's own `RLock`): its holders are
     /// its owners (client and thread).
     REDISLOCK_HELD_REDISSON = 5,
+}
+
+impl redislock_held_as {
+    /// Every value, in the order of their numbers.
+    const ALL: [redislock_held_as; 6] = [
+        redislock_held_as::REDISLOCK_HELD_NONE,
+        redislock_held_as::REDISLOCK_HELD_EXCLUSIVE,
+        redislock_held_as::REDISLOCK_HELD_READERS,
+        redislock_held_as::REDISLOCK_HELD_SEMAPHORE,
+        redislock_held_as::REDISLOCK_HELD_OTHER,
+        redislock_held_as::REDISLOCK_HELD_REDISSON,
+    ];
+
+    /// The value of what held a lock: its number is [`HeldAs::code`] (0 when free).
+    pub(crate) fn of(held: Option<crate::HeldAs>) -> redislock_held_as {
+        let n = held.map_or(0, crate::HeldAs::code);
+        redislock_held_as::ALL
+            .into_iter()
+            .find(|c| *c as u32 == n)
+            .unwrap_or(redislock_held_as::REDISLOCK_HELD_OTHER)
+    }
+}
+
+#[cfg(test)]
+mod inspect_enum_tests {
+    use super::*;
+    use crate::{HeldAs, LockKind};
+
+    #[test]
+    fn the_c_values_are_the_rust_values_by_name() {
+        assert_eq!(
+            redislock_held_as::of(None),
+            redislock_held_as::REDISLOCK_HELD_NONE
+        );
+        for h in HeldAs::ALL {
+            let c = format!("{:?}", redislock_held_as::of(Some(h)));
+            assert_eq!(c, format!("REDISLOCK_HELD_{}", h.name().to_uppercase()));
+        }
+        let c = redislock_inspect_kind::ALL;
+        assert_eq!(c.len(), LockKind::ALL.len());
+        for (i, k) in LockKind::ALL.into_iter().enumerate() {
+            assert_eq!(c[i] as usize, i);
+            assert_eq!(
+                format!("{:?}", c[i]),
+                format!("REDISLOCK_INSPECT_{}", k.name().to_uppercase())
+            );
+        }
+    }
 }
 
 /// How important a log record is. Lost locks, late or failing renewals: WARN; reconnects:

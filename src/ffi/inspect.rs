@@ -8,7 +8,7 @@ use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::enums::{InspectKindCode, redislock_held_as, redislock_inspect_kind};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
-use crate::{Error, HeldAs, LockInfo, LockKind};
+use crate::{Error, LockInfo, LockKind};
 
 /// What a lock looked like at one moment (`redislock_client_inspect`): whether it was held, as
 /// what, by how many, for how long yet, how many waited, its fencing counter; never a token.
@@ -39,24 +39,21 @@ pub extern "C" fn redislock_client_inspect(
         let client = try_ref!(client);
         let name = try_bytes!(name, name_len);
         try_out!(inspect_out);
-        use redislock_inspect_kind::*;
-        let known = [
-            REDISLOCK_INSPECT_EXCLUSIVE,
-            REDISLOCK_INSPECT_RWLOCK,
-            REDISLOCK_INSPECT_SEMAPHORE,
-            REDISLOCK_INSPECT_ANY,
-        ];
-        let kind = match known.into_iter().find(|&k| k as u32 == kind.0) {
-            Some(REDISLOCK_INSPECT_EXCLUSIVE) => LockKind::Exclusive,
-            Some(REDISLOCK_INSPECT_RWLOCK) => LockKind::RwLock,
-            Some(REDISLOCK_INSPECT_SEMAPHORE) => LockKind::Semaphore,
-            Some(REDISLOCK_INSPECT_ANY) => LockKind::Any,
-            None => {
-                let n = kind.0;
-                return last_error::fail(&Error::invalid_argument(format!(
-                    "{n} is not a redislock_inspect_kind (EXCLUSIVE 0, RWLOCK 1, SEMAPHORE 2, ANY 3)"
-                )));
-            }
+        // The C values and `LockKind::ALL` are in one order (`enums.rs`'s tests check it by name).
+        let place = redislock_inspect_kind::ALL
+            .iter()
+            .position(|&c| c as u32 == kind.0);
+        let Some(&kind) = place.and_then(|i| LockKind::ALL.get(i)) else {
+            let n = kind.0;
+            let known: Vec<String> = LockKind::ALL
+                .iter()
+                .enumerate()
+                .map(|(i, k)| format!("{} {i}", k.name().to_uppercase()))
+                .collect();
+            return last_error::fail(&Error::invalid_argument(format!(
+                "{n} is not a redislock_inspect_kind ({})",
+                known.join(", ")
+            )));
         };
         let info = try_rust!(client.inspect(name, kind));
         // SAFETY: `inspect_out` is not NULL (checked above) and points to writable memory for a
@@ -79,16 +76,8 @@ pub extern "C" fn redislock_inspect_is_held(inspect: *const redislock_inspect) -
 pub extern "C" fn redislock_inspect_held_as(
     inspect: *const redislock_inspect,
 ) -> redislock_held_as {
-    use redislock_held_as::*;
     ffi_panic_boundary! {
-        match try_ref!(inspect).held_as {
-            None => REDISLOCK_HELD_NONE,
-            Some(HeldAs::Exclusive) => REDISLOCK_HELD_EXCLUSIVE,
-            Some(HeldAs::Readers) => REDISLOCK_HELD_READERS,
-            Some(HeldAs::Semaphore) => REDISLOCK_HELD_SEMAPHORE,
-            Some(HeldAs::Redisson) => REDISLOCK_HELD_REDISSON,
-            Some(_) => REDISLOCK_HELD_OTHER,
-        }
+        redislock_held_as::of(try_ref!(inspect).held_as)
     }
 }
 
