@@ -20,7 +20,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use support::{Postgres, RedisServer, lib_dir, wait_child};
+use support::{Postgres, RedisServer, compile_c, lib_dir, wait_child};
 
 /// The three runs together; valgrind makes up most of it.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
@@ -153,29 +153,14 @@ fn c_fenced_sql_passes_plain_under_sanitizers_and_under_valgrind() {
         .unwrap_or(&lib)
         .join(format!("ffi-tests-c-sql-{}", std::process::id()));
     std::fs::create_dir_all(&build).unwrap();
+    let pg_include = format!("-I{pg_includes}");
     let compile = |out: &Path, sanitize: &[&str]| {
-        let status = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-            .args([
-                "-std=c99",
-                "-Wall",
-                "-Wextra",
-                "-Wpedantic",
-                "-Werror",
-                "-O1",
-                "-g",
-            ])
-            .args(sanitize)
-            .arg("-Iinclude")
-            .arg(format!("-I{pg_includes}"))
-            .arg("ffi-tests/c/sql/fenced_sql.c")
-            .arg(format!("-L{}", lib.display()))
-            .arg(format!("-Wl,-rpath,{}", lib.display()))
-            .args(["-lredislock", "-lpq", "-lpthread", "-lm", "-o"])
-            .arg(out)
-            .current_dir(repo_root())
-            .status()
-            .expect("cannot run cc");
-        assert!(status.success(), "compiling fenced_sql.c failed ({status})");
+        let flags: Vec<&str> = sanitize
+            .iter()
+            .copied()
+            .chain([pg_include.as_str()])
+            .collect();
+        compile_c("ffi-tests/c/sql/fenced_sql.c", out, &flags, &["-lpq"]);
     };
     let (plain, asan) = (build.join("fenced-sql"), build.join("fenced-sql-asan"));
     compile(&plain, &[]);

@@ -73,8 +73,8 @@ use redislock::{Client, ErrorKind, Fence, Lock, Permits, RedissonLock, WriteLock
 use support::{
     ChildProcess, Cluster, Direction, Event, FaultProxy, FencedResource, History, ISOLATED_SOURCE,
     Op, PEER_SOURCE, Partition, Postgres, Recorder, RedisServer, RedlockMasters, Report,
-    SentinelGroup, check, child_role, conn_within, eventually, first_grant_after, lib_dir,
-    peer_ports, slot_master_at, unique_name,
+    SentinelGroup, check, child_role, compile_c, conn_within, eventually, first_grant_after,
+    lib_dir, peer_ports, slot_master_at, unique_name,
 };
 
 const CONNECT: Duration = Duration::from_millis(300);
@@ -687,31 +687,7 @@ fn foreign_programs() -> Option<Vec<ForeignProgram>> {
     let build = std::env::temp_dir().join(unique_name("nf-c-client"));
     std::fs::create_dir_all(&build).unwrap();
     let program = build.join("client");
-    let out = Command::new(&cc)
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Wpedantic",
-            "-Werror",
-            "-O1",
-            "-g",
-        ])
-        .arg(format!("-I{}", root.join("include").display()))
-        .arg(root.join("tests/network_faults/client.c"))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lredislock", "-lpthread", "-lm", "-o"])
-        .arg(&program)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cc}: {e}"));
-    assert!(
-        out.status.success(),
-        "tests/network_faults/client.c does not compile ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    compile_c("tests/network_faults/client.c", &program, &[], &[]);
     Some(vec![
         ForeignProgram {
             lang: Lang::C,

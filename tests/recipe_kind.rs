@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use redislock::kind::{self, Kind};
 use redislock::{AnyLock, Client};
-use support::{RedisServer, lib_dir, pttl, wait_child};
+use support::{RedisServer, compile_c, lib_dir, pttl, wait_child};
 
 #[test]
 fn the_recipe_kind_is_acquired_waited_for_renewed_extended_and_released() {
@@ -87,32 +87,9 @@ fn the_recipe_kind_is_acquired_waited_for_renewed_extended_and_released() {
 fn the_recipe_kind_through_the_c_abi() {
     let srv = RedisServer::start();
     let lib = lib_dir();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let exe = lib.join(format!("recipe-kind-c-{}", std::process::id()));
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let built = Command::new(&cc)
-        .args([
-            "-std=c99",
-            "-Wall",
-            "-Wextra",
-            "-Wpedantic",
-            "-Werror",
-            "-O1",
-            "-g",
-        ])
-        .arg(format!("-I{}", root.join("include").display()))
-        .args(["-D", "REDISLOCK_RECIPE_KIND"])
-        .arg(root.join("ffi-tests/recipe/recipe_kind.c"))
-        .arg(format!("-L{}", lib.display()))
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .args(["-lredislock", "-lpthread", "-o"])
-        .arg(&exe)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run {cc} (scripts/setup.sh installs it): {e}"));
-    assert!(
-        built.success(),
-        "{cc} failed to build ffi-tests/recipe/recipe_kind.c"
-    );
+    let recipe = ["-D", "REDISLOCK_RECIPE_KIND"];
+    compile_c("ffi-tests/recipe/recipe_kind.c", &exe, &recipe, &[]);
     // This library first: cargo's LD_LIBRARY_PATH names target/<profile> too, whose copy is
     // the last `cargo build`'s.
     let child = Command::new(&exe)
