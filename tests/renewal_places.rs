@@ -92,13 +92,15 @@ fn renewed_lock_place_is_free_right_after_release_repeatedly() {
             // Held past its first renewal (due at lease/3), so a renewal thread has it.
             thread::sleep(lease / 2);
             renewal_threads = renewal_threads.max(deprioritize_threads("redislock-renew"));
-            let _ = l.release();
+            // (Its result is told if the next acquire fails otherwise: a release that did not
+            // go through leaves the name held.)
+            let released = l.release();
             match c.try_acquire(&name) {
                 Ok(l) => {
                     let _ = l.release();
                 }
                 Err(e) if e.kind() == ErrorKind::LimitReached => refused += 1,
-                Err(e) => panic!("{e}"),
+                Err(e) => panic!("{e} (the release before it: {released:?})"),
             }
         }
     });
