@@ -343,20 +343,12 @@ impl Sink {
             } => {
                 let fence = held.fence().expect("a fenced grant");
                 thread::sleep(WORK);
-                match resource.incr_by(&fence, 1) {
-                    Ok(v) => tally.applied.lock().unwrap().push((v, token)),
-                    Err(e) if e.is_stale() => {
-                        tally.refused.fetch_add(1, Ordering::Relaxed);
-                        rec.record(Op::Rejected { token });
-                    }
-                    Err(e) => {
-                        tally.failed.fetch_add(1, Ordering::Relaxed);
-                        rec.record(Op::Error {
-                            op: "fenced write".into(),
-                            what: format!("{:?}: {e}", e.kind()),
-                        });
-                    }
-                }
+                let written = match resource.incr_by(&fence, 1) {
+                    Ok(v) => Ok(Some(v)),
+                    Err(e) if e.is_stale() => Ok(None),
+                    Err(e) => Err(format!("{:?}: {e}", e.kind())),
+                };
+                tally.count(rec, token, "fenced write", written);
             }
             Sink::RedisUnfenced {
                 key,
@@ -373,18 +365,10 @@ impl Sink {
                         thread::sleep(WORK);
                         let () = redis::cmd("SET").arg(key).arg(v).query(&mut con)?;
                         pool.lock().unwrap().push(con);
-                        Ok(v)
+                        Ok(Some(v))
                     });
-                match written {
-                    Ok(v) => tally.applied.lock().unwrap().push((v, token)),
-                    Err(e) => {
-                        tally.failed.fetch_add(1, Ordering::Relaxed);
-                        rec.record(Op::Error {
-                            op: "unfenced write".into(),
-                            what: e.to_string(),
-                        });
-                    }
-                }
+                let written = written.map_err(|e| e.to_string());
+                tally.count(rec, token, "unfenced write", written);
             }
             Sink::SqlFenced { url, pool, tally } => {
                 let token_i64 = i64::try_from(token).expect("tokens fit a bigint");
@@ -397,20 +381,8 @@ impl Sink {
                         pool.lock().unwrap().push(db);
                         Ok(row.map(|r| r.get::<_, i64>(0)))
                     });
-                match written {
-                    Ok(Some(v)) => tally.applied.lock().unwrap().push((v, token)),
-                    Ok(None) => {
-                        tally.refused.fetch_add(1, Ordering::Relaxed);
-                        rec.record(Op::Rejected { token });
-                    }
-                    Err(e) => {
-                        tally.failed.fetch_add(1, Ordering::Relaxed);
-                        rec.record(Op::Error {
-                            op: "sql write".into(),
-                            what: e.to_string(),
-                        });
-                    }
-                }
+                let written = written.map_err(|e| e.to_string());
+                tally.count(rec, token, "sql write", written);
             }
         }
     }
@@ -460,6 +432,24 @@ impl Sink {
 }
 
 impl Tally {
+    /// Counts one write: applied (the value it left), refused as stale (`None`), or failed.
+    fn count(&self, rec: &Recorder, token: u64, op: &str, written: Result<Option<i64>, String>) {
+        match written {
+            Ok(Some(v)) => self.applied.lock().unwrap().push((v, token)),
+            Ok(None) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                rec.record(Op::Rejected { token });
+            }
+            Err(what) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                rec.record(Op::Error {
+                    op: op.into(),
+                    what,
+                });
+            }
+        }
+    }
+
     /// The figures of the writes tallied, the resource's final value being `value`.
     fn figures(&self, label: &'static str, value: i64) -> SinkFigures {
         let tally = self;
