@@ -535,14 +535,15 @@ pub use api::builder::ClientBuilder;
 pub use api::client::Client;
 pub use api::fence::Fence;
 pub use api::fenced::FencedResource;
-pub use api::guard::{
-    AnyLock, Guard, Leadership, Lock, MultiLock, Permits, ReadLock, RedissonLock, WriteLock,
-};
-pub use api::kind;
-pub use api::request::{
-    LeaderRequest, LockRequest, MultiLockRequest, RedissonLockRequest, Request, RwLockRequest,
-    SemaphoreRequest,
-};
+pub use api::guard::{AnyLock, Guard};
+pub use api::kinds as kind;
+pub use api::kinds::exclusive::{Lock, LockRequest};
+pub use api::kinds::leader::{LeaderRequest, Leadership};
+pub use api::kinds::multi::{MultiLock, MultiLockRequest};
+pub use api::kinds::redisson::{RedissonLock, RedissonLockRequest};
+pub use api::kinds::rwlock::{ReadLock, RwLockRequest, WriteLock};
+pub use api::kinds::semaphore::{Permits, SemaphoreRequest};
+pub use api::request::Request;
 pub use base::config::{MAX_LEASE, MAX_WAIT, MIN_RENEWED_LEASE};
 pub use base::error::{Error, ErrorKind};
 pub use base::inspect::{HeldAs, LockInfo, LockKind};

@@ -12,18 +12,13 @@ use std::time::Duration;
 
 use crate::base::sync::{PerProcess, RwLock};
 
-use crate::api::guard::Lock;
-use crate::base::config::{Config, check_wait};
+use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::inspect::{LockInfo, LockKind};
 use crate::base::keys::LockKeys;
 use crate::base::metrics::{Metrics, Snapshot};
-use crate::base::token::Token;
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
-use crate::engine::kinds::Rules;
-use crate::engine::kinds::exclusive::{self, ExclusiveRules};
-use crate::engine::kinds::leader::{self, LeaderInfo};
 use crate::engine::renewal::Stats;
 use crate::stores::Check;
 
@@ -64,110 +59,6 @@ impl Client {
         }
     }
 
-    /// One acquire attempt with the client's defaults: fails with [`Error::is_held`] at once
-    /// if another owner holds the lock.
-    pub fn try_acquire(&self, name: impl AsRef<[u8]>) -> Result<Lock, Error> {
-        self.lock(name.as_ref()).try_acquire()
-    }
-
-    /// Acquires with the client's defaults, waiting up to `wait` (fails with
-    /// [`Error::is_wait_timeout`]). The waiter is woken by the holder's release, without polling.
-    pub fn acquire(&self, name: impl AsRef<[u8]>, wait: Duration) -> Result<Lock, Error> {
-        self.lock(name.as_ref()).acquire(wait)
-    }
-
-    /// Runs `f` under the lock (waiting up to `wait` for it) and releases it afterwards.
-    /// Returns [`Error::is_not_held`] if the lock turned out to be lost before the release:
-    /// then `f`'s work may have overlapped with another holder's, and its result is dropped.
-    pub fn with_lock<R>(
-        &self,
-        name: impl AsRef<[u8]>,
-        wait: Duration,
-        f: impl FnOnce(&Lock) -> R,
-    ) -> Result<R, Error> {
-        self.lock(name.as_ref()).run(wait, f)
-    }
-
-    /// Who leads the election `name` now, without campaigning: its identity, epoch and
-    /// remaining lease, or `None` when nobody leads. Fails with an invalid-argument error when
-    /// the name is held as a plain lock.
-    pub fn leader_info(&self, name: impl AsRef<[u8]>) -> Result<Option<LeaderInfo>, Error> {
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
-        let b = self.backend()?;
-        offers_elections(&*b.store, &keys)?;
-        leader::read(&*b.store, &keys)
-    }
-
-    /// Waits up to `timeout` until the election `name` is led by another epoch than `since`
-    /// (`None`: nobody led; pass the epoch of the last [`leader_info`](Self::leader_info)), and
-    /// returns who leads then (`None`: nobody, after a resign or a leader's lease ran out).
-    /// Woken by the change published on the election's channel, or at the leader's remaining
-    /// lease (a killed leader publishes nothing): no polling. Fails with
-    /// [`Error::is_wait_timeout`] when nothing changed within `timeout`.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let mut now = client.leader_info("scheduler")?;
-    /// loop {
-    ///     match client.wait_for_leader_change("scheduler", now.as_ref().map(|l| l.epoch), Duration::from_secs(60)) {
-    ///         Ok(next) => now = next,
-    ///         Err(e) if e.is_wait_timeout() => continue,
-    ///         Err(e) => return Err(e),
-    ///     }
-    ///     println!("leader: {:?}", now.as_ref().map(|l| &l.identity));
-    /// #   break;
-    /// }
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn wait_for_leader_change(
-        &self,
-        name: impl AsRef<[u8]>,
-        since: Option<u64>,
-        timeout: Duration,
-    ) -> Result<Option<LeaderInfo>, Error> {
-        check_wait(timeout)?;
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
-        let b = self.backend()?;
-        offers_elections(&*b.store, &keys)?;
-        leader::wait_change(&*b.store, &keys, since, timeout)
-    }
-
-    /// Releases the lock `name` whoever holds it (or hands it to the oldest waiter), as an
-    /// operator's last resort for a holder that is gone. Returns whether a holder was there.
-    /// The holder is not told; its next release or extend reports [`Error::is_not_held`].
-    pub fn force_release(&self, name: impl AsRef<[u8]>) -> Result<bool, Error> {
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
-        let b = self.backend()?;
-        // The release script acts only for the token it is given: read the holder's, then
-        // release it. A new holder in between keeps its lock (and we report it as released by
-        // its own holder, which it soon will be).
-        for _ in 0..3 {
-            let Some(holder) = exclusive::holder(&*b.store, &keys)? else {
-                return Ok(false);
-            };
-            let holder = String::from_utf8(holder).map_err(|_| {
-                Error::invalid_argument(format!(
-                    "lock {} is held with a token that is not text; release it with DEL",
-                    keys.shown()
-                ))
-            })?;
-            if ExclusiveRules.release(&b, &keys, &Token::from_held(holder))? {
-                return Ok(true);
-            }
-        }
-        Ok(true)
-    }
-
-    /// Whether the lock `name` is held now with `owner_token` (one round trip). The token is
-    /// compared here, not returned: no caller learns another holder's token.
-    pub fn is_owned_by(&self, name: impl AsRef<[u8]>, owner_token: &str) -> Result<bool, Error> {
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
-        let b = self.backend()?;
-        let holder = exclusive::holder(&*b.store, &keys)?;
-        Ok(holder.is_some_and(|h| crate::base::token::same(&h, owner_token.as_bytes())))
-    }
-
     /// A look at the lock `name` without holding it (one round trip; with Redlock, one to every
     /// master): whether it is held and as what, by how many, for how long yet, how many wait,
     /// and its fencing counter, never a token. `kind` picks whose waiters are counted;
@@ -182,7 +73,7 @@ impl Client {
     /// # Ok::<(), redislock::Error>(())
     /// ```
     pub fn inspect(&self, name: impl AsRef<[u8]>, kind: LockKind) -> Result<LockInfo, Error> {
-        let keys = LockKeys::new(&self.shared.cfg.key_prefix, name.as_ref())?;
+        let keys = self.keys(name.as_ref())?;
         let b = self.backend()?;
         if let Some(what) = kind.what() {
             b.store.check(Check::Kind {
@@ -241,6 +132,11 @@ impl Client {
         self.shared.backend.of(std::process::id()).read().clone()
     }
 
+    /// The keys of the lock `name`, under the client's key prefix.
+    pub(in crate::api) fn keys(&self, name: &[u8]) -> Result<LockKeys, Error> {
+        LockKeys::new(&self.shared.cfg.key_prefix, name)
+    }
+
     pub(crate) fn config(&self) -> &Config {
         &self.shared.cfg
     }
@@ -265,14 +161,6 @@ impl Client {
         *current = Some(fresh.clone());
         Ok(fresh)
     }
-}
-
-/// Whether `store` offers leader elections (all but Redlock's masters).
-fn offers_elections(store: &dyn crate::stores::LockStore, keys: &LockKeys) -> Result<(), Error> {
-    store.check(Check::Kind {
-        what: "a leader election",
-        shown: &keys.shown(),
-    })
 }
 
 /// The renewal machinery's gauges in the metrics.

@@ -2,16 +2,14 @@
 //!
 //! Every guard has the methods every held lock has — whether it is still held, its lease,
 //! extend, release, lost-lock reports — written once; what one kind alone offers is on that
-//! kind's guard only. The aliases [`Lock`], [`ReadLock`], [`WriteLock`], [`Permits`] and
-//! [`MultiLock`] name the guard of each kind.
+//! kind's guard only: each kind's part, with its alias ([`Lock`](crate::Lock) for an exclusive
+//! lock), is in its file of `kinds/`.
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::api::fence::Fence;
-use crate::api::kind::{
-    Exclusive, Kind, Leader, OneName, Read, Redisson, Semaphore, Set, SetParts, Write,
-};
+use crate::api::kinds::{Kind, OneName};
 use crate::base::error::Error;
 use crate::base::kind::{Descriptor, Fencing};
 use crate::engine::held::Held;
@@ -101,28 +99,9 @@ macro_rules! held_methods {
 #[must_use = "dropping the guard releases the lock at once"]
 #[clippy::has_significant_drop]
 pub struct Guard<K: Kind> {
-    held: Held,
-    parts: K::Parts,
+    pub(in crate::api) held: Held,
+    pub(in crate::api) parts: K::Parts,
 }
-
-/// A held exclusive lock.
-pub type Lock = Guard<Exclusive>;
-/// A held read lock.
-pub type ReadLock = Guard<Read>;
-/// A held write lock.
-pub type WriteLock = Guard<Write>;
-/// Permits of a semaphore held by one grant.
-pub type Permits = Guard<Semaphore>;
-/// A set of exclusive locks held together. If renewal finds any name lost, the whole set counts
-/// as lost.
-pub type MultiLock = Guard<Set>;
-/// A held Redisson lock (one hold of it: the same thread may hold it again; see
-/// [`Client::redisson_lock`](crate::Client::redisson_lock)).
-pub type RedissonLock = Guard<Redisson>;
-
-/// The leadership of an election, held (see [`Client::leader`](crate::Client::leader)).
-/// Dropping it resigns.
-pub type Leadership = Guard<Leader>;
 
 impl<K: Kind> Guard<K> {
     pub(crate) fn new(held: Held, parts: K::Parts) -> Guard<K> {
@@ -150,153 +129,6 @@ impl<K: OneName> Guard<K> {
     /// The lock's name (without the client's key prefix).
     pub fn name(&self) -> &[u8] {
         self.held.name()
-    }
-}
-
-impl Guard<Exclusive> {
-    /// The fencing token of this grant, when the lock was acquired with fencing: strictly
-    /// larger than that of every earlier fenced grant of the same name. Pass it to the
-    /// protected resource, which should refuse writes carrying a smaller token than it has seen.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.held.fencing_token()
-    }
-
-    /// The fence of this grant, when the lock was acquired with fencing: its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
-    pub fn fence(&self) -> Option<Fence> {
-        Fence::of(&self.held)
-    }
-
-    /// The lock's owner token: the random value its Redis key holds while the lock is ours.
-    /// It is a bearer secret (whoever knows it can release or extend the lock): hand it only to
-    /// the code that is to take the lock over, for example a queued job that
-    /// [restores](crate::LockRequest::restore) it, and never log it.
-    pub fn owner_token(&self) -> &str {
-        self.held.owner_token()
-    }
-
-    /// Lets the lock outlive this handle: it is no longer renewed, and dropping the handle does
-    /// not release it, so it ends with its lease unless someone holding its
-    /// [owner token](Self::owner_token) releases or extends it first. Returns that token.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// # let client = redislock::Client::open("redis://127.0.0.1:6379/")?;
-    /// let lock = client.lock("import:42").lease(Duration::from_secs(600)).try_acquire()?;
-    /// let owner = lock.detach()?; // hand `owner` to the job that finishes the work
-    /// // ... later, in that job, maybe in another process:
-    /// client.lock("import:42").auto_renew(false).restore(&owner)?.release()?;
-    /// # Ok::<(), redislock::Error>(())
-    /// ```
-    pub fn detach(self) -> Result<String, Error> {
-        self.held.detach()
-    }
-}
-
-impl Guard<Leader> {
-    /// The epoch of this leadership: a fencing token, strictly larger than every earlier
-    /// leader's of the election (on a Sentinel group or a Cluster ordered first by the
-    /// failover epoch of the master that elected it). Pass it to the resources the leader
-    /// writes, and have them refuse an epoch smaller than one they saw (docs/leaders.md).
-    pub fn epoch(&self) -> u64 {
-        self.held.fencing_token().unwrap_or(0)
-    }
-
-    /// The fence of this grant, when always (a leadership is always fenced): its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
-    pub fn fence(&self) -> Fence {
-        Fence::of(&self.held).unwrap_or_else(|| Fence::new(self.held.name(), 0, None))
-    }
-
-    /// Whether this process still leads, as far as it knows, without a round trip: not
-    /// resigned, not found lost, and the lease not run out by this process's clock. A leader
-    /// paused past its lease (a stop, a long pause) sees `false` before it acts again; check
-    /// it before each step that must be the leader's alone.
-    pub fn is_leader(&self) -> bool {
-        self.held.is_held()
-    }
-
-    /// The identity this leader campaigned with.
-    pub fn identity(&self) -> &str {
-        &self.parts
-    }
-
-    /// Steps down: deletes the leadership and wakes the campaigners and observers. `Ok` means
-    /// it was still ours; [`Error::is_not_held`] means it was lost before.
-    pub fn resign(self) -> Result<(), Error> {
-        self.held.release()
-    }
-}
-
-impl Guard<Read> {
-    /// The fencing token of this grant, when acquired with fencing: larger than that of the
-    /// writer before it, smaller than that of the writer after it.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.held.fencing_token()
-    }
-
-    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
-    pub fn fence(&self) -> Option<Fence> {
-        Fence::of(&self.held)
-    }
-}
-
-impl Guard<Write> {
-    /// The fencing token of this grant, when acquired with fencing: larger than that of every
-    /// earlier grant of the name.
-    pub fn fencing_token(&self) -> Option<u64> {
-        self.held.fencing_token()
-    }
-
-    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
-    pub fn fence(&self) -> Option<Fence> {
-        Fence::of(&self.held)
-    }
-
-    /// Turns the write lock into a read lock without a gap (one round trip): no writer can come
-    /// in between, and the readers waiting at the head of the queue are let in at once. The read
-    /// lock keeps the lease, auto-renewal and fencing token of the write lock.
-    ///
-    /// Fails with [`Error::is_not_held`] when the write lock was lost meanwhile. When the call
-    /// fails for want of an answer, the lock (write or read) is left to its lease.
-    pub fn downgrade(self) -> Result<ReadLock, Error> {
-        rwlock::downgrade(&self.held).map(|held| Guard::new(held, ()))
-    }
-}
-
-impl Guard<Semaphore> {
-    /// How many permits this grant holds.
-    pub fn count(&self) -> u32 {
-        self.parts
-    }
-}
-
-impl Guard<Set> {
-    pub(crate) fn set(held: Held, names: Vec<Vec<u8>>, fences: Option<Vec<u64>>) -> MultiLock {
-        Guard::new(held, SetParts { names, fences })
-    }
-
-    /// The names of the set, in the order they were given (without the client's key prefix).
-    pub fn names(&self) -> impl Iterator<Item = &[u8]> {
-        self.parts.names.iter().map(Vec::as_slice)
-    }
-
-    /// The fencing token of each name, in the order of [`names`](Self::names), when acquired
-    /// with fencing; each from its name's own counter.
-    pub fn fencing_tokens(&self) -> Option<&[u64]> {
-        self.parts.fences.as_deref()
-    }
-
-    /// The fencing token of one name of the set, when acquired with fencing.
-    pub fn fencing_token(&self, name: impl AsRef<[u8]>) -> Option<u64> {
-        let i = self.parts.names.iter().position(|n| n == name.as_ref())?;
-        self.parts.fences.as_ref().map(|f| f[i])
     }
 }
 
@@ -431,20 +263,20 @@ impl AnyLock {
         Ok(self.held.fencing_token().unwrap_or(0))
     }
 
-    /// The owner token of an exclusive lock ([`Lock::owner_token`]): a bearer secret.
+    /// The owner token of an exclusive lock ([`Lock::owner_token`](crate::Lock::owner_token)): a bearer secret.
     pub fn owner_token(&self) -> Result<&str, Error> {
         self.offers(self.kind().owner_token, "an owner token")?;
         Ok(self.held.owner_token())
     }
 
-    /// Leaves an exclusive lock to its lease ([`Lock::detach`]); the handle reports it
+    /// Leaves an exclusive lock to its lease ([`Lock::detach`](crate::Lock::detach)); the handle reports it
     /// detached from then on.
     pub fn detach(&self) -> Result<(), Error> {
         self.offers(self.kind().owner_token, "detach")?;
         self.held.state.detach()
     }
 
-    /// Turns a write lock into a read lock without a gap ([`WriteLock::downgrade`]); this
+    /// Turns a write lock into a read lock without a gap ([`WriteLock::downgrade`](crate::WriteLock::downgrade)); this
     /// handle is no longer held afterwards.
     pub fn downgrade(&self) -> Result<AnyLock, Error> {
         self.offers(self.kind().downgrade, "downgrade")?;

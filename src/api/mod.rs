@@ -6,5 +6,5 @@ pub(crate) mod client;
 pub(crate) mod fence;
 pub(crate) mod fenced;
 pub(crate) mod guard;
-pub mod kind;
+pub mod kinds;
 pub(crate) mod request;
