@@ -1,5 +1,7 @@
-//! Every Lua script the library runs, in one place: this list, and the scripts themselves under
-//! `src/base/scripts/`, one `.lua` file each with its KEYS, ARGV and replies in a comment at its top.
+//! The Lua scripts the library runs: the files under `src/base/scripts/`, one `.lua` file each
+//! with its KEYS, ARGV and replies in a comment at its top; the scripts that the kinds and the
+//! stores share, declared here; each kind's own, declared in its file of `engine/kinds/` with the
+//! [`scripts!`] macro of this file. The tests below check them all.
 //!
 //! Each script acts only while the lock key still holds the caller's token, so a program that
 //! uses the classic `SET key token NX PX` + compare-and-delete pattern on the same key excludes,
@@ -34,43 +36,52 @@
 //! the stores (`stores/`) and by the kinds of lock (`engine/kinds/`).
 //!
 //! Lua has no include, so what several scripts share is written once, as a fragment under
-//! `src/base/scripts/lib/` (`local function`s, and for the read/write lock and the semaphore the
-//! common start of their scripts; a script must not set a global), and a script is its
-//! fragments and then its own file, concatenated at compile time. The design of read/write
-//! locks is described in `lib/rw.lua`, of semaphores in `lib/sem.lua`, of sets of names in
-//! `set_acquire.lua` and of Redlock in `quorum_acquire.lua`. `scripts/test.sh` runs luacheck
+//! `src/base/scripts/lib/` (`local function`s, and for a kind whose scripts begin alike that
+//! common start; a script must not set a global), and a script is its
+//! fragments and then its own file, concatenated at compile time. A kind's design is described
+//! in its fragment or its first script, and Redlock's in `quorum_acquire.lua`. `scripts/test.sh` runs luacheck
 //! (`.luacheckrc`) on the files and on each script as Redis receives it.
-
-use redis::Script;
-
-use crate::base::sync::Lazy;
 
 /// The text of a script: its files under `src/base/scripts/`, concatenated in that order (the
 /// group's shared files first, then the script's own).
 macro_rules! lua {
     ([$($shared:literal),*] $($file:literal),+) => {
-        concat!($(include_str!(concat!("scripts/", $shared)),)* $(include_str!(concat!("scripts/", $file))),+)
+        concat!(
+            $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/base/scripts/", $shared)),)*
+            $(include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/src/base/scripts/", $file))),+
+        )
     };
 }
+pub(crate) use lua;
 
 /// Declares each script as a `redis::Script` made from its files (`lua!`) on first use (a
-/// [`Lazy`]: fork-safe), and, for the tests below, lists them all in `ALL`. The scripts come in
+/// [`Lazy`](crate::base::sync::Lazy): fork-safe), and, for the tests below, lists them in `SCRIPTS`. The scripts come in
 /// groups, each with the files its scripts share (`[]` for none), written once, before them.
+/// Used here for the scripts every kind or store shares, and by each kind's file of
+/// `engine/kinds/` for its own.
 macro_rules! scripts {
     ($($shared:tt {
         $($(#[$doc:meta])* $vis:vis static $name:ident = [$($file:literal),+];)+
     })+) => {
         $($(
             $(#[$doc])*
-            $vis static $name: Lazy<Script> = Lazy::new(|| Script::new(lua!($shared $($file),+)));
+            $vis static $name: $crate::base::sync::Lazy<::redis::Script> =
+                $crate::base::sync::Lazy::new(|| {
+                    ::redis::Script::new($crate::base::scripts::lua!($shared $($file),+))
+                });
         )+)+
 
-        /// Every script: its name, its files in order, and its text as Redis receives it.
+        /// These scripts: each one's name, its files in order, and its text as Redis receives
+        /// it (for the tests of `base/scripts.rs`).
         #[cfg(test)]
-        const ALL: &[(&str, &[&str], &str)] =
-            &[$($((stringify!($name), files!($shared $($file),+), lua!($shared $($file),+))),+),+];
+        pub(crate) const SCRIPTS: &[(&str, &[&str], &str)] = &[$($((
+            stringify!($name),
+            $crate::base::scripts::files!($shared $($file),+),
+            $crate::base::scripts::lua!($shared $($file),+),
+        )),+),+];
     };
 }
+pub(crate) use scripts;
 
 /// A script's files in order: the group's shared ones, then its own (for the tests).
 #[cfg(test)]
@@ -79,6 +90,8 @@ macro_rules! files {
         &[$($shared,)* $($file),+]
     };
 }
+#[cfg(test)]
+pub(crate) use files;
 
 scripts! {
     [] {
@@ -101,65 +114,6 @@ scripts! {
         /// EXTEND: reset the lease of a lock we still hold: `extend.lua`.
         pub(crate) static EXTEND = ["extend.lua"];
 
-    }
-
-    // ---- Read/write locks (`lib/rw.lua`, and the parts it uses: written once here) ----
-    ["lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua"] {
-        /// RW_ENQUEUE: take the read or write lock if the queue lets us, else queue: `rw_enqueue.lua`.
-        pub(crate) static RW_ENQUEUE = ["rw_enqueue.lua"];
-        /// RW_LEAVE: a waiter whose wait ended leaves the queue: `rw_leave.lua`.
-        pub(crate) static RW_LEAVE = ["rw_leave.lua"];
-        /// RW_RELEASE: releases a read or write lock, grants what can proceed: `rw_release.lua`.
-        pub(crate) static RW_RELEASE = ["rw_release.lua"];
-        /// RW_DOWNGRADE: a held write lock becomes a read lock without a gap: `rw_downgrade.lua`.
-        pub(crate) static RW_DOWNGRADE = ["rw_downgrade.lua"];
-    }
-
-    [] {
-        /// RW_EXTEND_READ: resets one reader's lease: `rw_extend_read.lua`.
-        pub(crate) static RW_EXTEND_READ = ["lib/clock.lua", "rw_extend_read.lua"];
-
-    }
-
-    // ---- Semaphores (`lib/sem.lua`, and the parts it uses: written once here) ----
-    ["lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua"] {
-        /// SEM_ENQUEUE: take k permits if the queue lets us, else queue: `sem_enqueue.lua`.
-        pub(crate) static SEM_ENQUEUE = ["sem_enqueue.lua"];
-        /// SEM_LEAVE: a waiter whose wait ended leaves the queue: `sem_leave.lua`.
-        pub(crate) static SEM_LEAVE = ["sem_leave.lua"];
-        /// SEM_RELEASE: gives k permits back, grants the waiters that now fit: `sem_release.lua`.
-        pub(crate) static SEM_RELEASE = ["sem_release.lua"];
-    }
-
-    [] {
-        /// SEM_EXTEND: resets the lease of k permits held with a token: `sem_extend.lua`.
-        pub(crate) static SEM_EXTEND = ["lib/clock.lua", "sem_extend.lua"];
-
-        // ---- Several exclusive locks at once (`set_acquire.lua`) ----
-
-        /// SET_ACQUIRE: takes every name of a set, or queues behind a held one: `set_acquire.lua`.
-        pub(crate) static SET_ACQUIRE = [
-            "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/handoff.lua", "set_acquire.lua"
-        ];
-        /// SET_RELEASE: releases (hands over) every name of a set still ours: `set_release.lua`.
-        pub(crate) static SET_RELEASE = [
-            "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "set_release.lua"
-        ];
-        /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
-        pub(crate) static SET_EXTEND = ["set_extend.lua"];
-
-        // ---- Leader election (`engine/kinds/leader.rs`) ----
-
-        /// LEADER_CAMPAIGN: take the leadership if nobody leads, write who leads, publish:
-        /// `leader_campaign.lua`.
-        pub(crate) static LEADER_CAMPAIGN = ["lib/fence.lua", "leader_campaign.lua"];
-        /// LEADER_RESIGN: the leader steps down and publishes: `leader_resign.lua`.
-        pub(crate) static LEADER_RESIGN = ["leader_resign.lua"];
-        /// LEADER_EXTEND: reset the lease of a leadership and its leader key: `leader_extend.lua`.
-        pub(crate) static LEADER_EXTEND = ["leader_extend.lua"];
-        /// LEADER_INFO: who leads an election now; reads only: `leader_info.lua`.
-        pub(crate) static LEADER_INFO = ["leader_info.lua"];
-
         // ---- A look at a lock ----
 
         /// INSPECT: what holds a lock and who waits, for every kind; reads only: `inspect.lua`.
@@ -181,21 +135,6 @@ scripts! {
         pub(crate) static QUORUM_EXTEND = ["quorum_extend.lua"];
         /// QUORUM_WAKE: wake one waiter blocked on the lock's wake list: `quorum_wake.lua`.
         pub(crate) static QUORUM_WAKE = ["quorum_wake.lua"];
-
-        // ---- Redisson's RLock (`engine/kinds/redisson.rs`; Redisson's own scripts) ----
-
-        /// REDISSON_LOCK: take (or take again) Redisson's lock hash: `redisson_lock.lua`.
-        pub(crate) static REDISSON_LOCK = ["redisson_lock.lua"];
-        /// REDISSON_UNLOCK: release one hold, publish the unlock message: `redisson_unlock.lua`.
-        pub(crate) static REDISSON_UNLOCK = ["redisson_unlock.lua"];
-        /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
-        pub(crate) static REDISSON_RENEW = ["redisson_renew.lua"];
-
-        // ---- The recipe kind (`engine/kinds/recipe.rs`; cargo feature `recipe-kind`) ----
-
-        /// RECIPE_RELEASE: release a recipe lock, publish on its channel: `recipe_release.lua`.
-        #[cfg(feature = "recipe-kind")]
-        pub(crate) static RECIPE_RELEASE = ["recipe_release.lua"];
     }
 
     // ---- Fenced writes to a resource (`api/fenced.rs`) ----
@@ -237,7 +176,10 @@ mod tests {
     use std::collections::BTreeSet;
     use std::path::{Path, PathBuf};
 
-    use super::ALL;
+    /// Every script: the ones declared here and each kind's own.
+    fn all() -> Vec<(&'static str, &'static [&'static str], &'static str)> {
+        crate::engine::kinds::all_scripts()
+    }
 
     fn scripts_dir() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("src/base/scripts")
@@ -306,7 +248,7 @@ mod tests {
     #[test]
     fn every_file_is_used_and_each_script_has_a_file_of_its_own() {
         let mut used = BTreeSet::new();
-        for &(name, files, _) in ALL {
+        for (name, files, _) in all() {
             let (own, fragments) = files.split_last().unwrap();
             assert_eq!(
                 *own,
@@ -327,6 +269,10 @@ mod tests {
                 "{own} is the own file of two scripts"
             );
         }
+        if !cfg!(feature = "recipe-kind") {
+            // The recipe kind's script is declared only when its feature is on.
+            used.insert("recipe_release.lua".to_string());
+        }
         let on_disk = lua_files();
         let orphans: Vec<_> = on_disk.difference(&used).collect();
         assert!(
@@ -344,7 +290,7 @@ mod tests {
     /// ARGV and its reply, in one comment block.
     #[test]
     fn each_script_starts_with_its_contract() {
-        for &(name, files, _) in ALL {
+        for (name, files, _) in all() {
             let own = files.last().unwrap();
             let text = read(own);
             let head = format!("-- {name}: ");
@@ -394,7 +340,7 @@ mod tests {
         );
         for (function, fragment) in &functions {
             let mut called = false;
-            for &(name, _, text) in ALL {
+            for (name, _, text) in all() {
                 let lines = code_lines(text);
                 let Some(first) = lines.iter().position(|l| calls(l, function)) else {
                     continue;
@@ -418,7 +364,7 @@ mod tests {
     fn write_for_luacheck() {
         let dir = std::env::var("LUACHECK_DIR").expect("LUACHECK_DIR: where to write the scripts");
         std::fs::create_dir_all(&dir).unwrap();
-        for &(name, _, text) in ALL {
+        for (name, _, text) in all() {
             let path = Path::new(&dir).join(format!("{}.lua", name.to_lowercase()));
             std::fs::write(&path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         }

@@ -31,13 +31,27 @@ use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::{Grant, fencing_token};
 use crate::base::keys::LockKeys;
 use crate::base::kind::{self, Descriptor};
-use crate::base::scripts;
+use crate::base::scripts::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
 use crate::stores::pubsub::{ChannelWaiter, Subscription, publish_command, sharded};
 use crate::stores::wait::Step;
+
+scripts! {
+    [] {
+        /// LEADER_CAMPAIGN: take the leadership if nobody leads, write who leads, publish:
+        /// `leader_campaign.lua`.
+        static LEADER_CAMPAIGN = ["lib/fence.lua", "leader_campaign.lua"];
+        /// LEADER_RESIGN: the leader steps down and publishes: `leader_resign.lua`.
+        static LEADER_RESIGN = ["leader_resign.lua"];
+        /// LEADER_EXTEND: reset the lease of a leadership and its leader key: `leader_extend.lua`.
+        static LEADER_EXTEND = ["leader_extend.lua"];
+        /// LEADER_INFO: who leads an election now; reads only: `leader_info.lua`.
+        static LEADER_INFO = ["leader_info.lua"];
+    }
+}
 
 /// The longest identity a leader may give, in bytes.
 pub const MAX_IDENTITY_LEN: usize = 256;
@@ -91,7 +105,7 @@ fn campaign(
     lease_ms: u64,
     identity: &str,
 ) -> RedisResult<Step> {
-    let (ours, fence, pttl): (i64, i64, i64) = scripts::LEADER_CAMPAIGN
+    let (ours, fence, pttl): (i64, i64, i64) = LEADER_CAMPAIGN
         .key(keys.lock())
         .key(keys.fence())
         .key(leader_key(keys))
@@ -164,7 +178,7 @@ impl Rules for LeaderRules {
     /// LEADER_RESIGN: deletes the lock key and the leader key, publishes the change.
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
         super::done(&*b.store, keys, |c| {
-            scripts::LEADER_RESIGN
+            LEADER_RESIGN
                 .key(keys.lock())
                 .key(leader_key(keys))
                 .key(channel(keys))
@@ -178,7 +192,7 @@ impl Rules for LeaderRules {
 /// LEADER_EXTEND: the lock key and the leader key together.
 impl ExtendScript for LeaderRules {
     fn script(&self) -> &'static redis::Script {
-        &scripts::LEADER_EXTEND
+        &LEADER_EXTEND
     }
 
     fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
@@ -205,10 +219,7 @@ pub struct LeaderInfo {
 /// when the name is held, but not by a leader (a plain lock of the same name).
 pub(crate) fn read(store: &dyn LockStore, keys: &LockKeys) -> Result<Option<LeaderInfo>, Error> {
     let reply: Vec<redis::Value> = store.run(keys, |c, _| {
-        scripts::LEADER_INFO
-            .key(keys.lock())
-            .key(leader_key(keys))
-            .invoke(c)
+        LEADER_INFO.key(keys.lock()).key(leader_key(keys)).invoke(c)
     })?;
     let int = |v: Option<&redis::Value>| -> Result<i64, Error> {
         match v {

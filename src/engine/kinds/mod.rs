@@ -37,6 +37,22 @@ use crate::stores::pubsub::Subscriber;
 use crate::stores::wait::{Mode, Queue};
 use crate::stores::{Check, LockStore, run_on};
 
+/// Every script: the ones of `base/scripts.rs` and each kind's own (for the scripts' tests there).
+#[cfg(test)]
+pub(crate) fn all_scripts() -> Vec<(&'static str, &'static [&'static str], &'static str)> {
+    [
+        crate::base::scripts::SCRIPTS,
+        leader::SCRIPTS,
+        multi::SCRIPTS,
+        #[cfg(feature = "recipe-kind")]
+        recipe::SCRIPTS,
+        redisson::SCRIPTS,
+        rwlock::SCRIPTS,
+        semaphore::SCRIPTS,
+    ]
+    .concat()
+}
+
 pub use multi::MAX_SET_NAMES;
 pub use semaphore::MAX_PERMITS;
 

@@ -24,12 +24,27 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::kind::{self, Descriptor};
-use crate::base::scripts;
+use crate::base::scripts::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::stores::extend::ExtendScript;
 use crate::stores::wait::{Mode, Queue, Step};
 use crate::stores::{Check, LockStore};
+
+scripts! {
+    [] {
+        /// SET_ACQUIRE: takes every name of a set, or queues behind a held one: `set_acquire.lua`.
+        static SET_ACQUIRE = [
+            "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/handoff.lua", "set_acquire.lua"
+        ];
+        /// SET_RELEASE: releases (hands over) every name of a set still ours: `set_release.lua`.
+        static SET_RELEASE = [
+            "lib/fence.lua", "lib/signal.lua", "lib/handoff.lua", "set_release.lua"
+        ];
+        /// SET_EXTEND: resets the lease of every name of a set, if all are ours: `set_extend.lua`.
+        static SET_EXTEND = ["set_extend.lua"];
+    }
+}
 
 /// The most names one set may hold.
 pub const MAX_SET_NAMES: usize = 256;
@@ -109,7 +124,7 @@ impl Rules for SetRules {
     fn release(&self, b: &Backend, _keys: &LockKeys, token: &Token) -> Result<bool, Error> {
         let keys = &self.names;
         let held: i64 = b.store.run(&keys[0], |c, _| {
-            let mut call = scripts::SET_RELEASE.prepare_invoke();
+            let mut call = SET_RELEASE.prepare_invoke();
             for k in keys.iter() {
                 call.key(k.lock()).key(k.fence()).key(k.queue());
             }
@@ -126,7 +141,7 @@ impl Rules for SetRules {
 /// SET_EXTEND: every name's lease, if every key still holds the token.
 impl ExtendScript for SetRules {
     fn script(&self) -> &'static redis::Script {
-        &scripts::SET_EXTEND
+        &SET_EXTEND
     }
 
     fn add_args(&self, pipe: &mut redis::Pipeline, _keys: &LockKeys, token: &Token, lease_ms: u64) {
@@ -180,7 +195,7 @@ impl<'a> SetWaiter<'a> {
         mode: &str,
         entry_ttl: Duration,
     ) -> redis::RedisResult<Step> {
-        let mut call = scripts::SET_ACQUIRE.prepare_invoke();
+        let mut call = SET_ACQUIRE.prepare_invoke();
         for (i, k) in self.keys.iter().enumerate() {
             call.key(k.lock())
                 .key(k.fence())

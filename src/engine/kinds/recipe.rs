@@ -14,13 +14,20 @@ use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::kind::{self, Descriptor};
-use crate::base::scripts;
+use crate::base::scripts::{self, scripts};
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::pubsub::{ChannelWaiter, publish_command, sharded};
 use crate::stores::wait::Step;
+
+scripts! {
+    [] {
+        /// RECIPE_RELEASE: release a recipe lock, publish on its channel: `recipe_release.lua`.
+        static RECIPE_RELEASE = ["recipe_release.lua"];
+    }
+}
 
 /// A recipe lock: one holder at a time.
 #[derive(Debug)]
@@ -80,7 +87,7 @@ impl Rules for RecipeRules {
         let store = &*b.store;
         done(store, keys, |c| {
             let publish = publish_command(sharded(store), c);
-            scripts::RECIPE_RELEASE
+            RECIPE_RELEASE
                 .key(keys.lock())
                 .key(channel(keys))
                 .arg(token.as_str())

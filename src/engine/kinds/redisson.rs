@@ -29,13 +29,25 @@ use crate::base::error::Error;
 use crate::base::grant::Grant;
 use crate::base::keys::LockKeys;
 use crate::base::kind::{self, Descriptor};
-use crate::base::scripts;
+use crate::base::scripts::scripts;
 use crate::base::token::{Token, random_hex};
 use crate::engine::backend::Backend;
 use crate::stores::LockStore;
 use crate::stores::extend::ExtendScript;
 use crate::stores::pubsub::{ChannelWaiter, publish_command, sharded};
 use crate::stores::wait::Step;
+
+scripts! {
+    // Redisson's own scripts.
+    [] {
+        /// REDISSON_LOCK: take (or take again) Redisson's lock hash: `redisson_lock.lua`.
+        static REDISSON_LOCK = ["redisson_lock.lua"];
+        /// REDISSON_UNLOCK: release one hold, publish the unlock message: `redisson_unlock.lua`.
+        static REDISSON_UNLOCK = ["redisson_unlock.lua"];
+        /// REDISSON_RENEW: reset the lease while the owner holds it: `redisson_renew.lua`.
+        static REDISSON_RENEW = ["redisson_renew.lua"];
+    }
+}
 
 /// The message Redisson's unlock publishes (`LockPubSub.UNLOCK_MESSAGE`).
 const UNLOCK_MESSAGE: u8 = 0;
@@ -111,7 +123,7 @@ impl Rules for RedissonRules {
             .max(1) as u64;
         let released: Option<i64> = store.run(keys, |c, _| {
             let publish = publish_command(sharded(store), c);
-            scripts::REDISSON_UNLOCK
+            REDISSON_UNLOCK
                 .key(keys.lock())
                 .key(channel(keys))
                 .key(&latch)
@@ -130,7 +142,7 @@ impl Rules for RedissonRules {
 /// REDISSON_RENEW: the hash's lease, if the owner's field is there.
 impl ExtendScript for RedissonRules {
     fn script(&self) -> &'static redis::Script {
-        &scripts::REDISSON_RENEW
+        &REDISSON_RENEW
     }
 
     fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
@@ -145,7 +157,7 @@ impl ExtendScript for RedissonRules {
 /// count a hold twice; the lock then outlives its last release by at most one lease (renewal has
 /// stopped).
 fn attempt(c: &mut Connection, keys: &LockKeys, token: &Token, lease_ms: u64) -> RedisResult<Step> {
-    let pttl: Option<i64> = scripts::REDISSON_LOCK
+    let pttl: Option<i64> = REDISSON_LOCK
         .key(keys.lock())
         .arg(lease_ms)
         .arg(token.as_str())

@@ -21,7 +21,7 @@ use crate::base::grant::LockOptions;
 use crate::base::keys::LockKeys;
 use crate::base::kind::{self, Descriptor};
 use crate::base::replication;
-use crate::base::scripts;
+use crate::base::scripts::scripts;
 use crate::base::token::Token;
 use crate::engine::acquire;
 use crate::engine::backend::Backend;
@@ -29,6 +29,26 @@ use crate::engine::held::Held;
 use crate::engine::renewable::Phase;
 use crate::stores::extend::{ExclusiveExtend, ExtendScript};
 use crate::stores::wait::{Mode, Queue, Step};
+
+scripts! {
+    // The design of read/write locks is described in `lib/rw.lua`.
+    ["lib/clock.lua", "lib/fence.lua", "lib/signal.lua", "lib/queue.lua", "lib/rw.lua"] {
+        /// RW_ENQUEUE: take the read or write lock if the queue lets us, else queue: `rw_enqueue.lua`.
+        static RW_ENQUEUE = ["rw_enqueue.lua"];
+        /// RW_LEAVE: a waiter whose wait ended leaves the queue: `rw_leave.lua`.
+        static RW_LEAVE = ["rw_leave.lua"];
+        /// RW_RELEASE: releases a read or write lock, grants what can proceed: `rw_release.lua`.
+        static RW_RELEASE = ["rw_release.lua"];
+        /// RW_DOWNGRADE: a held write lock becomes a read lock without a gap: `rw_downgrade.lua`.
+        static RW_DOWNGRADE = ["rw_downgrade.lua"];
+    }
+
+    [] {
+        /// RW_EXTEND_READ: resets one reader's lease: `rw_extend_read.lua`.
+        static RW_EXTEND_READ = ["lib/clock.lua", "rw_extend_read.lua"];
+
+    }
+}
 
 /// One side of a read/write lock: the write lock (one writer, no reader) or a read lock.
 #[derive(Debug)]
@@ -63,7 +83,7 @@ impl Rules for RwRules {
     /// RW_RELEASE: grants the waiters that can now proceed.
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
         super::done(&*b.store, keys, |c| {
-            scripts::RW_RELEASE
+            RW_RELEASE
                 .key(keys.lock())
                 .key(keys.fence())
                 .key(kind::WRITE.keys.holders(keys))
@@ -82,7 +102,7 @@ impl ExtendScript for RwRules {
         if self.write {
             ExclusiveExtend.script()
         } else {
-            &scripts::RW_EXTEND_READ
+            &RW_EXTEND_READ
         }
     }
 
@@ -173,7 +193,7 @@ impl Queue for RwWaiter<'_> {
             kind::WRITE.keys.queue(self.keys),
             self.keys.fence(),
         );
-        let mut call = self.script_keys(&scripts::RW_ENQUEUE, &readers, &queue, &fence);
+        let mut call = self.script_keys(&RW_ENQUEUE, &readers, &queue, &fence);
         call.arg(self.token.as_str())
             .arg(self.lease_ms)
             .arg(if self.fencing { "1" } else { "0" })
@@ -190,7 +210,7 @@ impl Queue for RwWaiter<'_> {
             kind::WRITE.keys.queue(self.keys),
             self.keys.fence(),
         );
-        let mut call = self.script_keys(&scripts::RW_LEAVE, &readers, &queue, &fence);
+        let mut call = self.script_keys(&RW_LEAVE, &readers, &queue, &fence);
         call.arg(self.token.as_str())
             .arg(&self.entry)
             .arg(kind_arg(self.write));
@@ -223,7 +243,7 @@ pub(crate) fn downgrade(lock: &Held) -> Result<Held, Error> {
     let b = &s.backend;
     let sent = Instant::now();
     let downgraded: i64 = b.store.run(&s.keys, |c, _| {
-        let done: i64 = scripts::RW_DOWNGRADE
+        let done: i64 = RW_DOWNGRADE
             .key(s.keys.lock())
             .key(s.keys.fence())
             .key(kind::WRITE.keys.holders(&s.keys))

@@ -17,12 +17,29 @@ use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::kind::{self, Descriptor};
-use crate::base::scripts;
+use crate::base::scripts::scripts;
 use crate::base::token::Token;
 use crate::engine::backend::Backend;
 use crate::stores::extend::ExtendScript;
 use crate::stores::wait::{Mode, Queue, Step};
 use crate::stores::{Check, LockStore};
+
+scripts! {
+    // The design is described in `lib/sem.lua`.
+    ["lib/clock.lua", "lib/signal.lua", "lib/queue.lua", "lib/sem.lua"] {
+        /// SEM_ENQUEUE: take k permits if the queue lets us, else queue: `sem_enqueue.lua`.
+        static SEM_ENQUEUE = ["sem_enqueue.lua"];
+        /// SEM_LEAVE: a waiter whose wait ended leaves the queue: `sem_leave.lua`.
+        static SEM_LEAVE = ["sem_leave.lua"];
+        /// SEM_RELEASE: gives k permits back, grants the waiters that now fit: `sem_release.lua`.
+        static SEM_RELEASE = ["sem_release.lua"];
+    }
+
+    [] {
+        /// SEM_EXTEND: resets the lease of k permits held with a token: `sem_extend.lua`.
+        static SEM_EXTEND = ["lib/clock.lua", "sem_extend.lua"];
+    }
+}
 
 /// The most permits a semaphore may have. Every call of its scripts reads all its current
 /// grants (at most one per permit), so a bound keeps each call short.
@@ -105,7 +122,7 @@ impl Rules for PermitsRules {
     /// order.
     fn release(&self, b: &Backend, keys: &LockKeys, token: &Token) -> Result<bool, Error> {
         super::done(&*b.store, keys, |c| {
-            scripts::SEM_RELEASE
+            SEM_RELEASE
                 .key(keys.lock())
                 .key(kind::SEMAPHORE.keys.queue(keys))
                 .arg(token.as_str())
@@ -122,7 +139,7 @@ impl Rules for PermitsRules {
 /// SEM_EXTEND: resets the lease of this grant alone.
 impl ExtendScript for PermitsRules {
     fn script(&self) -> &'static redis::Script {
-        &scripts::SEM_EXTEND
+        &SEM_EXTEND
     }
 
     fn add_args(&self, pipe: &mut redis::Pipeline, keys: &LockKeys, token: &Token, lease_ms: u64) {
@@ -208,7 +225,7 @@ impl Queue for SemWaiter<'_> {
     }
 
     fn step(&self, c: &mut Connection, mode: Mode, entry_ttl: Duration) -> RedisResult<Step> {
-        let mut call = self.call(&scripts::SEM_ENQUEUE);
+        let mut call = self.call(&SEM_ENQUEUE);
         call.arg(self.n)
             .arg(self.lease_ms)
             .arg(&self.entry)
@@ -218,7 +235,7 @@ impl Queue for SemWaiter<'_> {
     }
 
     fn leave(&self, c: &mut Connection) -> RedisResult<Step> {
-        let mut call = self.call(&scripts::SEM_LEAVE);
+        let mut call = self.call(&SEM_LEAVE);
         call.arg(&self.entry);
         Ok(granted(call.invoke(c)?))
     }
