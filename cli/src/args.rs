@@ -7,6 +7,8 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use redislock::LockKind;
 
+use crate::run::KindFlags;
+
 const AFTER_HELP: &str = "Examples, exit statuses and environment: redislock --help";
 
 /// Runs commands under a distributed lock held in Redis: flock(1) across hosts.
@@ -164,31 +166,12 @@ pub struct Wait {
     pub no_wait: bool,
 }
 
-/// Which kind of lock `run` takes.
-#[derive(Debug, Args)]
-#[group(multiple = false)]
-pub struct Kind {
-    /// Take the read side of the read/write lock NAME (shared with other readers)
-    #[arg(long)]
-    pub read: bool,
-    /// Take the write side of the read/write lock NAME
-    #[arg(long)]
-    pub write: bool,
-    /// Take TAKE permits of the semaphore NAME of TOTAL permits
-    #[arg(long, value_name = "TAKE/TOTAL", value_parser = parse_permits)]
-    pub permits: Option<(u32, u32)>,
-    /// Take NAME as Redisson's RLock does, shared with Java services that lock NAME with Redisson
-    /// (docs/redisson.md; not on Redlock URLs, no fencing)
-    #[arg(long)]
-    pub redisson: bool,
-}
-
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub wait: Wait,
     #[command(flatten)]
-    pub kind: Kind,
+    pub kind: KindFlags,
     /// The lease, renewed every third of it while COMMAND runs
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub lease: Duration,
@@ -254,12 +237,7 @@ impl ElectArgs {
     pub fn into_run(self) -> RunArgs {
         RunArgs {
             wait: self.wait,
-            kind: Kind {
-                read: false,
-                write: false,
-                permits: None,
-                redisson: false,
-            },
+            kind: KindFlags::default(),
             lease: self.lease,
             fencing: false,
             at_least: None,
@@ -401,18 +379,6 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(n * scale).map_err(|_| format!("'{s}' is out of range"))
 }
 
-/// `TAKE/TOTAL`, both at least 1, TAKE at most TOTAL.
-fn parse_permits(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("'{s}' is not TAKE/TOTAL (as in 1/3: one permit of three)");
-    let (take, total) = s.split_once('/').ok_or_else(bad)?;
-    let take: u32 = take.trim().parse().map_err(|_| bad())?;
-    let total: u32 = total.trim().parse().map_err(|_| bad())?;
-    if take == 0 || take > total {
-        return Err(format!("'{s}': TAKE must be between 1 and TOTAL"));
-    }
-    Ok((take, total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,14 +394,6 @@ mod tests {
         assert!(parse_duration("3 weeks").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("-1s").is_err());
-    }
-
-    #[test]
-    fn permits() {
-        assert_eq!(parse_permits("1/3"), Ok((1, 3)));
-        assert!(parse_permits("4/3").is_err());
-        assert!(parse_permits("0/3").is_err());
-        assert!(parse_permits("3").is_err());
     }
 
     #[test]

@@ -14,8 +14,9 @@ use crate::base::sync::{PerProcess, RwLock};
 
 use crate::base::config::Config;
 use crate::base::error::Error;
-use crate::base::inspect::{LockInfo, LockKind};
+use crate::base::inspect::LockInfo;
 use crate::base::keys::LockKeys;
+use crate::base::kind::LockKind;
 use crate::base::metrics::{Metrics, Snapshot};
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;

@@ -6,8 +6,10 @@
 //! ([`Kind::DESCRIPTOR`](crate::kind::Kind::DESCRIPTOR)), the engine's rules of a kind name
 //! theirs, the C setters check a request's options against it, the command-line tool picks and
 //! checks its flags with it, and the drift tests hold the C headers and the PHP package to the
-//! list [`ALL`]. [`KindLabel`], the kinds as the metrics' label names them, is here too
-//! (re-exported by the metrics), so that a kind is named in this one file of the base layer.
+//! list [`ALL`]. The other lists of kinds are here too, so that a kind is named in this one
+//! file of the base layer: [`KindLabel`], the kinds as the metrics' label names them
+//! (re-exported by the metrics), and the kinds a look at a lock names ([`LockKind`], whose
+//! waiters it counts, and [`HeldAs`], what it finds holding the name).
 use crate::base::keys::LockKeys;
 
 /// A kind of lock, as the metrics' `kind` label names it.
@@ -53,6 +55,132 @@ impl KindLabel {
     /// The `kind` label's value: the kind's name in its descriptor.
     pub fn label(self) -> &'static str {
         Descriptor::of_label(self).name
+    }
+}
+
+/// Which kind of lock [`Client::inspect`](crate::Client::inspect) looks at: its waiters are
+/// that kind's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// The exclusive lock ([`Client::lock`](crate::Client::lock)).
+    Exclusive,
+    /// The read/write lock ([`Client::rw_lock`](crate::Client::rw_lock)).
+    RwLock,
+    /// The semaphore ([`Client::semaphore`](crate::Client::semaphore)).
+    Semaphore,
+    /// Every kind the name is used as: the waiters of all of them.
+    Any,
+}
+
+impl LockKind {
+    /// Every kind, in the order of their names.
+    pub const ALL: [LockKind; 4] = [
+        LockKind::Exclusive,
+        LockKind::RwLock,
+        LockKind::Semaphore,
+        LockKind::Any,
+    ];
+
+    /// Its name, as the command-line tool and the PHP package write it: `exclusive`, `rwlock`,
+    /// `semaphore`, `any`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LockKind::Exclusive => "exclusive",
+            LockKind::RwLock => "rwlock",
+            LockKind::Semaphore => "semaphore",
+            LockKind::Any => "any",
+        }
+    }
+
+    /// The kind of that [`name`](LockKind::name).
+    pub fn from_name(name: &str) -> Option<LockKind> {
+        LockKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind that must not find the name used by another (its keys are of types of its
+    /// own), as messages call it; `None` for the kinds that look at any key.
+    pub(crate) fn what(self) -> Option<&'static str> {
+        match self {
+            LockKind::RwLock => Some("a read/write lock"),
+            LockKind::Semaphore => Some("a semaphore"),
+            LockKind::Exclusive | LockKind::Any => None,
+        }
+    }
+
+    /// Its waiters among INSPECT's counts of the exclusive lock's, the read/write lock's and the
+    /// semaphore's (`inspect.lua`).
+    pub(crate) fn waiters(self, [exclusive, rw, semaphore]: [i64; 3]) -> i64 {
+        match self {
+            LockKind::Exclusive => exclusive,
+            LockKind::RwLock => rw,
+            LockKind::Semaphore => semaphore,
+            LockKind::Any => exclusive + rw + semaphore,
+        }
+    }
+}
+
+/// What holds a lock now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HeldAs {
+    /// One owner: an exclusive lock, or the writer of a read/write lock (a plain
+    /// `SET name token NX PX` client looks the same).
+    Exclusive,
+    /// Readers of a read/write lock: [`LockInfo::holders`](crate::LockInfo::holders) counts
+    /// them.
+    Readers,
+    /// Permits of a semaphore: [`LockInfo::holders`](crate::LockInfo::holders) counts its
+    /// grants, [`LockInfo::permits_held`](crate::LockInfo::permits_held) the permits they hold.
+    Semaphore,
+    /// Redisson's lock ([`Client::redisson_lock`](crate::Client::redisson_lock), or Redisson's
+    /// own `RLock`): a hash whose fields, `<client id>:<thread id>`, are its holders, each with
+    /// one or more holds. Its waiters wait on its channel, in no queue:
+    /// [`LockInfo::waiters`](crate::LockInfo::waiters) does not count them.
+    Redisson,
+    /// A key of another type than the locks use: the name is not free for any lock.
+    Other,
+}
+
+impl HeldAs {
+    /// Every value.
+    pub const ALL: [HeldAs; 5] = [
+        HeldAs::Exclusive,
+        HeldAs::Readers,
+        HeldAs::Semaphore,
+        HeldAs::Redisson,
+        HeldAs::Other,
+    ];
+
+    /// Its name, as the command-line tool and the PHP package write it: `exclusive`, `readers`,
+    /// `semaphore`, `redisson`, `other`.
+    pub fn name(self) -> &'static str {
+        match self {
+            HeldAs::Exclusive => "exclusive",
+            HeldAs::Readers => "readers",
+            HeldAs::Semaphore => "semaphore",
+            HeldAs::Redisson => "redisson",
+            HeldAs::Other => "other",
+        }
+    }
+
+    /// Its number: INSPECT's first reply (`inspect.lua`; 0 is a free lock) and the C ABI's
+    /// `redislock_held_as`.
+    pub fn code(self) -> u32 {
+        match self {
+            HeldAs::Exclusive => 1,
+            HeldAs::Readers => 2,
+            HeldAs::Semaphore => 3,
+            HeldAs::Other => 4,
+            HeldAs::Redisson => 5,
+        }
+    }
+
+    /// What INSPECT's first reply means: the value of that [`code`](HeldAs::code), or free.
+    pub(crate) fn from_code(used: i64) -> Option<HeldAs> {
+        HeldAs::ALL
+            .into_iter()
+            .find(|h| i64::from(h.code()) == used)
     }
 }
 

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use crate::base::error::Error;
 use crate::base::grant::fencing_token;
-use crate::base::inspect::{HeldAs, LockInfo, LockKind};
+use crate::base::inspect::LockInfo;
 use crate::base::keys::LockKeys;
 use crate::base::kind;
+use crate::base::kind::{HeldAs, LockKind};
 use crate::base::scripts;
 use crate::stores::{LockStore, run_on};
 

@@ -4,8 +4,9 @@
 use super::Masters;
 use super::round::{Answer, Part, reply_value};
 use crate::base::error::Error;
-use crate::base::inspect::{HeldAs, LockInfo};
+use crate::base::inspect::LockInfo;
 use crate::base::keys::LockKeys;
+use crate::base::kind::HeldAs;
 use crate::stores::inspect::remaining;
 
 impl Masters {
