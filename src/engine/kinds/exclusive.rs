@@ -67,7 +67,7 @@ impl Rules for ExclusiveRules {
 
     /// `SET NX` finds any key taken: a refused attempt of an acquire that does not wait reads
     /// the key (one more round trip; `GET`, which the least-privilege ACL has), which fails with
-    /// WRONGTYPE for a name held as a semaphore or as Redisson's lock (a key of another type).
+    /// WRONGTYPE for a name held by a kind whose lock key is of another type (`other_kind`).
     /// The fenced attempt's script fails so there already.
     fn refused(&self, b: &Backend, keys: &LockKeys) -> Result<(), Error> {
         let lock = keys.lock();

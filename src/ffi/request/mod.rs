@@ -28,7 +28,8 @@ use super::handle::{BoxHandle, free_handle, handle_ref, into_handle, write_out};
 use super::last_error;
 use super::lock::redislock_lock;
 use crate::kind::{Exclusive, Kind, Read, Redisson, Semaphore, Set, Write};
-use crate::{Error, MAX_SET_NAMES};
+use crate::metrics::KindLabel;
+use crate::{AnyLock, Error, MAX_SET_NAMES};
 
 mod options;
 
@@ -445,5 +446,85 @@ pub extern "C" fn redislock_request_restore(
         // pointer (calling conventions).
         unsafe { write_out(lock_out, into_handle::<redislock_lock>(lock)) };
         REDISLOCK_OK
+    }
+}
+
+impl CRequest {
+    /// Takes what the request takes, as `call` says: the one place where the stored options
+    /// become a request of the Rust API, which checks them. The setters refuse what does not
+    /// apply to the kind, so each kind uses all of its options here.
+    fn run(&self, call: Call<'_>) -> Result<AnyLock, Error> {
+        let c = &self.client;
+        let name: &[u8] = self.names.first().map_or(&[], Vec::as_slice);
+        Ok(match (self.kind.label, call) {
+            (KindLabel::Exclusive, call) => {
+                let request = self.with_fencing(c.lock(name));
+                let request = match &self.owner {
+                    Some(owner) => request.owner_token(owner),
+                    None => request,
+                };
+                let request = match self.at_least {
+                    Some(d) => request.at_least(d),
+                    None => request,
+                };
+                let request = match self.at_most {
+                    Some(d) => request.at_most(d),
+                    None => request,
+                };
+                match call {
+                    Call::Try => request.try_acquire()?.into(),
+                    Call::Wait(w) => request.acquire(w)?.into(),
+                    Call::Restore(owner) => request.restore(owner)?.into(),
+                }
+            }
+            (_, Call::Restore(_)) => return Err(self.does_not_apply("restore")),
+            (KindLabel::Read, Call::Try) => self.with_fencing(c.rw_lock(name)).try_read()?.into(),
+            (KindLabel::Read, Call::Wait(w)) => self.with_fencing(c.rw_lock(name)).read(w)?.into(),
+            (KindLabel::Write, Call::Try) => self.with_fencing(c.rw_lock(name)).try_write()?.into(),
+            (KindLabel::Write, Call::Wait(w)) => {
+                self.with_fencing(c.rw_lock(name)).write(w)?.into()
+            }
+            (KindLabel::Redisson, Call::Try) => self
+                .with_options(c.redisson_lock(name))
+                .try_acquire()?
+                .into(),
+            (KindLabel::Redisson, Call::Wait(w)) => {
+                self.with_options(c.redisson_lock(name)).acquire(w)?.into()
+            }
+            #[cfg(feature = "recipe-kind")]
+            (KindLabel::Recipe, Call::Try) => {
+                self.with_options(c.recipe_lock(name)).try_acquire()?.into()
+            }
+            #[cfg(feature = "recipe-kind")]
+            (KindLabel::Recipe, Call::Wait(w)) => {
+                self.with_options(c.recipe_lock(name)).acquire(w)?.into()
+            }
+            (KindLabel::Semaphore, Call::Try) => {
+                let request = self.with_options(c.semaphore(name, self.permits));
+                request.try_acquire(self.take)?.into()
+            }
+            (KindLabel::Semaphore, Call::Wait(w)) => {
+                let request = self.with_options(c.semaphore(name, self.permits));
+                request.acquire(self.take, w)?.into()
+            }
+            (KindLabel::Leader, call) => {
+                // The Rust API checks the rest (empty, too long, control characters).
+                let identity = std::str::from_utf8(&self.identity)
+                    .map_err(|_| Error::invalid_argument("the leader's identity is not UTF-8"))?;
+                let request = self.with_options(c.leader(name)).identity(identity);
+                match call {
+                    Call::Wait(w) => request.campaign(w)?.into(),
+                    _ => request.try_campaign()?.into(),
+                }
+            }
+            (KindLabel::Set, Call::Try) => self
+                .with_fencing(c.lock_all(&self.names))
+                .try_acquire()?
+                .into(),
+            (KindLabel::Set, Call::Wait(w)) => self
+                .with_fencing(c.lock_all(&self.names))
+                .acquire(w)?
+                .into(),
+        })
     }
 }

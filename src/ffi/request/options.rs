@@ -1,11 +1,11 @@
-//! A request's value: what it takes, the options its setters store, and [`CRequest::run`], the
-//! one place where they become a call of the Rust API.
+//! A request's value: what it takes, and the options its setters store, each checked against the
+//! kind's descriptor. [`CRequest::run`], the one place where they become a call of the Rust API
+//! of each kind, is with the kinds' C functions in `mod.rs`.
 
 use std::time::Duration;
 
 use crate::kind::{self, Descriptor, Fenced, RequestKind};
-use crate::metrics::KindLabel;
-use crate::{AnyLock, Cancel, Client, Error, Request as ApiRequest};
+use crate::{Cancel, Client, Error, Request as ApiRequest};
 
 /// An option a setter stores that applies to some kinds only: whether it applies is read from
 /// the kind's [`Descriptor`], in [`applies`], the one check of every setter and of
@@ -71,25 +71,25 @@ pub(crate) fn of_code(n: u32) -> Result<&'static Descriptor, Error> {
 /// option applies to the kind and store it; the values themselves are checked by the Rust API
 /// when [`CRequest::run`] acquires.
 pub(crate) struct CRequest {
-    client: Client,
+    pub(super) client: Client,
     /// What it takes (set by its `_new` function; for one name, its side by
     /// `redislock_request_set_kind`).
     pub(super) kind: &'static Descriptor,
-    /// The one name (of a lock or a semaphore), or a set's names.
-    names: Vec<Vec<u8>>,
-    /// A semaphore's number of permits, as its `_new` function says.
-    permits: u32,
-    /// How many permits of a semaphore each acquire takes (`redislock_request_set_permits`).
+    /// The one name, or the names of a kind that takes several.
+    pub(super) names: Vec<Vec<u8>>,
+    /// The number of permits, for a kind that has them, as its `_new` function says.
+    pub(super) permits: u32,
+    /// How many permits each acquire takes (`redislock_request_set_permits`).
     pub(super) take: u32,
     pub(super) lease: Option<Duration>,
     pub(super) auto_renew: Option<bool>,
     pub(super) fencing: Option<bool>,
     pub(super) owner: Option<String>,
     pub(super) cancel: Option<Cancel>,
-    /// An exclusive lock's `at_least` and `at_most`.
+    /// `at_least` and `at_most`, for a kind with bounds.
     pub(super) at_least: Option<Duration>,
     pub(super) at_most: Option<Duration>,
-    /// A leader's identity, as given (checked when it campaigns).
+    /// The identity, for a kind that campaigns, as given (checked when it campaigns).
     pub(crate) identity: Vec<u8>,
 }
 
@@ -173,7 +173,10 @@ impl CRequest {
     }
 
     /// `request` with the options every kind has, where they were set.
-    fn with_options<'a, K: RequestKind>(&'a self, request: ApiRequest<'a, K>) -> ApiRequest<'a, K> {
+    pub(super) fn with_options<'a, K: RequestKind>(
+        &'a self,
+        request: ApiRequest<'a, K>,
+    ) -> ApiRequest<'a, K> {
         let request = match self.lease {
             Some(lease) => request.lease(lease),
             None => request,
@@ -189,89 +192,14 @@ impl CRequest {
     }
 
     /// `request` with the options every kind has, and fencing where it was set.
-    fn with_fencing<'a, K: Fenced>(&'a self, request: ApiRequest<'a, K>) -> ApiRequest<'a, K> {
+    pub(super) fn with_fencing<'a, K: Fenced>(
+        &'a self,
+        request: ApiRequest<'a, K>,
+    ) -> ApiRequest<'a, K> {
         let request = self.with_options(request);
         match self.fencing {
             Some(on) => request.fencing(on),
             None => request,
         }
-    }
-
-    /// Takes what the request takes, as `call` says: the one place where the stored options
-    /// become a request of the Rust API, which checks them. The setters refuse what does not
-    /// apply to the kind, so each kind uses all of its options here.
-    pub(super) fn run(&self, call: Call<'_>) -> Result<AnyLock, Error> {
-        let c = &self.client;
-        let name: &[u8] = self.names.first().map_or(&[], Vec::as_slice);
-        Ok(match (self.kind.label, call) {
-            (KindLabel::Exclusive, call) => {
-                let request = self.with_fencing(c.lock(name));
-                let request = match &self.owner {
-                    Some(owner) => request.owner_token(owner),
-                    None => request,
-                };
-                let request = match self.at_least {
-                    Some(d) => request.at_least(d),
-                    None => request,
-                };
-                let request = match self.at_most {
-                    Some(d) => request.at_most(d),
-                    None => request,
-                };
-                match call {
-                    Call::Try => request.try_acquire()?.into(),
-                    Call::Wait(w) => request.acquire(w)?.into(),
-                    Call::Restore(owner) => request.restore(owner)?.into(),
-                }
-            }
-            (_, Call::Restore(_)) => return Err(self.does_not_apply("restore")),
-            (KindLabel::Read, Call::Try) => self.with_fencing(c.rw_lock(name)).try_read()?.into(),
-            (KindLabel::Read, Call::Wait(w)) => self.with_fencing(c.rw_lock(name)).read(w)?.into(),
-            (KindLabel::Write, Call::Try) => self.with_fencing(c.rw_lock(name)).try_write()?.into(),
-            (KindLabel::Write, Call::Wait(w)) => {
-                self.with_fencing(c.rw_lock(name)).write(w)?.into()
-            }
-            (KindLabel::Redisson, Call::Try) => self
-                .with_options(c.redisson_lock(name))
-                .try_acquire()?
-                .into(),
-            (KindLabel::Redisson, Call::Wait(w)) => {
-                self.with_options(c.redisson_lock(name)).acquire(w)?.into()
-            }
-            #[cfg(feature = "recipe-kind")]
-            (KindLabel::Recipe, Call::Try) => {
-                self.with_options(c.recipe_lock(name)).try_acquire()?.into()
-            }
-            #[cfg(feature = "recipe-kind")]
-            (KindLabel::Recipe, Call::Wait(w)) => {
-                self.with_options(c.recipe_lock(name)).acquire(w)?.into()
-            }
-            (KindLabel::Semaphore, Call::Try) => {
-                let request = self.with_options(c.semaphore(name, self.permits));
-                request.try_acquire(self.take)?.into()
-            }
-            (KindLabel::Semaphore, Call::Wait(w)) => {
-                let request = self.with_options(c.semaphore(name, self.permits));
-                request.acquire(self.take, w)?.into()
-            }
-            (KindLabel::Leader, call) => {
-                // The Rust API checks the rest (empty, too long, control characters).
-                let identity = std::str::from_utf8(&self.identity)
-                    .map_err(|_| Error::invalid_argument("the leader's identity is not UTF-8"))?;
-                let request = self.with_options(c.leader(name)).identity(identity);
-                match call {
-                    Call::Wait(w) => request.campaign(w)?.into(),
-                    _ => request.try_campaign()?.into(),
-                }
-            }
-            (KindLabel::Set, Call::Try) => self
-                .with_fencing(c.lock_all(&self.names))
-                .try_acquire()?
-                .into(),
-            (KindLabel::Set, Call::Wait(w)) => self
-                .with_fencing(c.lock_all(&self.names))
-                .acquire(w)?
-                .into(),
-        })
     }
 }
