@@ -14,9 +14,9 @@ use crate::Error;
 /// A lock acquired through a client or a request, of any kind a request can take; the
 /// functions below work on each (those that do not apply to a kind say so). Thread-safe: any
 /// thread may query, extend or release it, but it must be freed (once) when no other thread
-/// uses it. It stays usable after its client is
-/// freed. In a child process after fork() it is not the child's: release and extend report
-/// REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
+/// uses it. It stays usable after its client is freed. In a child process after fork() it is
+/// not the child's: release and extend report REDISLOCK_FORKED, and freeing it leaves the
+/// parent's lock alone.
 pub struct redislock_lock {
     _private: [u8; 0],
 }
