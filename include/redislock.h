@@ -377,12 +377,12 @@ typedef struct redislock_inspect redislock_inspect;
 typedef struct redislock_leader_info redislock_leader_info;
 
 /**
- * A lock acquired through a client or a request: an exclusive lock, a read or write lock,
- * permits of a semaphore, or a set of locks; the functions below work on each (those that do
- * not apply to a kind say so). Thread-safe: any thread may query, extend or release it, but it
- * must be freed (once) when no other thread uses it. It stays usable after its client is
- * freed. In a child process after fork() it is not the child's: release and extend report
- * REDISLOCK_FORKED, and freeing it leaves the parent's lock alone.
+ * A lock acquired through a client or a request, of any kind a request can take; the
+ * functions below work on each (those that do not apply to a kind say so). Thread-safe: any
+ * thread may query, extend or release it, but it must be freed (once) when no other thread
+ * uses it. It stays usable after its client is freed. In a child process after fork() it is
+ * not the child's: release and extend report REDISLOCK_FORKED, and freeing it leaves the
+ * parent's lock alone.
  */
 typedef struct redislock_lock redislock_lock;
 
