@@ -739,6 +739,22 @@ bool redislock_inspect_is_held(const redislock_inspect *inspect);
 redislock_held_as redislock_inspect_held_as(const redislock_inspect *inspect);
 
 /**
+ * The name of a `redislock_held_as` value, as the command-line tool and the PHP package write
+ * it: the enumerator's name without `REDISLOCK_HELD_`, in lower case ("exclusive" for
+ * REDISLOCK_HELD_EXCLUSIVE). NULL for REDISLOCK_HELD_NONE and for a number that is no
+ * `redislock_held_as`. A static NUL-terminated text: never free it.
+ */
+const char *redislock_held_as_name(uint32_t held_as);
+
+/**
+ * The names of the `redislock_inspect_kind` values in the order of their numbers, separated by
+ * ", ": each the enumerator's name without `REDISLOCK_INSPECT_`, in lower case ("exclusive" for
+ * REDISLOCK_INSPECT_EXCLUSIVE), as the command-line tool and the PHP package take them. A
+ * static NUL-terminated text: never free it.
+ */
+const char *redislock_inspect_kind_names(void);
+
+/**
  * How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
  * semaphore's grants, the owners of Redisson's lock; 0 when free or held by a key of another
  * type, and for NULL.

@@ -202,6 +202,10 @@ bool redislock_inspect_is_held(const redislock_inspect *inspect);
 
 redislock_held_as redislock_inspect_held_as(const redislock_inspect *inspect);
 
+const char *redislock_held_as_name(uint32_t held_as);
+
+const char *redislock_inspect_kind_names(void);
+
 uint32_t redislock_inspect_holders(const redislock_inspect *inspect);
 
 uint32_t redislock_inspect_permits_held(const redislock_inspect *inspect);

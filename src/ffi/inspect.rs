@@ -1,6 +1,9 @@
 //! `redislock_inspect`: a look at a lock without holding it (`redislock_client_inspect`), read
 //! through getters so that it can grow.
 
+use std::ffi::{CString, c_char};
+use std::ptr;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::client::redislock_client;
@@ -8,7 +11,7 @@ use super::enums::redislock_result::{self, REDISLOCK_OK};
 use super::enums::{InspectKindCode, redislock_held_as, redislock_inspect_kind};
 use super::handle::{BoxHandle, free_handle, into_handle, write_out};
 use super::last_error;
-use crate::{Error, LockInfo, LockKind};
+use crate::{Error, HeldAs, LockInfo, LockKind};
 
 /// What a lock looked like at one moment (`redislock_client_inspect`): whether it was held, as
 /// what, by how many, for how long yet, how many waited, its fencing counter; never a token.
@@ -79,6 +82,46 @@ pub extern "C" fn redislock_inspect_held_as(
     ffi_panic_boundary! {
         redislock_held_as::of(try_ref!(inspect).held_as)
     }
+}
+
+/// The name of a `redislock_held_as` value, as the command-line tool and the PHP package write
+/// it: the enumerator's name without `REDISLOCK_HELD_`, in lower case ("exclusive" for
+/// REDISLOCK_HELD_EXCLUSIVE). NULL for REDISLOCK_HELD_NONE and for a number that is no
+/// `redislock_held_as`. A static NUL-terminated text: never free it.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_held_as_name(held_as: u32) -> *const c_char {
+    ffi_panic_boundary! {
+        static NAMES: OnceLock<Vec<(u32, CString)>> = OnceLock::new();
+        NAMES
+            .get_or_init(|| {
+                HeldAs::ALL
+                    .into_iter()
+                    .map(|h| (h.code(), static_text(h.name())))
+                    .collect()
+            })
+            .iter()
+            .find(|(code, _)| *code == held_as)
+            .map_or(ptr::null(), |(_, name)| name.as_ptr())
+    }
+}
+
+/// The names of the `redislock_inspect_kind` values in the order of their numbers, separated by
+/// ", ": each the enumerator's name without `REDISLOCK_INSPECT_`, in lower case ("exclusive" for
+/// REDISLOCK_INSPECT_EXCLUSIVE), as the command-line tool and the PHP package take them. A
+/// static NUL-terminated text: never free it.
+#[unsafe(no_mangle)]
+pub extern "C" fn redislock_inspect_kind_names() -> *const c_char {
+    ffi_panic_boundary! {
+        static NAMES: OnceLock<CString> = OnceLock::new();
+        NAMES
+            .get_or_init(|| static_text(&LockKind::ALL.map(LockKind::name).join(", ")))
+            .as_ptr()
+    }
+}
+
+/// `text` as a C string, for the statics above (a name has no NUL).
+fn static_text(text: &str) -> CString {
+    CString::new(text).expect("a name without NUL")
 }
 
 /// How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
@@ -173,5 +216,55 @@ pub extern "C" fn redislock_inspect_free(inspect: *mut redislock_inspect) {
         // SAFETY: `inspect` is NULL or a live handle that the caller gives up and no other
         // thread uses (calling conventions).
         unsafe { free_handle(inspect) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+
+    use super::*;
+
+    /// The text of a static C string, or None for NULL.
+    fn text(p: *const c_char) -> Option<&'static str> {
+        // SAFETY: `p` is NULL or a static NUL-terminated text of this module.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_str().unwrap())
+    }
+
+    #[test]
+    fn held_as_names_are_the_rust_names() {
+        for h in HeldAs::ALL {
+            assert_eq!(redislock_held_as::of(Some(h)) as u32, h.code());
+            assert_eq!(
+                text(redislock_held_as_name(h.code())),
+                Some(h.name()),
+                "{h:?}"
+            );
+        }
+        let none = redislock_held_as::REDISLOCK_HELD_NONE as u32;
+        let beyond = HeldAs::ALL.map(HeldAs::code).into_iter().max().unwrap() + 1;
+        for n in [none, beyond, 1000, u32::MAX] {
+            assert_eq!(text(redislock_held_as_name(n)), None, "{n}");
+        }
+    }
+
+    #[test]
+    fn inspect_kind_names_are_the_rust_names_by_number() {
+        let names: Vec<&str> = text(redislock_inspect_kind_names())
+            .unwrap()
+            .split(", ")
+            .collect();
+        assert_eq!(names, LockKind::ALL.map(LockKind::name));
+        for c in redislock_inspect_kind::ALL {
+            assert_eq!(
+                format!("{c:?}"),
+                format!("REDISLOCK_INSPECT_{}", names[c as usize].to_uppercase())
+            );
+        }
+        // The same text each time: a static, never rebuilt.
+        assert_eq!(
+            redislock_inspect_kind_names(),
+            redislock_inspect_kind_names()
+        );
     }
 }

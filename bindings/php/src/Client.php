@@ -42,10 +42,11 @@ final class Client
 {
     // This file holds the client's state, its construction and its end; its methods are in
     // Client/, by concern: ExclusiveLocks.php (tryAcquire, acquire, restore, withLock,
-    // forceRelease, isOwnedBy), LockKinds.php (read/write locks, Redisson's lock, semaphores,
-    // sets of locks), Elections.php (campaign, leader, waitForLeaderChange), Inspection.php
-    // (inspect, metrics) and Requests.php (the kept requests
-    // behind the calls with options); Options.php checks and applies fromOptions()' options.
+    // forceRelease, isOwnedBy), LockKinds.php (the other kinds of lock), Elections.php
+    // (campaign, and the calls that watch an election), Inspection.php (inspect, metrics) and
+    // Requests.php (the kept requests behind the calls with options); Options.php checks and
+    // applies fromOptions()' options. The kinds' C values and names are the library's (the
+    // header's constants, redislock_held_as_name()): this package keeps no table of them.
     use ExclusiveLocks;
     use LockKinds;
     use Elections;
@@ -85,36 +86,6 @@ final class Client
      * @var \WeakMap<Client, true>|null
      */
     private static ?\WeakMap $ofRequest = null;
-
-    // Inspection's constants (a trait can declare none before PHP 8.2), like MAX_REQUESTS above.
-
-    /** What {@see Client::inspect()} counts the waiters of, and the C constant for each. */
-    private const INSPECT_KINDS = [
-        'exclusive' => 'REDISLOCK_INSPECT_EXCLUSIVE',
-        'rwlock' => 'REDISLOCK_INSPECT_RWLOCK',
-        'semaphore' => 'REDISLOCK_INSPECT_SEMAPHORE',
-        'any' => 'REDISLOCK_INSPECT_ANY',
-    ];
-
-    /**
-     * The `redislock_kind` of each kind of one lock name a request may take (the numbers of
-     * include/redislock_php.h's enum, which src/ffi/drift_tests.rs holds this table to).
-     */
-    private const KIND_CODES = [
-        Lock::EXCLUSIVE => 0,
-        Lock::READ => 1,
-        Lock::WRITE => 2,
-        Lock::REDISSON => 3,
-    ];
-
-    /** What holds a lock, by the C constant's number. */
-    private const HELD_AS = [
-        1 => 'exclusive',
-        2 => 'readers',
-        3 => 'semaphore',
-        4 => 'other',
-        5 => 'redisson',
-    ];
 
     private function __construct(FFI $ffi, CData $handle)
     {

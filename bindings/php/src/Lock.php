@@ -10,9 +10,8 @@ use Redislock\Exception\LockException;
 use Redislock\Result;
 
 /**
- * A held lock, made by {@see Client::tryAcquire()} or {@see Client::acquire()}; also a read or
- * write lock ({@see Client::readLock()}, {@see Client::writeLock()}), permits of a
- * {@see Semaphore}, or a set of locks ({@see Client::lockAll()}), which {@see Lock::kind()} tells
+ * A held lock: an exclusive lock made by {@see Client::tryAcquire()} or {@see Client::acquire()},
+ * or a lock of another kind made by that kind's own method; {@see Lock::kind()} tells the kinds
  * apart. Every kind releases, extends, renews and reports loss the same way; owner tokens and
  * detach are for exclusive locks only, and only a write lock downgrades.
  *
@@ -113,10 +112,7 @@ final class Lock
         return $this->names;
     }
 
-    /**
-     * What kind of lock it is: {@see Lock::EXCLUSIVE}, READ, WRITE, PERMITS, SET, REDISSON or
-     * LEADER.
-     */
+    /** What kind of lock it is: the value of one of the kind constants of this class (above). */
     public function kind(): string
     {
         return $this->kind;

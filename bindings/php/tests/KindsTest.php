@@ -303,6 +303,71 @@ final class KindsTest extends RedislockTestCase
         $child->assertSuccess();
     }
 
+    /**
+     * inspect() with each of the library's kind names counts that kind's waiters (the C value of
+     * each name is the header's), and heldAs names what holds a name, for every kind that can
+     * hold one, by the library's names.
+     */
+    public function testInspectNamesWhatHoldsANameAndCountsEachKindsWaiters(): void
+    {
+        $client = $this->client(['recheck_interval_ms' => 10000]);
+        $exclusive = $client->tryAcquire('i:exclusive');
+        $writer = $client->writeLock('i:writer');
+        $readers = [$client->readLock('i:readers'), $client->readLock('i:readers')];
+        $permits = $client->semaphore('i:semaphore', 3)->acquire(2, 100);
+        $redisson = $client->redissonLock('i:redisson');
+        $this->redis()->rPush($this->key('i:other'), 'not a lock');
+
+        // One waiter of each kind that queues, each on a name of its own.
+        $clients = $this->childClients();
+        $waits = [
+            'i:exclusive' => ['exclusive', fn (Client $c): Lock => $c->acquire('i:exclusive', 20000)],
+            'i:readers' => ['rwlock', fn (Client $c): Lock => $c->writeLock('i:readers', 20000)],
+            'i:semaphore' => ['semaphore', fn (Client $c): Lock => $c->semaphore('i:semaphore', 3)->acquire(2, 20000)],
+        ];
+        $children = [];
+        foreach ($waits as $name => [, $wait]) {
+            $children[$name] = Fork::run(function (Channel $parent) use ($clients, $wait): void {
+                $lock = $wait($clients(['recheck_interval_ms' => 10000]));
+                $parent->send('got it');
+                $lock->release();
+            });
+            $this->assertTrue(self::eventually(
+                fn (): bool => $client->inspect($name)['waiters'] === 1
+            ), "the waiter on $name");
+        }
+
+        foreach ([
+            'i:free' => [false, null, 0],
+            'i:exclusive' => [true, 'exclusive', 1],
+            'i:writer' => [true, 'exclusive', 1],
+            'i:readers' => [true, 'readers', 2],
+            'i:semaphore' => [true, 'semaphore', 1],
+            'i:redisson' => [true, 'redisson', 1],
+            'i:other' => [true, 'other', 0],
+        ] as $name => [$held, $heldAs, $holders]) {
+            foreach (['exclusive', 'rwlock', 'semaphore', 'any'] as $kind) {
+                $waiting = $waits[$name][0] ?? null;
+                $info = $client->inspect($name, $kind);
+                $this->assertSame(
+                    [$held, $heldAs, $holders, $kind === $waiting || ($kind === 'any' && $waiting !== null) ? 1 : 0],
+                    [$info['held'], $info['heldAs'], $info['holders'], $info['waiters']],
+                    "inspect('$name', '$kind')"
+                );
+            }
+        }
+
+        $exclusive->release();
+        array_map(fn (Lock $r) => $r->release(), $readers);
+        $permits->release();
+        foreach ($children as $name => $child) {
+            $this->assertSame('got it', $child->receive(), $name);
+            $child->assertSuccess();
+        }
+        $writer->release();
+        $redisson->release();
+    }
+
     public function testRequestsWithOptionsAreKeptAndBounded(): void
     {
         $client = $this->client();

@@ -22,8 +22,11 @@ trait Inspection
 {
     /**
      * A look at the lock `$name` without holding it (one round trip; with Redlock, one to every
-     * master, where held means held by one owner on a majority). `$kind` ('exclusive', 'rwlock',
-     * 'semaphore' or 'any') is whose waiters are counted. Never a token.
+     * master, where held means held by one owner on a majority). `$kind` is whose waiters are
+     * counted ('any': every kind's). Never a token. The names `$kind` takes and those `heldAs`
+     * gives, and what each means, are listed in bindings/php/README.md ("Owner tokens, lost
+     * locks, a look at a lock"); they are the library's, and an unknown `$kind` is refused with
+     * the list.
      *
      * ```php
      * $info = $client->inspect('nightly-backup');
@@ -34,9 +37,7 @@ trait Inspection
      *
      * @return array{held: bool, heldAs: ?string, holders: int, permitsHeld: int, permits: ?int,
      *               remainingMs: ?int, waiters: ?int, fencingCounter: ?int}
-     *               heldAs: null when free, else 'exclusive' (an exclusive lock or a writer),
-     *               'readers', 'semaphore', 'redisson' (Redisson's lock; holders: its owners)
-     *               or 'other' (a key of another type); permits: a
+     *               heldAs: null when free, else what holds it (see above); permits: a
      *               semaphore's number of permits; remainingMs: until the lock frees itself if
      *               no holder renews it (null when free or without expiry); waiters and
      *               fencingCounter: null with Redlock
@@ -47,13 +48,10 @@ trait Inspection
      */
     public function inspect(string $name, string $kind = 'any'): array
     {
-        $constant = self::INSPECT_KINDS[$kind] ?? throw new InvalidArgumentException(sprintf(
-            "inspect: kind must be 'exclusive', 'rwlock', 'semaphore' or 'any', not '%s'",
-            $kind
-        ));
         $ffi = $this->ffi;
+        $whose = self::inspectKind($ffi, $kind);
         $out = $ffi->new('redislock_inspect*[1]');
-        Library::check($ffi->redislock_client_inspect($this->handle(), $name, strlen($name), $ffi->$constant, $out));
+        Library::check($ffi->redislock_client_inspect($this->handle(), $name, strlen($name), $whose, $out));
         $info = $out[0];
         try {
             $waiters = $ffi->new('uint32_t[1]');
@@ -64,7 +62,8 @@ trait Inspection
 
             return [
                 'held' => $held,
-                'heldAs' => self::HELD_AS[$ffi->redislock_inspect_held_as($info)] ?? null,
+                // The library's name of what holds it; null (NULL) when free.
+                'heldAs' => $ffi->redislock_held_as_name($ffi->redislock_inspect_held_as($info)),
                 'holders' => $ffi->redislock_inspect_holders($info),
                 'permitsHeld' => $ffi->redislock_inspect_permits_held($info),
                 'permits' => $permits > 0 ? $permits : null,
@@ -78,6 +77,32 @@ trait Inspection
         } finally {
             $ffi->redislock_inspect_free($info);
         }
+    }
+
+    /**
+     * The `redislock_inspect_kind` of the name `$kind`: the header's constant REDISLOCK_INSPECT_
+     * and the name in upper case (the names are lower case).
+     *
+     * @throws InvalidArgumentException for a name that has none, listing the library's names
+     */
+    private static function inspectKind(FFI $ffi, string $kind): int
+    {
+        if ($kind === strtolower($kind)) {
+            try {
+                return $ffi->{'REDISLOCK_INSPECT_' . strtoupper($kind)};
+            } catch (FFI\Exception) {
+                // No such constant: not a kind.
+            }
+        }
+        $names = array_map(fn (string $n): string => "'$n'", explode(', ', $ffi->redislock_inspect_kind_names()));
+        $last = array_pop($names);
+
+        throw new InvalidArgumentException(sprintf(
+            'inspect: kind must be %s or %s, not \'%s\'',
+            implode(', ', $names),
+            $last,
+            $kind
+        ));
     }
 
     /**

@@ -21,8 +21,9 @@ use Redislock\Lock;
 trait Requests
 {
     /**
-     * One lock of one name (exclusive, read, write or Redisson's) through a request with the settings given
-     * (those not null); waiting up to `$waitMs`, or one attempt for null.
+     * One lock of one name, of a kind a request chooses with `redislock_request_set_kind`
+     * (see {@see Requests::newRequest()}), through a request with the settings given (those not
+     * null); waiting up to `$waitMs`, or one attempt for null.
      *
      * @throws LockException
      */
@@ -141,7 +142,12 @@ trait Requests
         $this->requests[$cacheKey] = $request;
     }
 
-    /** A new request for one name of `$kind` (null: exclusive) with the settings given. */
+    /**
+     * A new request for one name of `$kind` (null: exclusive) with the settings given. A kind
+     * is chosen by its `redislock_kind`, the header's constant REDISLOCK_KIND_ and the
+     * {@see Lock::kind()} value in upper case (src/ffi/drift_tests.rs holds the Lock constants
+     * to the kinds' C names).
+     */
     private function newRequest(
         string $name,
         ?string $kind,
@@ -155,7 +161,7 @@ trait Requests
         return $this->configure(
             fn (CData $out): int => $this->ffi->redislock_request_new($this->handle(), $name, strlen($name), $out),
             // The exclusive lock is a new request's own: no call to choose it.
-            $kind === null || $kind === Lock::EXCLUSIVE ? null : self::KIND_CODES[$kind] ?? null,
+            $kind === null || $kind === Lock::EXCLUSIVE ? null : $this->ffi->{'REDISLOCK_KIND_' . strtoupper($kind)},
             null,
             $leaseMs,
             $autoRenew,
