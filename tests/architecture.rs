@@ -2,7 +2,8 @@
 //! type, constant and C name it names in backticks is defined, where the page says it is.
 //!
 //! "Where it says": a row of a table says its file (the first column), so a type named in the
-//! row is defined in that file or in another file the same row names; in the text, a type
+//! row is defined in that file or in another file the same row names (a method, `Type::method`,
+//! may be added there by an `impl Type` block instead); in the text, a type
 //! followed by "in `path`" (or "(`path`" , or ", `path`") is defined in that path; a module
 //! path (`stores::wait::Queue`) says its module's file. Any other type is defined somewhere in
 //! the repository's Rust. Lower-case names (methods, fields, labels, script names) are not
@@ -247,7 +248,12 @@ impl Checker {
         if is_type_name(first) || is_const_name(first) {
             let here = homes.iter().any(|h| {
                 let text = self.text_of(h).unwrap_or_default();
-                defines(text, first)
+                // Or, for `Type::method`, a file that adds the method to the type in an `impl`
+                // block of its own (a kind's file adds its request method to `Client`).
+                let adds = |member: &&str| {
+                    text.contains(&format!("impl {first} {{")) && defines_fn(text, member)
+                };
+                defines(text, first) || segments.get(1).is_some_and(adds)
             });
             if !homes.is_empty() && !here {
                 let shown: Vec<String> = homes
