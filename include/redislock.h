@@ -719,8 +719,8 @@ redislock_result redislock_lock_fence_epoch(const redislock_lock *lock, uint64_t
  * Redlock, one to every master; held there means held by one owner on a majority). `kind` is
  * whose waiters are counted. On success `*inspect_out` is a new handle to free with
  * `redislock_inspect_free`.
- * Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; `kind` out of range; a read/write lock or
- * semaphore on Redlock), CONNECTION, REDIS_ERROR.
+ * Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; `kind` out of range; on Redlock, a `kind`
+ * other than EXCLUSIVE and ANY), CONNECTION, REDIS_ERROR.
  */
 redislock_result redislock_client_inspect(const redislock_client *client,
                                           const uint8_t *name,
@@ -755,19 +755,20 @@ const char *redislock_held_as_name(uint32_t held_as);
 const char *redislock_inspect_kind_names(void);
 
 /**
- * How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
- * semaphore's grants, the owners of Redisson's lock; 0 when free or held by a key of another
- * type, and for NULL.
+ * How many grants held the lock: 1 for one owner, else the grants that `held_as` names (the
+ * readers, the grants of permits, the owners of a reentrant lock); 0 when free or held by a
+ * key of another type, and for NULL.
  */
 uint32_t redislock_inspect_holders(const redislock_inspect *inspect);
 
 /**
- * A semaphore's permits held (0 for the other kinds, and for NULL).
+ * The permits held, of a name held by permits (0 otherwise, and for NULL).
  */
 uint32_t redislock_inspect_permits_held(const redislock_inspect *inspect);
 
 /**
- * A semaphore's number of permits, while something fixes it; 0 otherwise, and for NULL.
+ * The number of permits of a name held by permits, while something fixes it; 0 otherwise, and
+ * for NULL.
  */
 uint32_t redislock_inspect_permits(const redislock_inspect *inspect);
 

@@ -12,8 +12,7 @@ use crate::exit::{self, Failure};
 
 /// The variable `redislock run --fencing` gives the command its fencing token in.
 pub const TOKEN_ENV: &str = "REDISLOCK_FENCING_TOKEN";
-/// The variable `redislock elect` gives the command the leadership's epoch (its fencing token)
-/// in.
+/// The variable `redislock elect` gives the command its epoch (its fencing token) in.
 pub const EPOCH_ENV: &str = "REDISLOCK_EPOCH";
 
 /// `redislock fenced set|incr|fence`.

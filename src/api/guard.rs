@@ -257,7 +257,7 @@ impl AnyLock {
         }
     }
 
-    /// The epoch of a leadership ([`Guard::<Leader>::epoch`](Guard::epoch)).
+    /// The epoch of a grant that is always fenced ([`Fencing::Always`]): its fencing token.
     pub fn epoch(&self) -> Result<u64, Error> {
         self.offers(self.kind().fencing == Fencing::Always, "an epoch")?;
         Ok(self.held.fencing_token().unwrap_or(0))

@@ -105,15 +105,10 @@ impl Error {
         )
     }
 
-    /// An observer's wait that saw no change of the leader of the election `name`.
-    pub(crate) fn no_leader_change(name: &str, waited: std::time::Duration) -> Error {
-        Error::new(
-            ErrorKind::WaitTimeout,
-            format!(
-                "the leader of election {name} did not change within {} ms",
-                waited.as_millis()
-            ),
-        )
+    /// A wait that saw nothing it waited for, in the waiter's own words (an observer's wait
+    /// for a change, say).
+    pub(crate) fn nothing_within(what: String) -> Error {
+        Error::new(ErrorKind::WaitTimeout, what)
     }
 
     /// The same error (kind, timeout, code) with its message's `from` prefix put as `to`: a

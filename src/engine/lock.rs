@@ -46,8 +46,7 @@ pub(crate) struct LockState {
     pub wake: Condvar,
     /// Called once when the lock is found lost ([`Lock::on_lost`]).
     pub on_lost: Mutex<Option<LostCallback>>,
-    /// What kind of grant this is (exclusive lock, read or write lock, permits, a set of
-    /// locks, Redisson's lock): its rules release, extend and renew it.
+    /// What kind of grant this is: its rules release, extend and renew it.
     pub kind: Box<dyn Rules>,
     /// The same, as the metrics' `kind` label says it.
     pub metric_kind: KindLabel,

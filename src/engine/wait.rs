@@ -5,8 +5,8 @@
 //! is refused, blocks until a release signals the waiter: on a queue (one server, a Sentinel
 //! group, a Cluster) the release hands the grant over and pushes it onto the waiter's own list,
 //! so the waiter wakes already holding it, one wake-up per release and in arrival order; on
-//! Redlock's masters a release wakes one waiter to try again; on a lock's channel (Redisson's
-//! RLock) a release publishes, and every subscribed waiter tries again. When nothing signals
+//! Redlock's masters a release wakes one waiter to try again; on a lock's channel (the kinds
+//! whose release publishes) a release publishes, and every subscribed waiter tries again. When nothing signals
 //! (the holder vanished, or a foreign client released with a plain DEL), the waiter re-checks
 //! after a jittered interval that is never later than the lock's remaining lifetime. Waiters
 //! block on connections of their own pool, so any number of them never starve releases and
@@ -179,7 +179,7 @@ fn rounds(
                 }
                 // Whatever ended the listen (a release heard, the holder's lease run out, the
                 // re-check due, a lost subscription), the waiter tries again at once, also at
-                // the wait bound, as Redisson's waiter does; that round's refusal at the bound
+                // the wait bound; that round's refusal at the bound
                 // ends the wait.
                 signalled = true;
             }

@@ -28,8 +28,8 @@ impl BoxHandle for redislock_inspect {
 /// Redlock, one to every master; held there means held by one owner on a majority). `kind` is
 /// whose waiters are counted. On success `*inspect_out` is a new handle to free with
 /// `redislock_inspect_free`.
-/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; `kind` out of range; a read/write lock or
-/// semaphore on Redlock), CONNECTION, REDIS_ERROR.
+/// Errors: NULL_PARAMETER, INVALID_ARGUMENT (name; `kind` out of range; on Redlock, a `kind`
+/// other than EXCLUSIVE and ANY), CONNECTION, REDIS_ERROR.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_client_inspect(
     client: *const redislock_client,
@@ -124,9 +124,9 @@ fn static_text(text: &str) -> CString {
     CString::new(text).expect("a name without NUL")
 }
 
-/// How many grants held the lock: 1 for an exclusive lock or a writer, the readers, a
-/// semaphore's grants, the owners of Redisson's lock; 0 when free or held by a key of another
-/// type, and for NULL.
+/// How many grants held the lock: 1 for one owner, else the grants that `held_as` names (the
+/// readers, the grants of permits, the owners of a reentrant lock); 0 when free or held by a
+/// key of another type, and for NULL.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_inspect_holders(inspect: *const redislock_inspect) -> u32 {
     ffi_panic_boundary! {
@@ -134,7 +134,7 @@ pub extern "C" fn redislock_inspect_holders(inspect: *const redislock_inspect) -
     }
 }
 
-/// A semaphore's permits held (0 for the other kinds, and for NULL).
+/// The permits held, of a name held by permits (0 otherwise, and for NULL).
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_inspect_permits_held(inspect: *const redislock_inspect) -> u32 {
     ffi_panic_boundary! {
@@ -142,7 +142,8 @@ pub extern "C" fn redislock_inspect_permits_held(inspect: *const redislock_inspe
     }
 }
 
-/// A semaphore's number of permits, while something fixes it; 0 otherwise, and for NULL.
+/// The number of permits of a name held by permits, while something fixes it; 0 otherwise, and
+/// for NULL.
 #[unsafe(no_mangle)]
 pub extern "C" fn redislock_inspect_permits(inspect: *const redislock_inspect) -> u32 {
     ffi_panic_boundary! {

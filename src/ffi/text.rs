@@ -1,5 +1,5 @@
 //! The buffer convention of every call that returns text (the last error's detail, a result
-//! code's text, an owner token, a leader's identity, the metrics): the text copied into the
+//! code's text, an owner token, an identity, the metrics): the text copied into the
 //! caller's buffer, and its whole length returned. A leaf: it uses no other module of `ffi/`.
 
 use std::ffi::c_char;

@@ -1,5 +1,5 @@
 //! A waiter's subscription to a lock's channel, for the kinds whose release publishes instead of
-//! handing over (Redisson's RLock, `engine/kinds/redisson.rs`), and its rounds in the one wait
+//! handing over (`Waits::Channel` of `engine/kinds/mod.rs`), and its rounds in the one wait
 //! loop ([`ChannelSession`]).
 //!
 //! The subscription lives on one connection of the waiters' pool of the server that holds the
@@ -33,7 +33,7 @@ pub(crate) fn sharded(store: &dyn LockStore) -> bool {
 
 /// The command that publishes on a lock's channel through `c`, as its subscribers subscribe:
 /// SPUBLISH where they subscribe sharded (`sharded`: a Cluster; from Redis 7 on, see
-/// `Connection::has_sharded_pubsub`), else PUBLISH (as Redisson falls back to before Redis 7).
+/// `Connection::has_sharded_pubsub`), else PUBLISH (before Redis 7 too).
 pub(crate) fn publish_command(sharded: bool, c: &Connection) -> &'static str {
     if sharded && c.has_sharded_pubsub() {
         "spublish"
@@ -132,7 +132,7 @@ pub(crate) trait Subscriber {
 }
 
 /// A waiter on a lock's channel made of its parts, the one [`Subscriber`] of every kind that
-/// waits on a channel (Redisson's lock, a leader's campaign): the lock's keys, the channel,
+/// waits on a channel: the lock's keys, the channel,
 /// the bytes that spread its pauses, and its attempt (given the connection, whether it is a
 /// retry and whether the store publishes sharded).
 pub(crate) struct ChannelWaiter<'a, F> {
@@ -163,7 +163,7 @@ where
     }
 }
 
-/// A waiter on a lock's channel, as Redisson's waits: each round subscribes (when not
+/// A waiter on a lock's channel: each round subscribes (when not
 /// subscribed yet), then makes one attempt and, refused, has the wait loop listen
 /// ([`Round::Listen`]) until a message, the holder's remaining lease (the attempt's PTTL) or
 /// the loop's re-check, whichever comes first. It has no queue: a release wakes every waiter,

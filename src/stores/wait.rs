@@ -12,7 +12,7 @@
 //! - on Redlock's masters (`redlock/wait.rs`): an attempt on every master that queues the
 //!   waiter on each, then a block until the releaser pushes the grant (a release hands the lock
 //!   over on every master);
-//! - on a lock's channel (`pubsub.rs`, Redisson's RLock): an attempt, then the waiter listens
+//! - on a lock's channel (`pubsub.rs`): an attempt, then the waiter listens
 //!   on its subscription until a release publishes and it tries again.
 
 use std::time::{Duration, Instant};

@@ -12,8 +12,8 @@
 //! both; a resign (LEADER_RESIGN) deletes both.
 //!
 //! Every change, a new leader and a resign, is published on the election's channel
-//! (`<base>:leader:ch`; SPUBLISH on a Cluster). A campaigner waits on that channel as
-//! Redisson's waiters do (`stores/pubsub.rs`): no queue and no handoff, so a release never has
+//! (`<base>:leader:ch`; SPUBLISH on a Cluster). A campaigner waits on that channel, as every
+//! kind whose release publishes (`Waits::Channel`, `stores/pubsub.rs`): no queue and no handoff, so a release never has
 //! to write a waiter's identity it does not know; every campaigner tries again at a change and
 //! at the leader's remaining lease (a killed leader's key expires and publishes nothing), and
 //! the first one in is elected, writing its own identity. Observers listen on the same channel
@@ -309,7 +309,11 @@ pub(crate) fn wait_change(
             return Ok(now);
         }
         if left().is_zero() {
-            return Err(Error::no_leader_change(&keys.shown(), started.elapsed()));
+            return Err(Error::nothing_within(format!(
+                "the leader of election {} did not change within {} ms",
+                keys.shown(),
+                started.elapsed().as_millis()
+            )));
         }
         let mut block = left();
         if let Some(l) = &now {

@@ -264,10 +264,9 @@ impl<'a> Acquiring<'a> {
 
 /// How a kind's waiter waits in the one wait loop (`engine/wait.rs`).
 pub(crate) enum Waits<'a> {
-    /// On a queue: a release hands the grant over and pushes it onto the waiter's own list
-    /// (every kind but Redisson's).
+    /// On a queue: a release hands the grant over and pushes it onto the waiter's own list.
     Queue(Box<dyn Queue + 'a>),
-    /// On the lock's channel: a release publishes, and every waiter tries again (Redisson's).
+    /// On the lock's channel: a release publishes, and every waiter tries again.
     Channel(Box<dyn Subscriber + 'a>),
 }
 

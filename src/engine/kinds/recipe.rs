@@ -4,7 +4,7 @@
 //!
 //! Its key holds the holder's token as an exclusive lock's does (the ACQUIRE script takes it,
 //! EXTEND renews it); its release (RECIPE_RELEASE) deletes the key and publishes on the lock's
-//! own channel, which its waiters listen on: no queue, as Redisson's lock waits.
+//! own channel, which its waiters listen on: no queue (`Waits::Channel`).
 
 use redis::RedisResult;
 

@@ -158,10 +158,10 @@ impl CRequest {
             ));
         }
         if self.owner.is_some() && !applies(new, Setting::OwnerToken) {
-            return Err(Error::invalid_argument(
-                "an owner token applies to exclusive locks only: read, write and Redisson locks \
-                 take none",
-            ));
+            return Err(Error::invalid_argument(format!(
+                "an owner token applies to exclusive locks only: {} take none",
+                new.plural
+            )));
         }
         if self.fencing.is_some() && !applies(new, Setting::Fencing) {
             return Err(Error::invalid_argument(format!(

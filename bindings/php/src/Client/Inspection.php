@@ -37,10 +37,10 @@ trait Inspection
      *
      * @return array{held: bool, heldAs: ?string, holders: int, permitsHeld: int, permits: ?int,
      *               remainingMs: ?int, waiters: ?int, fencingCounter: ?int}
-     *               heldAs: null when free, else what holds it (see above); permits: a
-     *               semaphore's number of permits; remainingMs: until the lock frees itself if
-     *               no holder renews it (null when free or without expiry); waiters and
-     *               fencingCounter: null with Redlock
+     *               heldAs: null when free, else what holds it (see above); permitsHeld and
+     *               permits: the permits held and their number, for a name held by permits;
+     *               remainingMs: until the lock frees itself if no holder renews it (null
+     *               when free or without expiry); waiters and fencingCounter: null with Redlock
      *
      * @throws InvalidArgumentException for an unknown kind, an invalid name, or a kind other than
      *                                  'exclusive' and 'any' on Redlock
