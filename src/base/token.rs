@@ -94,8 +94,8 @@ pub(crate) fn random_hex<const N: usize>(pid: u32) -> Result<String, Error> {
     })
 }
 
-/// 128 random bits as a version-4 UUID (`pid`: the calling process, see [`random_hex`]): a
-/// Redisson client id, as `UUID.randomUUID()` makes it.
+/// 128 random bits as a version-4 UUID (`pid`: the calling process, see [`random_hex`]), as
+/// Java's `UUID.randomUUID()` makes it: a client's id that Java services read as theirs.
 pub(crate) fn random_uuid(pid: u32) -> Result<String, Error> {
     let hex = random_hex::<16>(pid)?.into_bytes();
     let mut s = String::with_capacity(36);

@@ -33,7 +33,8 @@ pub const MAX_PERSISTENT_BACKENDS: usize = 64;
 /// Connection pools and renewal threads of a client in one process.
 pub(crate) struct Backend {
     pub pid: u32,
-    /// The client's id in Redisson's locks (a UUID; `kinds/redisson.rs`).
+    /// The client's id in this process (a UUID), for the kinds that record their holder as a
+    /// client and a thread.
     pub id: String,
     /// Where the locks live: every call to Redis about a lock goes through it.
     pub store: Box<dyn LockStore>,
