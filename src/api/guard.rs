@@ -217,14 +217,14 @@ impl AnyLock {
         self.held.release_or_hand_over()
     }
 
-    /// The fencing token of a lock of one name, when acquired with fencing (a leadership's is
-    /// its epoch); an error for permits, which have none, and for a set (see
-    /// [`fencing_token_at`](Self::fencing_token_at)).
+    /// The fencing token of a lock of one name, when acquired with fencing (or always fenced:
+    /// then its [`epoch`](Self::epoch)); an error for a kind without fencing tokens, as its
+    /// [`Descriptor`] says, and for a set (see [`fencing_token_at`](Self::fencing_token_at)).
     pub fn fencing_token(&self) -> Result<Option<u64>, Error> {
         self.fencing_token_of(None)
     }
 
-    /// The fence of a lock of one name, when acquired with fencing (a leadership's always): its
+    /// The fence of a lock of one name, when acquired with fencing (or always fenced): its
     /// name, fencing token and, on a Sentinel group or a Cluster, epoch. A set of names has
     /// none: [invalid](Error::is_invalid_argument), as [`fencing_token`](Self::fencing_token).
     pub fn fence(&self) -> Result<Option<Fence>, Error> {
