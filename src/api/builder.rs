@@ -213,17 +213,17 @@ impl ClientBuilder {
         let mut cfg = self.cfg;
         let (info, deployment) = stores::parse_url(&cfg.url)?;
         cfg.server = deployment.server(&info);
-        cfg.deployment = deployment;
-        stores::check_config(&cfg)?;
+        stores::check_config(&cfg, &deployment)?;
         cfg.check(&info)?;
-        Ok(Client::from_config(cfg, info))
+        Ok(Client::from_config(cfg, info, deployment))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::config::{Deployment, hosts};
+    use crate::base::url::hosts;
+    use crate::stores::Deployment;
 
     #[test]
     fn passwords_are_masked_in_debug_output() {

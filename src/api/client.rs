@@ -21,7 +21,7 @@ use crate::base::metrics::{Metrics, Snapshot};
 use crate::base::url::mask_url;
 use crate::engine::backend::Owner;
 use crate::engine::renewal::Stats;
-use crate::stores::Check;
+use crate::stores::{Check, Deployment};
 
 /// A Redis lock client. Cheap to clone (clones share everything); `Send + Sync`, meant to be
 /// created once and shared by all threads.
@@ -41,8 +41,12 @@ pub struct Client {
 }
 
 struct Shared {
+    /// The client's own settings.
     cfg: Config,
+    /// Where the locks live, as the URL says: the servers' connection settings and how they
+    /// are deployed.
     info: redis::ConnectionInfo,
+    deployment: Deployment,
     /// The backend this client uses in each process (for a persistent client, the process's
     /// shared one), built on first use. Each process has its own lock around it: a forked child
     /// never waits for one that a thread of its parent held at the fork.
@@ -50,11 +54,16 @@ struct Shared {
 }
 
 impl Client {
-    pub(crate) fn from_config(cfg: Config, info: redis::ConnectionInfo) -> Client {
+    pub(crate) fn from_config(
+        cfg: Config,
+        info: redis::ConnectionInfo,
+        deployment: Deployment,
+    ) -> Client {
         Client {
             shared: Arc::new(Shared {
                 cfg,
                 info,
+                deployment,
                 backend: PerProcess::new(),
             }),
         }
@@ -142,6 +151,11 @@ impl Client {
         &self.shared.cfg
     }
 
+    /// How the servers that hold the locks are deployed.
+    pub(crate) fn deployment(&self) -> &Deployment {
+        &self.shared.deployment
+    }
+
     /// The client's backend for this process, built (or for a persistent client, found) on
     /// first use and again after a fork.
     pub(crate) fn backend(&self) -> Result<Arc<Owner>, Error> {
@@ -153,11 +167,16 @@ impl Client {
         if let Some(b) = current.as_ref() {
             return Ok(b.clone());
         }
-        let (cfg, info) = (&self.shared.cfg, &self.shared.info);
+        let Shared {
+            cfg,
+            info,
+            deployment,
+            ..
+        } = &*self.shared;
         let fresh = if cfg.persistent {
-            Owner::persistent(cfg, info)?
+            Owner::persistent(cfg, info, deployment)?
         } else {
-            Owner::start(cfg, info)?
+            Owner::start(cfg, info, deployment)?
         };
         *current = Some(fresh.clone());
         Ok(fresh)

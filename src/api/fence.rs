@@ -4,7 +4,6 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use crate::base::config::Deployment;
 use crate::base::grant::COUNTER_BITS;
 use crate::engine::held::Held;
 
@@ -34,10 +33,12 @@ impl Fence {
     /// The fence of a held grant, if it was taken with fencing.
     pub(crate) fn of(held: &Held) -> Option<Fence> {
         let token = held.fencing_token()?;
-        let epoch = match held.state.backend.store.cfg().deployment {
-            Deployment::Sentinel(_) | Deployment::Cluster(_) => Some(token >> COUNTER_BITS),
-            Deployment::Single | Deployment::Redlock(_) => None,
-        };
+        let epoch = held
+            .state
+            .backend
+            .store
+            .failover_epochs()
+            .then_some(token >> COUNTER_BITS);
         Some(Fence::new(held.name(), token, epoch))
     }
 

@@ -3,10 +3,10 @@
 
 use crate::api::client::Client;
 use crate::api::fence::Fence;
-use crate::base::config::Deployment;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::scripts::{self, FENCED_INCR, FENCED_SET};
+use crate::stores::Deployment;
 
 /// A key in Redis written only with a fence (of [`fence()`](crate::Lock::fence)) not older than
 /// the last one a write to it was applied with. The resource keeps that fence in the companion
@@ -50,7 +50,7 @@ impl FencedResource {
     /// The resource `key` on the servers of `client` (its connections and settings; not its key
     /// prefix).
     pub fn with_client(client: &Client, key: impl AsRef<[u8]>) -> Result<FencedResource, Error> {
-        if let Deployment::Redlock(_) = client.config().deployment {
+        if let Deployment::Redlock(_) = client.deployment() {
             return Err(Error::invalid_argument(
                 "a fenced resource lives on one server, a Sentinel group or a Cluster, \
                  not on Redlock's masters",

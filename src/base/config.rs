@@ -47,8 +47,6 @@ pub(crate) struct Config {
     pub tls_ca_pem: Option<Vec<u8>>,
     /// Whether the client shares the process's backend for its server and connection settings.
     pub persistent: bool,
-    /// How the servers are deployed, as the URL says.
-    pub deployment: Deployment,
     /// Replicas that must acknowledge a lock write (WAIT) before it counts.
     pub min_replicas: u32,
     /// How long a lock write waits for those acknowledgements.
@@ -79,7 +77,6 @@ impl Config {
             max_renewed_locks: 4096,
             tls_ca_pem: None,
             persistent: false,
-            deployment: Deployment::Single,
             min_replicas: 0,
             replica_timeout: Duration::from_millis(500),
             metric_names: Vec::new(),
@@ -137,63 +134,6 @@ impl fmt::Debug for Config {
             )
             .finish()
     }
-}
-
-/// How the servers that hold the locks are deployed, as the client's URL says; each store
-/// parses its own URL form (`stores/`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Deployment {
-    /// One server: the connection info is its own.
-    Single,
-    /// A Sentinel group: the connection info is the data nodes' at the first sentinel's address.
-    Sentinel(SentinelSpec),
-    /// A Redis Cluster: the connection info is the nodes' at the first listed address.
-    Cluster(ClusterSpec),
-    /// Independent masters for Redlock: the connection info is the first master's, and the
-    /// others' differ from it only in their address.
-    Redlock(RedlockSpec),
-}
-
-impl Deployment {
-    /// The servers, for messages: `host:port/db`, or what the URL lists (never a password).
-    pub(crate) fn server(&self, info: &redis::ConnectionInfo) -> String {
-        let db = info.redis_settings().db();
-        match self {
-            Deployment::Single => format!("{}/{db}", info.addr()),
-            Deployment::Cluster(spec) => format!("cluster {}", hosts(&spec.seeds)),
-            Deployment::Redlock(spec) => format!("redlock masters {}/{db}", hosts(&spec.masters)),
-            Deployment::Sentinel(spec) => format!(
-                "master {:?} of sentinels {}/{db}",
-                spec.master_name,
-                hosts(&spec.sentinels)
-            ),
-        }
-    }
-}
-
-/// A Sentinel URL's group: the sentinels to ask and the name of the master they monitor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SentinelSpec {
-    pub sentinels: Vec<(String, u16)>,
-    pub master_name: String,
-}
-
-/// A Cluster URL's nodes, to ask for the cluster's slots first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ClusterSpec {
-    pub seeds: Vec<(String, u16)>,
-}
-
-/// A Redlock URL's independent masters, in the URL's order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct RedlockSpec {
-    pub masters: Vec<(String, u16)>,
-}
-
-/// `host:port,host:port`, for messages.
-pub(crate) fn hosts(list: &[(String, u16)]) -> String {
-    let hosts: Vec<String> = list.iter().map(|(h, p)| format!("{h}:{p}")).collect();
-    hosts.join(",")
 }
 
 impl Config {

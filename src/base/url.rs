@@ -134,6 +134,12 @@ pub(crate) fn scrub(text: &str, url: &str) -> String {
         .fold(text.to_owned(), |t, r| t.replace(&url[r], "***"))
 }
 
+/// `host:port,host:port`, for messages.
+pub(crate) fn hosts(list: &[(String, u16)]) -> String {
+    let hosts: Vec<String> = list.iter().map(|(h, p)| format!("{h}:{p}")).collect();
+    hosts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,7 +24,7 @@ use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::metrics::Metrics;
 use crate::engine::renewal::Renewer;
-use crate::stores::{self, LockStore};
+use crate::stores::{self, Deployment, LockStore};
 
 /// The most persistent backends one process keeps (one per distinct server and connection
 /// settings); a persistent client beyond them is refused.
@@ -52,12 +52,16 @@ pub(crate) struct Owner {
 
 impl Owner {
     /// Builds a backend for this process. Starts no thread and opens no connection yet.
-    pub(crate) fn start(cfg: &Config, info: &redis::ConnectionInfo) -> Result<Arc<Owner>, Error> {
+    pub(crate) fn start(
+        cfg: &Config,
+        info: &redis::ConnectionInfo,
+        deployment: &Deployment,
+    ) -> Result<Arc<Owner>, Error> {
         let metrics = Arc::new(Metrics::new(&cfg.metric_names));
         let backend = Backend {
             pid: std::process::id(),
             id: crate::base::token::random_uuid(std::process::id())?,
-            store: stores::open(cfg, info, &metrics)?,
+            store: stores::open(cfg, info, deployment, &metrics)?,
             renewer: Renewer::new(cfg.max_renewed_locks),
             metrics,
         };
@@ -71,6 +75,7 @@ impl Owner {
     pub(crate) fn persistent(
         cfg: &Config,
         info: &redis::ConnectionInfo,
+        deployment: &Deployment,
     ) -> Result<Arc<Owner>, Error> {
         // This process's own registry: a forked child starts with an empty one, and never
         // takes the lock of its parent's, which a thread of the parent may have held at the fork.
@@ -85,7 +90,7 @@ impl Owner {
                  client private (persistent off)"
             )));
         }
-        let owner = Owner::start(cfg, info)?;
+        let owner = Owner::start(cfg, info, deployment)?;
         registry.push(owner.clone());
         Ok(owner)
     }

@@ -306,8 +306,8 @@ mod tests {
         // Nothing here reaches a server: the client connects lazily, and the grant is made
         // here, without a round trip.
         let cfg = Config::new("redis://127.0.0.1:1/");
-        let (info, _) = stores::parse_url(&cfg.url).unwrap();
-        let owner = Owner::start(&cfg, &info).unwrap();
+        let (info, deployment) = stores::parse_url(&cfg.url).unwrap();
+        let owner = Owner::start(&cfg, &info, &deployment).unwrap();
         let lease = Duration::from_secs(30);
         let state = LockState::new(
             owner.backend().clone(),

@@ -17,6 +17,7 @@
 //! ([`Majority`]).
 
 pub(crate) mod cluster;
+pub(crate) mod deployment;
 pub(crate) mod extend;
 pub(crate) mod inspect;
 pub(crate) mod pubsub;
@@ -30,7 +31,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::base::config::{Config, Deployment, endpoint};
+use crate::base::config::{Config, endpoint};
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
@@ -42,6 +43,7 @@ use crate::base::pool::{ConnPool, Connect};
 use crate::base::scripts;
 use crate::base::token::Token;
 use crate::base::url::{invalid, mask_url, scrub};
+pub(crate) use crate::stores::deployment::Deployment;
 use crate::stores::extend::Extension;
 use crate::stores::wait::{Queue, Session, Step};
 
@@ -89,8 +91,8 @@ pub(crate) fn parse_url(url: &str) -> Result<(redis::ConnectionInfo, Deployment)
 }
 
 /// Checks settings that a deployment cannot honour (Redlock: fencing, `min_replicas`).
-pub(crate) fn check_config(cfg: &Config) -> Result<(), Error> {
-    match cfg.deployment {
+pub(crate) fn check_config(cfg: &Config, deployment: &Deployment) -> Result<(), Error> {
+    match deployment {
         Deployment::Redlock(_) => redlock::check_config(cfg),
         _ => Ok(()),
     }
@@ -174,6 +176,18 @@ pub(crate) trait LockStore: Send + Sync {
     /// Redlock's masters: the exclusive lock held by a majority of them.
     fn majority(&self) -> Option<&dyn Majority> {
         None
+    }
+
+    /// Whether its fencing tokens carry the failover epoch of the master that granted them
+    /// (a Sentinel group's, a Cluster's): a [`Fence`](crate::Fence) then shows it.
+    fn failover_epochs(&self) -> bool {
+        false
+    }
+
+    /// Whether its lock channels are sharded (a Cluster's: SPUBLISH and SSUBSCRIBE, from Redis
+    /// 7 on; `pubsub.rs`).
+    fn sharded_pubsub(&self) -> bool {
+        false
     }
 
     /// A look at the lock of `keys` without holding it, with `kind`'s waiters (`inspect.rs`):
@@ -303,14 +317,16 @@ impl dyn LockStore + '_ {
 pub(crate) fn open(
     cfg: &Config,
     info: &redis::ConnectionInfo,
+    deployment: &Deployment,
     metrics: &Arc<Metrics>,
 ) -> Result<Box<dyn LockStore>, Error> {
-    Ok(match &cfg.deployment {
+    Ok(match deployment {
         Deployment::Cluster(spec) => Box::new(cluster::Cluster::new(cfg, info, spec, metrics)),
         Deployment::Redlock(spec) => Box::new(redlock::Masters::new(cfg, info, spec, metrics)?),
         Deployment::Single | Deployment::Sentinel(_) => Box::new(single::OneServer {
             cfg: cfg.clone(),
-            node: Node::new(cfg, metrics, server(cfg, info, metrics)?),
+            node: Node::new(cfg, metrics, server(cfg, info, deployment, metrics)?),
+            failover_epochs: matches!(deployment, Deployment::Sentinel(_)),
         }),
     })
 }
@@ -320,9 +336,10 @@ pub(crate) fn open(
 fn server(
     cfg: &Config,
     info: &redis::ConnectionInfo,
+    deployment: &Deployment,
     metrics: &Arc<Metrics>,
 ) -> Result<Arc<dyn Connect>, Error> {
-    Ok(match &cfg.deployment {
+    Ok(match deployment {
         Deployment::Sentinel(spec) => Arc::new(sentinel::Sentinel::new(
             cfg,
             info,

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use redis::{PushKind, RedisResult, Value};
 
 use crate::base::backoff::Backoff;
-use crate::base::config::Deployment;
 use crate::base::connection::Connection;
 use crate::base::error::Error;
 use crate::base::grant::Grant;
@@ -28,7 +27,7 @@ use crate::stores::{LockStore, NodeRef};
 /// Whether `store` publishes and subscribes sharded (a Cluster; on Redis 7 and later, see
 /// `Connection::has_sharded_pubsub`).
 pub(crate) fn sharded(store: &dyn LockStore) -> bool {
-    matches!(store.cfg().deployment, Deployment::Cluster(_))
+    store.sharded_pubsub()
 }
 
 /// The command that publishes on a lock's channel through `c`, as its subscribers subscribe:

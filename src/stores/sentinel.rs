@@ -34,12 +34,19 @@ use crate::base::sync::Mutex;
 use redis::IntoConnectionInfo;
 
 use super::connect_node;
-use crate::base::config::{Config, SentinelSpec};
+use crate::base::config::Config;
 use crate::base::connection::{Connection, Endpoint};
 use crate::base::error::Error;
 use crate::base::metrics::Metrics;
 use crate::base::pool::Connect;
 use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
+
+/// A Sentinel URL's group: the sentinels to ask and the name of the master they monitor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SentinelSpec {
+    pub sentinels: Vec<(String, u16)>,
+    pub master_name: String,
+}
 
 /// How old the sentinels' answer may be at a checkout before it is asked for again.
 pub(crate) const RECHECK: Duration = Duration::from_secs(1);

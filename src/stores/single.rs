@@ -46,11 +46,18 @@ impl Connect for FixedServer {
 pub(crate) struct OneServer {
     pub cfg: Config,
     pub node: Node,
+    /// Whether a Sentinel group's master serves it: its fencing tokens carry the failover
+    /// epoch.
+    pub failover_epochs: bool,
 }
 
 impl LockStore for OneServer {
     fn cfg(&self) -> &Config {
         &self.cfg
+    }
+
+    fn failover_epochs(&self) -> bool {
+        self.failover_epochs
     }
 
     fn run_dyn(&self, _: &LockKeys, op: &mut Call<'_>) -> Result<(), Error> {

@@ -35,6 +35,8 @@ mod redirect;
 mod slots;
 mod url;
 
+pub(crate) use url::ClusterSpec;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -42,7 +44,7 @@ use crate::base::sync::{Mutex, RwLock};
 
 use super::node_addr;
 use super::single::FixedServer;
-use crate::base::config::{ClusterSpec, Config};
+use crate::base::config::Config;
 use crate::base::error::Error;
 use crate::base::keys::LockKeys;
 use crate::base::metrics::Metrics;
@@ -124,6 +126,14 @@ impl Cluster {
 impl LockStore for Cluster {
     fn cfg(&self) -> &Config {
         &self.cfg
+    }
+
+    fn failover_epochs(&self) -> bool {
+        true
+    }
+
+    fn sharded_pubsub(&self) -> bool {
+        true
     }
 
     fn run_dyn(&self, keys: &LockKeys, op: &mut Call<'_>) -> Result<(), Error> {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{Addr, Cluster};
-use crate::base::config::hosts;
 use crate::base::error::Error;
+use crate::base::url::hosts;
 use crate::stores::{Node, connect_node};
 
 /// Hash slots of a Redis Cluster.

@@ -1,8 +1,13 @@
 //! The URL of a Redis Cluster: `redis-cluster://` or `rediss-cluster://` and its nodes.
 
-use crate::base::config::ClusterSpec;
 use crate::base::error::Error;
 use crate::base::url::{MultiHost, after_scheme, host_list, invalid};
+
+/// A Cluster URL's nodes, to ask for the cluster's slots first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ClusterSpec {
+    pub seeds: Vec<(String, u16)>,
+}
 
 /// Parses a `redis-cluster://` or `rediss-cluster://` URL: the plain URL of the nodes (at the
 /// first listed address) and the nodes. `None` for other URLs.

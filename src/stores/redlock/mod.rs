@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use crate::base::sync::Mutex;
 
-use crate::base::config::{Config, RedlockSpec};
+use crate::base::config::Config;
 use crate::base::error::{Error, ErrorKind};
 use crate::base::grant::Grant;
 use crate::base::inspect::LockInfo;
@@ -67,6 +67,12 @@ use crate::stores::node_addr;
 use crate::stores::single::FixedServer;
 use crate::stores::wait::{Queue, Session};
 use crate::stores::{Call, Check, LockStore, Majority, Node, NodeRef};
+
+/// A Redlock URL's independent masters, in the URL's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RedlockSpec {
+    pub masters: Vec<(String, u16)>,
+}
 
 /// How long a master that failed for want of an answer is skipped, at first.
 const FIRST_REST: Duration = Duration::from_millis(250);
