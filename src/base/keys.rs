@@ -32,14 +32,6 @@ const QUEUE: &[u8] = b":q";
 /// RELEASE makes a waiter's signal list and liveness key from the queue key: keep them in step.
 const SIGNAL: &[u8] = b":s:";
 const ALIVE: &[u8] = b":e:";
-/// Redlock waiting (`stores/redlock/wait.rs`): a marker that waiters exist, a marker that some
-/// block on this master, the list they block on, and the woken waiter's turn.
-const WANTED: &[u8] = b":wanted";
-const BLOCKED: &[u8] = b":blocked";
-const WAKE: &[u8] = b":wake";
-const TURN: &[u8] = b":turn";
-const REDLOCK_QUEUE: &[u8] = b":rq";
-
 impl LockKeys {
     /// Checks the name and builds the keys.
     pub(crate) fn new(prefix: &[u8], name: &[u8]) -> Result<LockKeys, Error> {
@@ -137,35 +129,6 @@ impl LockKeys {
         slot(self.lock())
     }
 
-    /// With Redlock: exists (with an expiry) while waiters of the lock may be blocked, so that a
-    /// release knows to wake one.
-    pub(crate) fn wanted(&self) -> Vec<u8> {
-        self.companion(WANTED, b"")
-    }
-
-    /// With Redlock: exists (with an expiry) on the masters where waiters of the lock may be
-    /// blocked, so that a release wakes one there too when the lock's home master is away.
-    pub(crate) fn blocked(&self) -> Vec<u8> {
-        self.companion(BLOCKED, b"")
-    }
-
-    /// With Redlock: the list waiters of the lock block on; a release pushes one element.
-    pub(crate) fn wake(&self) -> Vec<u8> {
-        self.companion(WAKE, b"")
-    }
-
-    /// With Redlock: exists (briefly) after a release that wakes a waiter, so that only the woken
-    /// waiter takes the lock then.
-    pub(crate) fn turn(&self) -> Vec<u8> {
-        self.companion(TURN, b"")
-    }
-
-    /// With Redlock: the queue of this version's waiters on one master, a sorted set of waiter ids
-    /// ordered by when each first queued (their entries are the [`alive`](Self::alive) keys).
-    pub(crate) fn redlock_queue(&self) -> Vec<u8> {
-        self.companion(REDLOCK_QUEUE, b"")
-    }
-
     /// The name as shown in messages (made only when needed: it is not cheap).
     pub(crate) fn shown(&self) -> String {
         show_name(self.name())
@@ -237,15 +200,7 @@ mod tests {
             for prefix in [&b""[..], b"app:", b"{app}:"] {
                 let k = LockKeys::new(prefix, name).unwrap();
                 let s = slot(k.lock());
-                for c in [
-                    k.fence(),
-                    k.queue(),
-                    k.signal("ab12"),
-                    k.alive("ab12"),
-                    k.wanted(),
-                    k.blocked(),
-                    k.wake(),
-                ] {
+                for c in [k.fence(), k.queue(), k.signal("ab12"), k.alive("ab12")] {
                     assert_eq!(
                         slot(&c),
                         s,
@@ -277,8 +232,6 @@ mod tests {
         assert_eq!(k.queue(), b"{p:orders:7}:q");
         assert_eq!(k.signal("ab"), b"{p:orders:7}:s:ab");
         assert_eq!(k.alive("ab"), b"{p:orders:7}:e:ab");
-        assert_eq!(k.wanted(), b"{p:orders:7}:wanted");
-        assert_eq!(k.wake(), b"{p:orders:7}:wake");
         let k = LockKeys::new(b"", b"{orders}:7").unwrap();
         assert_eq!(k.lock(), b"{orders}:7");
         assert_eq!(k.fence(), b"{orders}:7:fence");

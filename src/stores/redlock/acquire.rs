@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use redis::Value;
 
+use super::keys::RedlockKeys;
 use super::release::Release;
 use super::round::{Answer, Part, reply_value};
 use super::{Masters, failure_error, failures_text};

@@ -40,6 +40,7 @@
 mod acquire;
 mod extend;
 mod inspect;
+mod keys;
 mod release;
 mod round;
 pub(crate) mod wait;
@@ -51,6 +52,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::base::sync::Mutex;
+use keys::RedlockKeys;
 
 use crate::base::config::Config;
 use crate::base::error::{Error, ErrorKind};

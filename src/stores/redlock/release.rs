@@ -2,6 +2,7 @@
 
 use redis::Value;
 
+use super::keys::RedlockKeys;
 use super::round::{Answer, Extra, OnceDecided, Part, reply, reply_value};
 use super::{MARK_GRACE, Masters, TURN};
 use crate::base::error::Error;

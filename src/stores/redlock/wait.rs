@@ -54,6 +54,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::acquire::Queued;
+use super::keys::RedlockKeys;
 use super::{Attempt, MARK_GRACE, Masters, Tally};
 use crate::base::backoff::Jitter;
 use crate::base::error::Error;
