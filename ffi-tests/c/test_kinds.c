@@ -644,6 +644,16 @@ void test_inspect_a_lock_without_holding_it(void) {
     CHECK(!redislock_inspect_is_held(NULL) && redislock_inspect_holders(NULL) == 0);
     CHECK(redislock_inspect_held_as(NULL) == REDISLOCK_HELD_NONE);
     CHECK(redislock_inspect_permits(NULL) == 0 && redislock_inspect_permits_held(NULL) == 0);
+
+    /* The names of the enums' values, as the command-line tool and the PHP package say them. */
+    CHECK(strcmp(redislock_held_as_name(REDISLOCK_HELD_EXCLUSIVE), "exclusive") == 0);
+    CHECK(strcmp(redislock_held_as_name(REDISLOCK_HELD_READERS), "readers") == 0);
+    CHECK(strcmp(redislock_held_as_name(REDISLOCK_HELD_SEMAPHORE), "semaphore") == 0);
+    CHECK(strcmp(redislock_held_as_name(REDISLOCK_HELD_REDISSON), "redisson") == 0);
+    CHECK(strcmp(redislock_held_as_name(REDISLOCK_HELD_OTHER), "other") == 0);
+    CHECK(redislock_held_as_name(REDISLOCK_HELD_NONE) == NULL);
+    CHECK(redislock_held_as_name(1000) == NULL);
+    CHECK(strcmp(redislock_inspect_kind_names(), "exclusive, rwlock, semaphore, any") == 0);
     CHECK(redislock_inspect_remaining_ms(NULL) == 0);
     redislock_inspect_free(NULL);
     redislock_client_free(client);
