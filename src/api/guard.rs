@@ -263,21 +263,23 @@ impl AnyLock {
         Ok(self.held.fencing_token().unwrap_or(0))
     }
 
-    /// The owner token of an exclusive lock ([`Lock::owner_token`](crate::Lock::owner_token)): a bearer secret.
+    /// The owner token of an exclusive lock ([`Lock::owner_token`](crate::Lock::owner_token)): a
+    /// bearer secret.
     pub fn owner_token(&self) -> Result<&str, Error> {
         self.offers(self.kind().owner_token, "an owner token")?;
         Ok(self.held.owner_token())
     }
 
-    /// Leaves an exclusive lock to its lease ([`Lock::detach`](crate::Lock::detach)); the handle reports it
-    /// detached from then on.
+    /// Leaves an exclusive lock to its lease ([`Lock::detach`](crate::Lock::detach)); the handle
+    /// reports it detached from then on.
     pub fn detach(&self) -> Result<(), Error> {
         self.offers(self.kind().owner_token, "detach")?;
         self.held.state.detach()
     }
 
-    /// Turns a write lock into a read lock without a gap ([`WriteLock::downgrade`](crate::WriteLock::downgrade)); this
-    /// handle is no longer held afterwards.
+    /// Turns a write lock into a read lock without a gap
+    /// ([`WriteLock::downgrade`](crate::WriteLock::downgrade)); this handle is no longer held
+    /// afterwards.
     pub fn downgrade(&self) -> Result<AnyLock, Error> {
         self.offers(self.kind().downgrade, "downgrade")?;
         let read = rwlock::downgrade(&self.held)?;

@@ -205,9 +205,9 @@ impl Guard<Exclusive> {
         self.held.fencing_token()
     }
 
-    /// The fence of this grant, when the lock was acquired with fencing: its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
+    /// The fence of this grant, when the lock was acquired with fencing: its name, fencing token
+    /// and, on a Sentinel group or a Cluster, epoch, to hand to the resources it protects (a
+    /// [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Option<Fence> {
         Fence::of(&self.held)
     }

@@ -1,7 +1,8 @@
 //! The leadership of an election, one leader at a time with an epoch, as the API offers it: its
 //! marker, the client's [`leader`](Client::leader) campaign and its observers
-//! ([`leader_info`](Client::leader_info), [`wait_for_leader_change`](Client::wait_for_leader_change)),
-//! and its guard's epoch, identity and resign.
+//! ([`leader_info`](Client::leader_info),
+//! [`wait_for_leader_change`](Client::wait_for_leader_change)), and its guard's epoch, identity
+//! and resign.
 
 use std::time::Duration;
 
@@ -156,9 +157,9 @@ impl Guard<Leader> {
         self.held.fencing_token().unwrap_or(0)
     }
 
-    /// The fence of this grant, when always (a leadership is always fenced): its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
+    /// The fence of this grant (a leadership is always fenced): its name, fencing token and, on
+    /// a Sentinel group or a Cluster, epoch, to hand to the resources it protects (a
+    /// [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Fence {
         Fence::of(&self.held).unwrap_or_else(|| Fence::new(self.held.name(), 0, None))
     }

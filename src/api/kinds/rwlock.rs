@@ -118,9 +118,9 @@ impl Guard<Read> {
         self.held.fencing_token()
     }
 
-    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
+    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a
+    /// Sentinel group or a Cluster, epoch, to hand to the resources it protects (a
+    /// [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Option<Fence> {
         Fence::of(&self.held)
     }
@@ -133,9 +133,9 @@ impl Guard<Write> {
         self.held.fencing_token()
     }
 
-    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a Sentinel group
-    /// or a Cluster, epoch, to hand to the resources it protects
-    /// (a [`FencedResource`](crate::FencedResource)).
+    /// The fence of this grant, when acquired with fencing: its name, fencing token and, on a
+    /// Sentinel group or a Cluster, epoch, to hand to the resources it protects (a
+    /// [`FencedResource`](crate::FencedResource)).
     pub fn fence(&self) -> Option<Fence> {
         Fence::of(&self.held)
     }
