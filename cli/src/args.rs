@@ -7,8 +7,6 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use redislock::LockKind;
 
-use crate::run::KindFlags;
-
 const AFTER_HELP: &str = "Examples, exit statuses and environment: redislock --help";
 
 /// Runs commands under a distributed lock held in Redis: flock(1) across hosts.
@@ -164,6 +162,25 @@ pub struct Wait {
     /// Fail at once (exit 75) if the lock is held
     #[arg(long, short = 'n')]
     pub no_wait: bool,
+}
+
+/// Which kind of lock `run` takes: a flag per kind, each named in its descriptor (`cli_flag`).
+#[derive(Debug, Default, Args)]
+#[group(multiple = false)]
+pub struct KindFlags {
+    /// Take the read side of the read/write lock NAME (shared with other readers)
+    #[arg(long)]
+    pub read: bool,
+    /// Take the write side of the read/write lock NAME
+    #[arg(long)]
+    pub write: bool,
+    /// Take TAKE permits of the semaphore NAME of TOTAL permits
+    #[arg(long, value_name = "TAKE/TOTAL", value_parser = parse_permits)]
+    pub permits: Option<(u32, u32)>,
+    /// Take NAME as Redisson's RLock does, shared with Java services that lock NAME with Redisson
+    /// (docs/redisson.md; not on Redlock URLs, no fencing)
+    #[arg(long)]
+    pub redisson: bool,
 }
 
 #[derive(Debug, Args)]
@@ -379,6 +396,18 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(n * scale).map_err(|_| format!("'{s}' is out of range"))
 }
 
+/// `TAKE/TOTAL`, both at least 1, TAKE at most TOTAL.
+fn parse_permits(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("'{s}' is not TAKE/TOTAL (as in 1/3: one permit of three)");
+    let (take, total) = s.split_once('/').ok_or_else(bad)?;
+    let take: u32 = take.trim().parse().map_err(|_| bad())?;
+    let total: u32 = total.trim().parse().map_err(|_| bad())?;
+    if take == 0 || take > total {
+        return Err(format!("'{s}': TAKE must be between 1 and TOTAL"));
+    }
+    Ok((take, total))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,6 +423,14 @@ mod tests {
         assert!(parse_duration("3 weeks").is_err());
         assert!(parse_duration("s").is_err());
         assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn permits() {
+        assert_eq!(parse_permits("1/3"), Ok((1, 3)));
+        assert!(parse_permits("4/3").is_err());
+        assert!(parse_permits("0/3").is_err());
+        assert!(parse_permits("3").is_err());
     }
 
     #[test]

@@ -22,8 +22,6 @@ use redislock::kind::{Descriptor, Exclusive, Kind as _, Leader, Read, Redisson, 
 use redislock::metrics::KindLabel;
 use redislock::{AnyLock, Cancel, Client, Error, MAX_WAIT};
 
-use clap::Args;
-
 use crate::args::{Connection, OnLost, RunArgs, Wait};
 use crate::connect;
 use crate::exit::{self, Failure};
@@ -54,37 +52,6 @@ pub fn acquire<T>(
             other => return other,
         }
     }
-}
-
-/// Which kind of lock `run` takes: a flag per kind, each named in its descriptor (`cli_flag`).
-#[derive(Debug, Default, Args)]
-#[group(multiple = false)]
-pub struct KindFlags {
-    /// Take the read side of the read/write lock NAME (shared with other readers)
-    #[arg(long)]
-    pub read: bool,
-    /// Take the write side of the read/write lock NAME
-    #[arg(long)]
-    pub write: bool,
-    /// Take TAKE permits of the semaphore NAME of TOTAL permits
-    #[arg(long, value_name = "TAKE/TOTAL", value_parser = parse_permits)]
-    pub permits: Option<(u32, u32)>,
-    /// Take NAME as Redisson's RLock does, shared with Java services that lock NAME with Redisson
-    /// (docs/redisson.md; not on Redlock URLs, no fencing)
-    #[arg(long)]
-    pub redisson: bool,
-}
-
-/// `TAKE/TOTAL`, both at least 1, TAKE at most TOTAL.
-fn parse_permits(s: &str) -> Result<(u32, u32), String> {
-    let bad = || format!("'{s}' is not TAKE/TOTAL (as in 1/3: one permit of three)");
-    let (take, total) = s.split_once('/').ok_or_else(bad)?;
-    let take: u32 = take.trim().parse().map_err(|_| bad())?;
-    let total: u32 = total.trim().parse().map_err(|_| bad())?;
-    if take == 0 || take > total {
-        return Err(format!("'{s}': TAKE must be between 1 and TOTAL"));
-    }
-    Ok((take, total))
 }
 
 /// The kind of lock `run` (or `elect`) was asked for, as its flags say.
@@ -470,14 +437,6 @@ fn status_code(s: ExitStatus) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn permits() {
-        assert_eq!(super::parse_permits("1/3"), Ok((1, 3)));
-        assert!(super::parse_permits("4/3").is_err());
-        assert!(super::parse_permits("0/3").is_err());
-        assert!(super::parse_permits("3").is_err());
-    }
-
     use clap::Parser;
 
     use super::*;
