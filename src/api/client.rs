@@ -43,9 +43,9 @@ pub struct Client {
 struct Shared {
     /// The client's own settings.
     cfg: Config,
-    /// Where the locks live, as the URL says: the servers' connection settings and how they
-    /// are deployed.
+    /// Where the locks live, as the URL says: the servers' connection settings...
     info: redis::ConnectionInfo,
+    /// ...and how the servers are deployed.
     deployment: Deployment,
     /// The backend this client uses in each process (for a persistent client, the process's
     /// shared one), built on first use. Each process has its own lock around it: a forked child

@@ -108,7 +108,7 @@ impl<'a, K: RequestKind> Request<'a, K> {
     /// The keys of the first (or only) name.
     pub(in crate::api) fn keys(&self) -> Result<LockKeys, Error> {
         let name = self.names.first().copied().unwrap_or_default();
-        LockKeys::new(&self.client.config().key_prefix, name)
+        self.client.keys(name)
     }
 
     /// Acquires a grant of `kind` on `keys` with this request's settings, held with `token` (the
